@@ -1,0 +1,40 @@
+# dlock — two commands on a fresh Debian machine (as root):
+#   make run    install what is missing, build the module, run Redis with it (foreground)
+#   make test   the same set-up, then every test
+SHELL := /bin/bash
+CARGO ?= cargo
+MODULE := target/release/libdlock.so
+APT_PACKAGES := redis-server redis-tools libclang-dev clang
+
+.PHONY: all setup build run test unit-test test-valkey bench seckill clean
+
+all: build
+
+# Install only what is missing; apt-get update runs once, only when something is missing.
+setup:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
+	ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
+	command -v clang >/dev/null || missing="$$missing clang"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@# Debian starts a redis-server on 6379 when it installs the package; `make run` wants that port.
+	@if [ -n "$${CI:-}" ] || [ "$(MAKECMDGOALS)" = "run" ]; then \
+		(systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null; \
+	fi
+
+build: setup
+	$(CARGO) build --release -p dlock
+
+run: build
+	redis-server redis.conf
+
+test: build
+	$(CARGO) test --release --workspace
+
+clean:
+	$(CARGO) clean
