@@ -257,7 +257,7 @@ pub fn info_dlock(con: &mut Connection) -> HashMap<String, i64> {
 
 /// A command running on its own connection in its own thread (for blocking waiters).
 pub struct Pending {
-    rx: Receiver<(Reply, Duration)>,
+    rx: Receiver<(Reply, Duration, Instant)>,
     /// CLIENT ID of the waiter's connection.
     pub client_id: i64,
     pub args: Vec<String>,
@@ -280,7 +280,7 @@ pub fn spawn_cmd(srv: &Server, args: &[&str]) -> Pending {
         let words: Vec<&str> = a2.iter().map(|s| s.as_str()).collect();
         let t0 = Instant::now();
         let r = cmd(&mut con, &words);
-        let _ = tx.send((r, t0.elapsed()));
+        let _ = tx.send((r, t0.elapsed(), Instant::now()));
         // keep the connection open until the reply is consumed or the test ends
         drop(con);
     });
@@ -298,6 +298,12 @@ impl Pending {
     /// The reply (and how long the command took), or panic after `timeout`.
     #[track_caller]
     pub fn wait(&self, timeout: Duration) -> (Reply, Duration) {
+        let (r, d, _) = self.wait_at(timeout);
+        (r, d)
+    }
+    /// The reply, how long the command took, and when the reply arrived.
+    #[track_caller]
+    pub fn wait_at(&self, timeout: Duration) -> (Reply, Duration, Instant) {
         match self.rx.recv_timeout(timeout) {
             Ok(v) => v,
             Err(_) => panic!("no reply to {:?} within {timeout:?}", self.args),
