@@ -1,0 +1,1248 @@
+//! # dlock-client
+//!
+//! Redisson-style distributed locks on Redis, with a watchdog that keeps held locks alive
+//! and tells you when one is lost.
+//!
+//! Two backends speak the same data layout (a hash `owner -> hold count` with a lease):
+//! - **native**: the `DLOCK.*` commands of the dlock Redis module (server-side FIFO waiting,
+//!   fencing tokens);
+//! - **script**: plain Redis, with Lua scripts copied from Redisson's `RLock`
+//!   (see [`scripts`]); waiters subscribe to the unlock channel and retry.
+//!
+//! The backend is picked from `MODULE LIST` unless you choose one ([`Backend`]).
+//!
+//! ```no_run
+//! # async fn demo() -> dlock_client::Result<()> {
+//! use std::time::Duration;
+//! let client = dlock_client::Client::open("redis://127.0.0.1:6379/").await?;
+//! let lock = client.lock("orders:42");
+//! let guard = lock.acquire().await?;          // waits; the watchdog renews the lease
+//! let lost = guard.lost();                    // resolves if the lock is lost
+//! tokio::select! {
+//!     _ = tokio::time::sleep(Duration::from_secs(1)) => { /* critical section */ }
+//!     reason = lost => eprintln!("lock lost: {reason:?}"),
+//! }
+//! assert!(guard.release().await?);            // true: we still held it
+//! # Ok(()) }
+//! ```
+//!
+//! For threads without async, see [`blocking`].
+
+#![warn(missing_docs)]
+
+pub mod blocking;
+mod error;
+pub mod scripts;
+mod subscriber;
+mod watchdog;
+
+pub use error::{Error, Result};
+
+use std::collections::HashMap;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use redis::aio::{
+    ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
+};
+use redis::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// Which command set the client uses.
+///
+/// ```
+/// use dlock_client::Backend;
+/// assert_eq!(Backend::default(), Backend::Auto);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// `Native` when `MODULE LIST` shows the module `dlock`, else `Script`.
+    #[default]
+    Auto,
+    /// The `DLOCK.*` commands of the dlock module.
+    Native,
+    /// Redisson's Lua scripts on plain Redis.
+    Script,
+}
+
+/// Reconnect and retry policy: exponential backoff `base * 2^n`, capped at `max_delay`.
+///
+/// ```
+/// use std::time::Duration;
+/// let r = dlock_client::Retry { attempts: 3, base_delay: Duration::from_millis(50), max_delay: Duration::from_secs(1) };
+/// assert_eq!(r.delay(0), Duration::from_millis(50));
+/// assert_eq!(r.delay(10), Duration::from_secs(1));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retry {
+    /// How many times a failed connection is retried (by the connection manager, and by
+    /// [`Lock::acquire`] on connection errors).
+    pub attempts: u32,
+    /// First delay.
+    pub base_delay: Duration,
+    /// Longest delay.
+    pub max_delay: Duration,
+}
+
+impl Default for Retry {
+    fn default() -> Self {
+        Retry {
+            attempts: 6,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Retry {
+    /// Delay before retry number `n` (0-based).
+    ///
+    /// ```
+    /// let r = dlock_client::Retry::default();
+    /// assert!(r.delay(1) > r.delay(0));
+    /// ```
+    pub fn delay(&self, n: u32) -> Duration {
+        let d = self.base_delay.saturating_mul(1u32 << n.min(20));
+        d.min(self.max_delay)
+    }
+}
+
+/// Client settings; build them with [`Client::builder`].
+///
+/// ```
+/// let c = dlock_client::Config::default();
+/// assert_eq!(c.lease, std::time::Duration::from_secs(30));
+/// assert_eq!(c.renew_interval(), std::time::Duration::from_secs(10));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Lease of watchdog-held locks (Redisson's `lockWatchdogTimeout`), default 30 s.
+    pub lease: Duration,
+    /// How often the watchdog renews; `None` = `lease / 3`.
+    pub renew_interval: Option<Duration>,
+    /// Reconnect / retry policy.
+    pub retry: Retry,
+    /// Owner id prefix; `None` = 128-bit random hex, fresh per client.
+    pub owner_prefix: Option<String>,
+    /// Backend choice.
+    pub backend: Backend,
+    /// Unlock channel prefix (script backend), default `redisson_lock__channel`.
+    pub channel_prefix: String,
+    /// Client-side time-out of one command (not of a wait), default 5 s.
+    pub response_timeout: Duration,
+    /// Renewals per pipeline, default 1000.
+    pub renew_batch: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            lease: Duration::from_secs(30),
+            renew_interval: None,
+            retry: Retry::default(),
+            owner_prefix: None,
+            backend: Backend::Auto,
+            channel_prefix: scripts::DEFAULT_CHANNEL_PREFIX.to_string(),
+            response_timeout: Duration::from_secs(5),
+            renew_batch: 1000,
+        }
+    }
+}
+
+impl Config {
+    /// The effective renew interval (`lease / 3` unless set).
+    ///
+    /// ```
+    /// let mut c = dlock_client::Config::default();
+    /// c.renew_interval = Some(std::time::Duration::from_secs(1));
+    /// assert_eq!(c.renew_interval(), std::time::Duration::from_secs(1));
+    /// ```
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval
+            .unwrap_or(self.lease / 3)
+            .max(Duration::from_millis(1))
+    }
+}
+
+/// Builder of a [`Client`].
+///
+/// ```no_run
+/// # async fn demo() -> dlock_client::Result<()> {
+/// use std::time::Duration;
+/// use dlock_client::{Backend, Client};
+/// let client = Client::builder("redis://127.0.0.1:6379/")
+///     .lease(Duration::from_secs(10))
+///     .renew_interval(Duration::from_secs(2))
+///     .owner_prefix("worker-7")
+///     .backend(Backend::Script)
+///     .build()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ClientBuilder {
+    url: String,
+    config: Config,
+}
+
+impl ClientBuilder {
+    /// Lease of watchdog-held locks (default 30 s).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
+    }
+    /// Renew interval (default lease / 3).
+    pub fn renew_interval(mut self, every: Duration) -> Self {
+        self.config.renew_interval = Some(every);
+        self
+    }
+    /// Retry / backoff policy.
+    pub fn retry(mut self, retry: Retry) -> Self {
+        self.config.retry = retry;
+        self
+    }
+    /// Owner id prefix (default: 128-bit random hex).
+    pub fn owner_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.owner_prefix = Some(prefix.into());
+        self
+    }
+    /// Backend (default [`Backend::Auto`]).
+    pub fn backend(mut self, backend: Backend) -> Self {
+        self.config.backend = backend;
+        self
+    }
+    /// Unlock channel prefix (default `redisson_lock__channel`).
+    pub fn channel_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.config.channel_prefix = prefix.into();
+        self
+    }
+    /// Client-side time-out of one command (default 5 s).
+    pub fn response_timeout(mut self, t: Duration) -> Self {
+        self.config.response_timeout = t;
+        self
+    }
+    /// Renewals per pipeline (default 1000).
+    pub fn renew_batch(mut self, n: usize) -> Self {
+        self.config.renew_batch = n.max(1);
+        self
+    }
+    /// Replace the whole configuration.
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+    /// Connect, pick the backend and start the watchdog task (on the current tokio runtime).
+    pub async fn build(self) -> Result<Client> {
+        Client::connect(self.url, self.config).await
+    }
+}
+
+static NEXT_OWNER: AtomicU64 = AtomicU64::new(1);
+
+/// An owner identity: reentrancy is per owner. Cheap to clone and `Send`, so one owner can
+/// be handed from task to task; a lock acquired by an owner can be re-acquired (hold count
+/// + 1) or released by any task using the same owner.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// let owner = client.owner();
+/// let g1 = client.lock_as("job", &owner).acquire().await?;
+/// let o2 = owner.clone();
+/// let c2 = client.clone();
+/// let g2 = tokio::spawn(async move { c2.lock_as("job", &o2).try_acquire().await })
+///     .await.unwrap()?.expect("reentrant");
+/// assert_eq!(g2.hold_count(), 2);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Owner {
+    id: Arc<str>,
+}
+
+impl Owner {
+    /// An owner with exactly this id (1..=512 bytes; not `mode`).
+    ///
+    /// ```
+    /// let o = dlock_client::Owner::from_id("abc:1");
+    /// assert_eq!(o.id(), "abc:1");
+    /// ```
+    pub fn from_id(id: impl Into<String>) -> Owner {
+        Owner {
+            id: Arc::from(id.into()),
+        }
+    }
+    /// The owner string stored in the lock hash.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+pub(crate) type Registry = Mutex<HashMap<(String, String), Arc<Entry>>>;
+
+pub(crate) struct Inner {
+    redis: redis::Client,
+    pub(crate) conn: ConnectionManager,
+    pub(crate) config: Config,
+    pub(crate) native: bool,
+    prefix: String,
+    pub(crate) registry: Registry,
+    wait_pool: Mutex<Vec<MultiplexedConnection>>,
+    subscriber: subscriber::Subscribers,
+    pub(crate) scripts: Scripts,
+    runtime: tokio::runtime::Handle,
+    watchdog: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(h) = self.watchdog.lock().unwrap().take() {
+            h.abort();
+        }
+    }
+}
+
+pub(crate) struct Scripts {
+    pub(crate) lock: redis::Script,
+    pub(crate) unlock: redis::Script,
+    pub(crate) renew: redis::Script,
+    pub(crate) force_unlock: redis::Script,
+}
+
+/// A connection to one Redis node, shared by all locks it hands out. Cheap to clone.
+/// One background task per client (the watchdog) renews every watchdog-held lock.
+///
+/// ```no_run
+/// # async fn demo() -> dlock_client::Result<()> {
+/// let client = dlock_client::Client::open("redis://127.0.0.1:6379/").await?;
+/// println!("native: {}", client.is_native());
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("native", &self.inner.native)
+            .field("prefix", &self.inner.prefix)
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connect with default settings.
+    pub async fn open(url: impl Into<String>) -> Result<Client> {
+        Client::builder(url).build().await
+    }
+
+    /// A builder for `url` (`redis://host:port/db`).
+    ///
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1:6379/");
+    /// # let _ = b;
+    /// ```
+    pub fn builder(url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            url: url.into(),
+            config: Config::default(),
+        }
+    }
+
+    async fn connect(url: String, config: Config) -> Result<Client> {
+        if config.lease.is_zero() {
+            return Err(Error::Config("lease must be > 0".into()));
+        }
+        let redis = redis::Client::open(url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
+        let r = config.retry;
+        let mgr_cfg = ConnectionManagerConfig::new()
+            .set_number_of_retries(r.attempts as usize)
+            .set_factor(r.base_delay.as_millis().max(1) as u64)
+            .set_exponent_base(2)
+            .set_max_delay(r.max_delay.as_millis().max(1) as u64)
+            .set_connection_timeout(config.response_timeout)
+            .set_response_timeout(config.response_timeout);
+        let conn = tokio::time::timeout(
+            config.response_timeout * 2,
+            ConnectionManager::new_with_config(redis.clone(), mgr_cfg),
+        )
+        .await
+        .map_err(|_| Error::Timeout("connect".into()))?
+        .map_err(|e| Error::from_redis("", e))?;
+        let native = match config.backend {
+            Backend::Native => true,
+            Backend::Script => false,
+            Backend::Auto => has_module(&mut conn.clone()).await?,
+        };
+        let prefix = config.owner_prefix.clone().unwrap_or_else(|| {
+            let v: u128 = rand::random();
+            format!("{v:032x}")
+        });
+        let inner = Arc::new(Inner {
+            redis,
+            conn,
+            native,
+            prefix,
+            registry: Mutex::new(HashMap::new()),
+            wait_pool: Mutex::new(Vec::new()),
+            subscriber: subscriber::Subscribers::default(),
+            scripts: Scripts {
+                lock: redis::Script::new(scripts::LOCK),
+                unlock: redis::Script::new(scripts::UNLOCK),
+                renew: redis::Script::new(scripts::RENEW),
+                force_unlock: redis::Script::new(scripts::FORCE_UNLOCK),
+            },
+            runtime: tokio::runtime::Handle::current(),
+            watchdog: Mutex::new(None),
+            config,
+        });
+        let task = tokio::spawn(watchdog::run(Arc::downgrade(&inner)));
+        *inner.watchdog.lock().unwrap() = Some(task.abort_handle());
+        Ok(Client { inner })
+    }
+
+    /// True when the client uses the dlock module's commands.
+    pub fn is_native(&self) -> bool {
+        self.inner.native
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    /// The owner id prefix of this client (`<prefix>:<n>` are its owners).
+    pub fn owner_prefix(&self) -> &str {
+        &self.inner.prefix
+    }
+
+    /// A new owner identity `<prefix>:<n>`, unique within this process.
+    pub fn owner(&self) -> Owner {
+        let n = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
+        Owner::from_id(format!("{}:{n}", self.inner.prefix))
+    }
+
+    /// A lock handle on `name` with its own new owner: acquiring twice through this handle
+    /// (or its clones) is reentrant; another handle from `lock(name)` is another owner.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        self.lock_as(name, &self.owner())
+    }
+
+    /// A lock handle on `name` acting for `owner` (reentrant across every handle of that owner).
+    pub fn lock_as(&self, name: impl Into<String>, owner: &Owner) -> Lock {
+        Lock {
+            client: self.clone(),
+            name: name.into(),
+            owner: owner.clone(),
+            fence: false,
+        }
+    }
+
+    /// Number of locks the watchdog currently renews.
+    pub fn watched_locks(&self) -> usize {
+        self.inner
+            .registry
+            .lock()
+            .unwrap()
+            .values()
+            .filter(|e| e.is_watched())
+            .count()
+    }
+
+    /// The underlying connection (multiplexed, reconnecting), e.g. for the data the lock protects.
+    pub fn connection(&self) -> ConnectionManager {
+        self.inner.conn.clone()
+    }
+
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.inner.runtime
+    }
+}
+
+/// Does `MODULE LIST` show the module `dlock`?
+async fn has_module(conn: &mut ConnectionManager) -> Result<bool> {
+    let v: Value = match redis::cmd("MODULE").arg("LIST").query_async(conn).await {
+        Ok(v) => v,
+        // MODULE may be renamed or refused by ACL: then there is no usable module.
+        Err(e) if e.kind() == redis::ErrorKind::ResponseError || e.code() == Some("NOPERM") => {
+            return Ok(false)
+        }
+        Err(e) => return Err(Error::from_redis("", e)),
+    };
+    fn strings(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+            Value::SimpleString(s) => out.push(s.clone()),
+            Value::Array(a) | Value::Set(a) => a.iter().for_each(|x| strings(x, out)),
+            Value::Map(m) => m.iter().for_each(|(k, x)| {
+                strings(k, out);
+                strings(x, out)
+            }),
+            _ => out.push(String::new()),
+        }
+    }
+    let mut s = Vec::new();
+    strings(&v, &mut s);
+    Ok(s.windows(2).any(|w| w[0] == "name" && w[1] == "dlock"))
+}
+
+/// Why a held lock is no longer held (the output of [`LostSignal`]).
+///
+/// ```
+/// use dlock_client::LostReason;
+/// assert_ne!(LostReason::NotHeld, LostReason::LeaseExpired);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LostReason {
+    /// The server says this owner does not hold the lock (a renewal or release answered
+    /// 0/null: deleted, expired, or taken by someone else).
+    NotHeld,
+    /// No successful renewal reached the server before the lease deadline (measured from
+    /// the last successful renewal's send time): the server was unreachable or slow.
+    LeaseExpired,
+    /// This client released it (the last hold).
+    Released,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    deadline: Instant,
+    lost: Option<LostReason>,
+}
+
+/// One held (lock, owner) pair: the watchdog's unit of work.
+pub(crate) struct Entry {
+    pub(crate) key: String,
+    pub(crate) owner: String,
+    pub(crate) lease: Duration,
+    state: Mutex<EntryState>,
+    active: AtomicBool,
+    status: watch::Sender<Status>,
+}
+
+struct EntryState {
+    holds: u64,
+    watched: bool,
+}
+
+impl Entry {
+    fn new(key: &str, owner: &str, lease: Duration, watched: bool, deadline: Instant) -> Entry {
+        Entry {
+            key: key.to_string(),
+            owner: owner.to_string(),
+            lease,
+            state: Mutex::new(EntryState { holds: 0, watched }),
+            active: AtomicBool::new(true),
+            status: watch::Sender::new(Status {
+                deadline,
+                lost: None,
+            }),
+        }
+    }
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+    pub(crate) fn is_watched(&self) -> bool {
+        self.is_active() && self.state.lock().unwrap().watched
+    }
+    pub(crate) fn deadline(&self) -> Instant {
+        self.status.borrow().deadline
+    }
+    /// A renewal sent at `sent` succeeded.
+    pub(crate) fn renewed(&self, sent: Instant) {
+        if !self.is_active() {
+            return;
+        }
+        self.status.send_if_modified(|s| {
+            let d = sent + self.lease;
+            if s.lost.is_none() && d > s.deadline {
+                s.deadline = d;
+                true
+            } else {
+                false
+            }
+        });
+    }
+    /// Mark lost (first reason wins) and stop renewing.
+    pub(crate) fn mark(&self, reason: LostReason) {
+        self.active.store(false, Ordering::Release);
+        self.status.send_if_modified(|s| {
+            if s.lost.is_none() {
+                s.lost = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+    fn lost_now(&self) -> Option<LostReason> {
+        let s = self.status.borrow();
+        if let Some(r) = s.lost {
+            return Some(r);
+        }
+        if Instant::now() >= s.deadline {
+            return Some(LostReason::LeaseExpired);
+        }
+        None
+    }
+}
+
+pub(crate) fn remove_entry(reg: &Registry, e: &Arc<Entry>) {
+    let mut map = reg.lock().unwrap();
+    let k = (e.key.clone(), e.owner.clone());
+    if map.get(&k).is_some_and(|x| Arc::ptr_eq(x, e)) {
+        map.remove(&k);
+    }
+}
+
+/// Tells when a held lock stops being held. Clone it, move it to another task, `.await` it:
+/// it resolves with the [`LostReason`] once the lock is lost (renewal answered 0, the lease
+/// ran out without a successful renewal, a release found it gone) or released.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// let guard = client.lock("report").acquire().await?;
+/// let lost = guard.lost();
+/// let watcher = tokio::spawn(async move { lost.await });
+/// guard.release().await?;
+/// assert_eq!(watcher.await.unwrap(), dlock_client::LostReason::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LostSignal {
+    entry: Arc<Entry>,
+}
+
+impl LostSignal {
+    /// `Some(reason)` if the lock is already lost or released, without waiting.
+    pub fn check(&self) -> Option<LostReason> {
+        self.entry.lost_now()
+    }
+
+    /// Wait until the lock is lost or released.
+    pub async fn wait(self) -> LostReason {
+        let mut rx = self.entry.status.subscribe();
+        loop {
+            let s = rx.borrow_and_update().clone();
+            if let Some(r) = s.lost {
+                return r;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return LostReason::Released;
+                    }
+                }
+                _ = tokio::time::sleep_until(s.deadline) => {
+                    // Deadline passed with no renewal in between: lost.
+                    if self.entry.deadline() <= Instant::now() {
+                        self.entry.mark(LostReason::LeaseExpired);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl IntoFuture for LostSignal {
+    type Output = LostReason;
+    type IntoFuture = Pin<Box<dyn Future<Output = LostReason> + Send>>;
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.wait())
+    }
+}
+
+/// A handle on one lock name for one owner. Cheap to clone. Nothing is sent until you call
+/// a method.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// use std::time::Duration;
+/// let lock = client.lock("inventory");
+/// if let Some(g) = lock.try_acquire_for(Duration::from_millis(200), Some(Duration::from_secs(5))).await? {
+///     // held for at most 5 s, no watchdog
+///     g.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Lock {
+    client: Client,
+    name: String,
+    owner: Owner,
+    fence: bool,
+}
+
+/// How long to wait for a lock held by someone else.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    No,
+    For(Duration),
+    Forever,
+}
+
+impl Lock {
+    /// The lock key.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The owner this handle acts for.
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+    /// The same lock asking for a fencing token on every acquire (`FENCE`, native backend
+    /// only; the script backend answers [`Error::Unsupported`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("ledger").fenced().acquire().await?;
+    /// let token: u64 = g.fencing_token().unwrap();
+    /// # let _ = token; Ok(()) }
+    /// ```
+    pub fn fenced(mut self) -> Lock {
+        self.fence = true;
+        self
+    }
+
+    /// The same lock name acting for another owner.
+    pub fn with_owner(mut self, owner: &Owner) -> Lock {
+        self.owner = owner.clone();
+        self
+    }
+
+    /// Wait as long as it takes; the watchdog keeps the lease alive until release.
+    /// Connection errors are retried per [`Retry`].
+    pub async fn acquire(&self) -> Result<LockGuard> {
+        let mut n = 0;
+        loop {
+            match self
+                .acquire_impl(self.owner.id(), Wait::Forever, None)
+                .await
+            {
+                Ok(Some(g)) => return Ok(g),
+                Ok(None) => continue,
+                Err(e) if e.is_connection() && n < self.client.inner.config.retry.attempts => {
+                    tokio::time::sleep(self.client.inner.config.retry.delay(n)).await;
+                    n += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt, no waiting; watchdog on when granted.
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.acquire_impl(self.owner.id(), Wait::No, None).await
+    }
+
+    /// Wait up to `wait`. With `lease` the lock lapses after it (no watchdog), without it the
+    /// watchdog renews it until release. `Ok(None)` on time-out.
+    pub async fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let w = if wait.is_zero() {
+            Wait::No
+        } else {
+            Wait::For(wait)
+        };
+        self.acquire_impl(self.owner.id(), w, lease).await
+    }
+
+    /// Delete the lock whoever holds it (native: plain `DEL`, which wakes the module's
+    /// waiters; script: Redisson's force-unlock script, `DEL` + publish). True if a lock was
+    /// deleted.
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let mut conn = self.client.inner.conn.clone();
+        let r: i64 = if self.client.inner.native {
+            redis::cmd("DEL")
+                .arg(&self.name)
+                .query_async(&mut conn)
+                .await
+        } else {
+            self.client
+                .inner
+                .scripts
+                .force_unlock
+                .key(&self.name)
+                .key(self.channel())
+                .arg(scripts::UNLOCK_MESSAGE)
+                .invoke_async(&mut conn)
+                .await
+        }
+        .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(r == 1)
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    pub async fn is_locked(&self) -> Result<bool> {
+        let mut conn = self.client.inner.conn.clone();
+        let n: i64 = redis::cmd("EXISTS")
+            .arg(&self.name)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(n == 1)
+    }
+
+    /// Whether this handle's owner holds it (`HEXISTS`).
+    pub async fn is_held_by_owner(&self) -> Result<bool> {
+        let mut conn = self.client.inner.conn.clone();
+        let n: i64 = redis::cmd("HEXISTS")
+            .arg(&self.name)
+            .arg(self.owner.id())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok(n == 1)
+    }
+
+    /// The lock's remaining lease (`PTTL`): `None` when nobody holds it (or it has no expiry).
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let mut conn = self.client.inner.conn.clone();
+        let ms: i64 = redis::cmd("PTTL")
+            .arg(&self.name)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
+    }
+
+    pub(crate) fn channel(&self) -> String {
+        scripts::channel_name(&self.client.inner.config.channel_prefix, &self.name)
+    }
+
+    pub(crate) async fn acquire_impl(
+        &self,
+        owner: &str,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let inner = &self.client.inner;
+        if self.fence && !inner.native {
+            return Err(Error::Unsupported("fencing tokens need the dlock module"));
+        }
+        let watched = lease.is_none();
+        let lease = lease
+            .unwrap_or(inner.config.lease)
+            .max(Duration::from_millis(1));
+        let lease_ms = lease.as_millis() as u64;
+        let started = Instant::now();
+        let granted = if inner.native {
+            self.native_acquire(owner, lease_ms, wait, started).await?
+        } else {
+            self.script_acquire(owner, lease_ms, wait, started).await?
+        };
+        let Some((sent, count, token)) = granted else {
+            return Ok(None);
+        };
+        Ok(Some(
+            self.register(owner, lease, watched, sent, count, token),
+        ))
+    }
+
+    fn register(
+        &self,
+        owner: &str,
+        lease: Duration,
+        watched: bool,
+        sent: Instant,
+        count: Option<u64>,
+        token: Option<u64>,
+    ) -> LockGuard {
+        let inner = &self.client.inner;
+        let now = Instant::now();
+        let mut map = inner.registry.lock().unwrap();
+        let k = (self.name.clone(), owner.to_string());
+        let entry = match map.get(&k) {
+            Some(e) if e.is_active() && e.deadline() > now => e.clone(),
+            old => {
+                if let Some(o) = old {
+                    o.mark(LostReason::LeaseExpired);
+                }
+                let lease_for_entry = if watched { inner.config.lease } else { lease };
+                let e = Arc::new(Entry::new(
+                    &self.name,
+                    owner,
+                    lease_for_entry,
+                    watched,
+                    sent + lease,
+                ));
+                map.insert(k, e.clone());
+                e
+            }
+        };
+        let holds = {
+            let mut st = entry.state.lock().unwrap();
+            st.holds += 1;
+            st.watched |= watched;
+            st.holds
+        };
+        drop(map);
+        // The acquire reset the lease on the server.
+        entry.status.send_modify(|s| s.deadline = sent + lease);
+        LockGuard {
+            client: self.client.clone(),
+            entry,
+            hold_count: count.unwrap_or(holds),
+            token,
+            done: false,
+        }
+    }
+
+    async fn native_acquire(
+        &self,
+        owner: &str,
+        lease_ms: u64,
+        wait: Wait,
+        started: Instant,
+    ) -> Result<Option<(Instant, Option<u64>, Option<u64>)>> {
+        let inner = &self.client.inner;
+        let mut cmd = redis::cmd("DLOCK.ACQUIRE");
+        cmd.arg(&self.name).arg(owner).arg(lease_ms);
+        if self.fence {
+            cmd.arg("FENCE");
+        }
+        let sent = Instant::now();
+        let v: Value = cmd
+            .query_async(&mut inner.conn.clone())
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        if let Some((c, t)) = parse_grant(&self.name, v)? {
+            return Ok(Some((sent, Some(c), t)));
+        }
+        let wait_ms = match wait {
+            Wait::No => return Ok(None),
+            Wait::For(d) => {
+                let left = d.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Ok(None);
+                }
+                left.as_millis().max(1) as u64
+            }
+            Wait::Forever => 0,
+        };
+        // Server-side FIFO wait on a dedicated connection (a blocked reply would stall the
+        // shared multiplexed one).
+        let mut conn = self.wait_conn().await?;
+        let mut cmd = redis::cmd("DLOCK.ACQUIRE");
+        cmd.arg(&self.name)
+            .arg(owner)
+            .arg(lease_ms)
+            .arg("WAIT")
+            .arg(wait_ms);
+        if self.fence {
+            cmd.arg("FENCE");
+        }
+        let fut = cmd.query_async::<Value>(&mut conn);
+        let r = if wait_ms == 0 {
+            fut.await
+        } else {
+            let limit = Duration::from_millis(wait_ms) + inner.config.response_timeout;
+            match tokio::time::timeout(limit, fut).await {
+                Ok(r) => r,
+                Err(_) => return Err(Error::Timeout(format!("DLOCK.ACQUIRE {} WAIT", self.name))),
+            }
+        };
+        // The grant happened between send and receipt; the lease is counted from receipt
+        // (later than the truth by at most the reply's one-way latency).
+        let got = Instant::now();
+        let v = r.map_err(|e| Error::from_redis(&self.name, e))?;
+        self.put_wait_conn(conn);
+        Ok(parse_grant(&self.name, v)?.map(|(c, t)| (got, Some(c), t)))
+    }
+
+    async fn wait_conn(&self) -> Result<MultiplexedConnection> {
+        let inner = &self.client.inner;
+        if let Some(c) = inner.wait_pool.lock().unwrap().pop() {
+            return Ok(c);
+        }
+        let cfg = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(inner.config.response_timeout);
+        inner
+            .redis
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))
+    }
+
+    fn put_wait_conn(&self, c: MultiplexedConnection) {
+        let mut pool = self.client.inner.wait_pool.lock().unwrap();
+        if pool.len() < 64 {
+            pool.push(c);
+        }
+    }
+
+    /// `None` = granted, `Some(pttl)` = held by someone else.
+    async fn script_try(&self, owner: &str, lease_ms: u64) -> Result<Option<i64>> {
+        let mut conn = self.client.inner.conn.clone();
+        let v: Value = self
+            .client
+            .inner
+            .scripts
+            .lock
+            .key(&self.name)
+            .arg(lease_ms)
+            .arg(owner)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))?;
+        match v {
+            Value::Nil => Ok(None),
+            Value::Int(n) => Ok(Some(n)),
+            other => Err(Error::Protocol(format!("lock script answered {other:?}"))),
+        }
+    }
+
+    /// Redisson's `tryLock(waitTime, leaseTime)`: try; subscribe to the unlock channel; retry
+    /// on each unlock message or after min(PTTL, remaining wait).
+    async fn script_acquire(
+        &self,
+        owner: &str,
+        lease_ms: u64,
+        wait: Wait,
+        started: Instant,
+    ) -> Result<Option<(Instant, Option<u64>, Option<u64>)>> {
+        let sent = Instant::now();
+        let Some(_) = self.script_try(owner, lease_ms).await? else {
+            return Ok(Some((sent, None, None)));
+        };
+        let deadline = match wait {
+            Wait::No => return Ok(None),
+            Wait::For(d) => Some(started + d),
+            Wait::Forever => None,
+        };
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
+        let inner = &self.client.inner;
+        let sub = inner
+            .subscriber
+            .subscribe(&inner.redis, &self.channel(), &inner.runtime)
+            .await;
+        loop {
+            let sent = Instant::now();
+            let ttl = match self.script_try(owner, lease_ms).await? {
+                None => return Ok(Some((sent, None, None))),
+                Some(t) => t,
+            };
+            let now = Instant::now();
+            let mut until = deadline;
+            if ttl >= 0 {
+                let t = now + Duration::from_millis(ttl as u64);
+                until = Some(until.map_or(t, |d| d.min(t)));
+            }
+            if sub.is_none() {
+                // No subscription (pub/sub unavailable): poll.
+                let t = now + Duration::from_millis(100);
+                until = Some(until.map_or(t, |d| d.min(t)));
+            }
+            match (&sub, until) {
+                (Some(s), Some(u)) => {
+                    let _ = tokio::time::timeout_at(u, s.notified()).await;
+                }
+                (Some(s), None) => s.notified().await,
+                (None, Some(u)) => tokio::time::sleep_until(u).await,
+                (None, None) => unreachable!(),
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                // One last try, as Redisson's loop does before giving up on time.
+                let sent = Instant::now();
+                return Ok(self
+                    .script_try(owner, lease_ms)
+                    .await?
+                    .is_none()
+                    .then_some((sent, None, None)));
+            }
+        }
+    }
+}
+
+fn parse_grant(key: &str, v: Value) -> Result<Option<(u64, Option<u64>)>> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::Int(n) => Ok(Some((n as u64, None))),
+        Value::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
+            (Value::Int(c), Value::Int(t)) => Ok(Some((*c as u64, Some(*t as u64)))),
+            _ => Err(Error::Protocol(format!("DLOCK.ACQUIRE answered {a:?}"))),
+        },
+        Value::ServerError(e) => Err(Error::from_server_value(key, e)),
+        other => Err(Error::Protocol(format!("DLOCK.ACQUIRE answered {other:?}"))),
+    }
+}
+
+/// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in the
+/// background. While it lives (and was acquired without an explicit lease) the client's
+/// watchdog renews the lease.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// let lock = client.lock("cron");
+/// let g1 = lock.acquire().await?;
+/// let g2 = lock.try_acquire().await?.unwrap(); // reentrant: same owner
+/// assert_eq!(g2.hold_count(), 2);
+/// assert!(g2.release().await?);
+/// drop(g1); // released in the background
+/// # Ok(()) }
+/// ```
+pub struct LockGuard {
+    client: Client,
+    entry: Arc<Entry>,
+    hold_count: u64,
+    token: Option<u64>,
+    done: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.entry.key)
+            .field("owner", &self.entry.owner)
+            .field("hold_count", &self.hold_count)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// The lock key.
+    pub fn name(&self) -> &str {
+        &self.entry.key
+    }
+    /// The owner id that holds it.
+    pub fn owner_id(&self) -> &str {
+        &self.entry.owner
+    }
+    /// The owner's hold count right after this acquire (1 = fresh grant).
+    pub fn hold_count(&self) -> u64 {
+        self.hold_count
+    }
+    /// The fencing token, when the lock was acquired [`fenced`](Lock::fenced).
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+    /// Whether the watchdog renews this lock.
+    pub fn is_watched(&self) -> bool {
+        self.entry.is_watched()
+    }
+    /// A signal that resolves when the lock is lost (or released).
+    pub fn lost(&self) -> LostSignal {
+        LostSignal {
+            entry: self.entry.clone(),
+        }
+    }
+    /// `Some(reason)` if the lock is already known lost.
+    pub fn is_lost(&self) -> Option<LostReason> {
+        self.entry.lost_now()
+    }
+
+    /// Release this hold. `Ok(true)` if the owner still held the lock (the hold count went
+    /// down, and the key is gone if it was the last hold), `Ok(false)` if it was no longer
+    /// held (expired, deleted, taken over).
+    pub async fn release(mut self) -> Result<bool> {
+        self.done = true;
+        release_impl(self.client.clone(), self.entry.clone()).await
+    }
+
+    /// Like [`release`](Self::release), but `Err(Error::NotHeld)` when the lock was not held
+    /// (Redisson's `unlock()` throws then).
+    pub async fn unlock(self) -> Result<()> {
+        let name = self.entry.key.clone();
+        if self.release().await? {
+            Ok(())
+        } else {
+            Err(Error::NotHeld(name))
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            let c = self.client.clone();
+            let e = self.entry.clone();
+            let rt = self.client.runtime().clone();
+            rt.spawn(async move {
+                let _ = release_impl(c, e).await;
+            });
+        }
+    }
+}
+
+async fn release_impl(client: Client, entry: Arc<Entry>) -> Result<bool> {
+    let inner = &client.inner;
+    // Stop renewing before the release goes out if this was our last hold, so a renewal
+    // racing with it cannot be mistaken for a loss.
+    let last = {
+        let _map = inner.registry.lock().unwrap();
+        let mut st = entry.state.lock().unwrap();
+        st.holds = st.holds.saturating_sub(1);
+        st.holds == 0
+    };
+    if last {
+        entry.active.store(false, Ordering::Release);
+        remove_entry(&inner.registry, &entry);
+    }
+    let mut conn = inner.conn.clone();
+    let key = &entry.key;
+    let v: redis::RedisResult<Value> = if inner.native {
+        redis::cmd("DLOCK.RELEASE")
+            .arg(key)
+            .arg(&entry.owner)
+            .query_async(&mut conn)
+            .await
+    } else {
+        inner
+            .scripts
+            .unlock
+            .key(key)
+            .key(scripts::channel_name(&inner.config.channel_prefix, key))
+            .arg(scripts::UNLOCK_MESSAGE)
+            .arg(entry.lease.as_millis() as u64)
+            .arg(&entry.owner)
+            .invoke_async(&mut conn)
+            .await
+    };
+    let v = v.map_err(|e| Error::from_redis(key, e))?;
+    match v {
+        Value::Int(1) => {
+            // Freed. Other guards of this owner (if any) no longer hold it either.
+            entry.mark(if last {
+                LostReason::Released
+            } else {
+                LostReason::NotHeld
+            });
+            remove_entry(&inner.registry, &entry);
+            Ok(true)
+        }
+        Value::Int(0) => {
+            if last {
+                entry.mark(LostReason::Released);
+            }
+            Ok(true)
+        }
+        Value::Nil => {
+            entry.mark(LostReason::NotHeld);
+            remove_entry(&inner.registry, &entry);
+            Ok(false)
+        }
+        Value::ServerError(e) => Err(Error::from_server_value(key, e)),
+        other => Err(Error::Protocol(format!("release answered {other:?}"))),
+    }
+}
+
+/// Send a pipeline and get every reply (errors stay inline as `Value::ServerError`).
+pub(crate) async fn send_pipeline(
+    conn: &mut ConnectionManager,
+    pipe: &redis::Pipeline,
+    n: usize,
+) -> redis::RedisResult<Vec<Value>> {
+    conn.req_packed_commands(pipe, 0, n).await
+}

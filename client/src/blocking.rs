@@ -1,0 +1,254 @@
+//! Blocking facade for threads without async: the same locks, reentrant **per thread**
+//! like Redisson (owner `<prefix>:<thread number>`).
+//!
+//! The facade runs its own small tokio runtime (2 worker threads) for the connection and
+//! the watchdog. Do not call it from inside an async task (it blocks the thread).
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.lock("nightly-report");
+//! let g = lock.acquire()?;                     // this thread's owner
+//! let again = lock.try_acquire()?.unwrap();    // reentrant on the same thread
+//! assert_eq!(again.hold_count(), 2);
+//! again.release()?;
+//! g.release()?;
+//! # Ok::<(), dlock_client::Error>(())
+//! ```
+
+use std::sync::Arc;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use crate::{ClientBuilder, LostReason, LostSignal, Owner, Result, Wait};
+
+/// A blocking client: wraps an async [`crate::Client`] and its own runtime.
+///
+/// ```no_run
+/// let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Client {
+    inner: crate::Client,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("dlock-client")
+        .enable_all()
+        .build()
+        .map_err(|e| crate::Error::Config(format!("cannot start a runtime: {e}")))
+}
+
+impl Client {
+    /// Connect with default settings.
+    pub fn open(url: impl Into<String>) -> Result<Client> {
+        Client::build(crate::Client::builder(url))
+    }
+
+    /// Connect with an async [`ClientBuilder`]'s settings.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1:6379/").lease(Duration::from_secs(5));
+    /// let c = dlock_client::blocking::Client::build(b)?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn build(builder: ClientBuilder) -> Result<Client> {
+        let rt = Arc::new(runtime()?);
+        let inner = rt.block_on(builder.build())?;
+        Ok(Client { inner, rt })
+    }
+
+    /// The async client underneath (shares connection and watchdog).
+    pub fn async_client(&self) -> &crate::Client {
+        &self.inner
+    }
+
+    /// A lock handle on `name`; its owner is the calling thread's at each call.
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        Lock {
+            client: self.clone(),
+            name: name.into(),
+            fence: false,
+        }
+    }
+
+    /// The owner the calling thread uses: `<prefix>:<thread number>`.
+    pub fn thread_owner(&self) -> Owner {
+        thread_local! {
+            static N: OnceLock<u64> = const { OnceLock::new() };
+        }
+        let n = N.with(|n| {
+            *n.get_or_init(|| crate::NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        });
+        Owner::from_id(format!("{}:{n}", self.inner.owner_prefix()))
+    }
+}
+
+/// A blocking lock handle (Redisson's `RLock`).
+///
+/// ```no_run
+/// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+/// use std::time::Duration;
+/// let lock = client.lock("stock");
+/// match lock.try_acquire_for(Duration::from_millis(100), Some(Duration::from_secs(2)))? {
+///     Some(g) => { g.release()?; }
+///     None => println!("busy"),
+/// }
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct Lock {
+    client: Client,
+    name: String,
+    fence: bool,
+}
+
+impl Lock {
+    fn handle(&self) -> crate::Lock {
+        let l = self
+            .client
+            .inner
+            .lock_as(self.name.clone(), &self.client.thread_owner());
+        if self.fence {
+            l.fenced()
+        } else {
+            l
+        }
+    }
+    fn run(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
+        let h = self.handle();
+        let owner = h.owner().clone();
+        let g = self
+            .client
+            .rt
+            .block_on(async move { h.acquire_impl(owner.id(), wait, lease).await })?;
+        Ok(g.map(|g| LockGuard {
+            inner: Some(g),
+            rt: self.client.rt.clone(),
+        }))
+    }
+    /// The lock key.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Ask for fencing tokens (native backend).
+    pub fn fenced(mut self) -> Lock {
+        self.fence = true;
+        self
+    }
+    /// Wait as long as it takes; watchdog on.
+    pub fn acquire(&self) -> Result<LockGuard> {
+        let h = self.handle();
+        let g = self.client.rt.block_on(async move { h.acquire().await })?;
+        Ok(LockGuard {
+            inner: Some(g),
+            rt: self.client.rt.clone(),
+        })
+    }
+    /// One attempt; watchdog on when granted.
+    pub fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.run(Wait::No, None)
+    }
+    /// Wait up to `wait`; with `lease`, no watchdog.
+    pub fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        self.run(
+            if wait.is_zero() {
+                Wait::No
+            } else {
+                Wait::For(wait)
+            },
+            lease,
+        )
+    }
+    /// Delete the lock whoever holds it.
+    pub fn force_unlock(&self) -> Result<bool> {
+        let h = self.handle();
+        self.client
+            .rt
+            .block_on(async move { h.force_unlock().await })
+    }
+    /// Whether anyone holds it.
+    pub fn is_locked(&self) -> Result<bool> {
+        let h = self.handle();
+        self.client.rt.block_on(async move { h.is_locked().await })
+    }
+    /// Whether the calling thread holds it.
+    pub fn is_held_by_current_thread(&self) -> Result<bool> {
+        let h = self.handle();
+        self.client
+            .rt
+            .block_on(async move { h.is_held_by_owner().await })
+    }
+    /// Remaining lease (`PTTL`), `None` when not locked.
+    pub fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let h = self.handle();
+        self.client
+            .rt
+            .block_on(async move { h.remaining_lease().await })
+    }
+}
+
+/// A held lock (blocking). Dropping it releases in the background.
+///
+/// ```no_run
+/// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+/// let g = client.lock("x").acquire()?;
+/// assert!(g.is_lost().is_none());
+/// assert!(g.release()?);
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+pub struct LockGuard {
+    inner: Option<crate::LockGuard>,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl LockGuard {
+    fn g(&self) -> &crate::LockGuard {
+        self.inner.as_ref().expect("guard present until release")
+    }
+    /// The owner's hold count after this acquire.
+    pub fn hold_count(&self) -> u64 {
+        self.g().hold_count()
+    }
+    /// The fencing token, if asked for.
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.g().fencing_token()
+    }
+    /// The owner id holding it.
+    pub fn owner_id(&self) -> &str {
+        self.g().owner_id()
+    }
+    /// Already lost?
+    pub fn is_lost(&self) -> Option<LostReason> {
+        self.g().is_lost()
+    }
+    /// The lost signal (await it in async code, or use [`wait_lost`](Self::wait_lost)).
+    pub fn lost(&self) -> LostSignal {
+        self.g().lost()
+    }
+    /// Block up to `timeout` for the lock to be lost; `None` if still held.
+    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
+        let s = self.lost();
+        self.rt
+            .block_on(async move { tokio::time::timeout(timeout, s.wait()).await.ok() })
+    }
+    /// Release this hold; `Ok(true)` if it was still held.
+    pub fn release(mut self) -> Result<bool> {
+        let g = self.inner.take().expect("guard present");
+        self.rt.block_on(g.release())
+    }
+    /// Release; `Err(NotHeld)` if it was not held.
+    pub fn unlock(mut self) -> Result<()> {
+        let g = self.inner.take().expect("guard present");
+        self.rt.block_on(g.unlock())
+    }
+}

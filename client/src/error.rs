@@ -1,0 +1,98 @@
+//! The error type of every fallible call in this crate.
+
+/// What went wrong. No call of this crate panics on a server error or a disconnect; it
+/// answers one of these instead.
+///
+/// ```
+/// use dlock_client::Error;
+/// let e = Error::Server("ERR lease-ms must be a positive integer".into());
+/// assert!(e.to_string().contains("lease-ms"));
+/// assert!(!e.is_connection());
+/// ```
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The server could not be reached, or the connection dropped.
+    #[error("connection error: {0}")]
+    Connection(#[source] redis::RedisError),
+    /// The server did not answer in time (client-side time-out).
+    #[error("timed out: {0}")]
+    Timeout(String),
+    /// The lock is not held by this owner (e.g. [`LockGuard::unlock`](crate::LockGuard::unlock)
+    /// on a lock that expired or was deleted).
+    #[error("lock {0:?} is not held by this owner")]
+    NotHeld(String),
+    /// The key holds something that is not a lock of this kind (`WRONGTYPE`).
+    #[error("key {key:?} does not hold a lock: {message}")]
+    WrongType {
+        /// The lock key.
+        key: String,
+        /// The server's message.
+        message: String,
+    },
+    /// Any other error reply from the server, with its message (e.g. `ERR ...`).
+    #[error("server error: {0}")]
+    Server(String),
+    /// The chosen backend cannot do this (e.g. fencing tokens need the dlock module).
+    #[error("unsupported: {0}")]
+    Unsupported(&'static str),
+    /// A bad URL or configuration value.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// The server answered something this client did not expect.
+    #[error("unexpected reply: {0}")]
+    Protocol(String),
+}
+
+/// `Result` with this crate's [`Error`].
+///
+/// ```
+/// fn f() -> dlock_client::Result<u32> { Ok(1) }
+/// assert_eq!(f().unwrap(), 1);
+/// ```
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// True for connection problems and time-outs (worth a retry), false for server answers.
+    ///
+    /// ```
+    /// assert!(dlock_client::Error::Timeout("x".into()).is_connection());
+    /// ```
+    pub fn is_connection(&self) -> bool {
+        matches!(self, Error::Connection(_) | Error::Timeout(_))
+    }
+
+    /// Classify a `redis` error for lock `key`.
+    pub(crate) fn from_redis(key: &str, e: redis::RedisError) -> Error {
+        if e.is_timeout() {
+            return Error::Timeout(e.to_string());
+        }
+        if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.kind() == redis::ErrorKind::ClientError
+        {
+            return Error::Connection(e);
+        }
+        let msg = server_message(&e);
+        if msg.contains("WRONGTYPE") {
+            return Error::WrongType {
+                key: key.to_string(),
+                message: msg,
+            };
+        }
+        Error::Server(msg)
+    }
+
+    pub(crate) fn from_server_value<E: Into<redis::RedisError>>(key: &str, e: E) -> Error {
+        Error::from_redis(key, e.into())
+    }
+}
+
+/// `CODE detail` as the server sent it.
+fn server_message(e: &redis::RedisError) -> String {
+    match (e.code(), e.detail()) {
+        (Some(c), Some(d)) => format!("{c} {d}"),
+        (Some(c), None) => c.to_string(),
+        _ => e.to_string(),
+    }
+}

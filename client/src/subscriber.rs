@@ -1,0 +1,158 @@
+//! The script backend's unlock-channel subscriptions: one pub/sub connection per client,
+//! shared by every waiter (like Redisson's `LockPubSub`). Each `0` message on a channel
+//! wakes one waiter of that channel (a semaphore permit, as Redisson's latch).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::aio::PubSubSink;
+use tokio::sync::Semaphore;
+
+use crate::scripts;
+
+#[derive(Default)]
+pub(crate) struct Subscribers {
+    conn: tokio::sync::Mutex<Option<Arc<SubConn>>>,
+}
+
+struct SubConn {
+    sink: PubSubSink,
+    channels: Mutex<HashMap<String, ChanEntry>>,
+    alive: AtomicBool,
+    /// Serialises SUBSCRIBE/UNSUBSCRIBE so they reach the server in bookkeeping order.
+    op: tokio::sync::Mutex<()>,
+}
+
+struct ChanEntry {
+    refs: usize,
+    sem: Arc<Semaphore>,
+}
+
+/// A waiter's subscription to one unlock channel; unsubscribes (in the background) on drop.
+pub(crate) struct Subscription {
+    conn: Arc<SubConn>,
+    channel: String,
+    sem: Arc<Semaphore>,
+    rt: tokio::runtime::Handle,
+}
+
+impl Subscription {
+    /// Wait for an unlock message (one permit).
+    pub(crate) async fn notified(&self) {
+        match self.sem.acquire().await {
+            Ok(p) => p.forget(),
+            // The pub/sub connection died: fall back to polling.
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let conn = self.conn.clone();
+        let channel = std::mem::take(&mut self.channel);
+        self.rt.spawn(async move {
+            let _op = conn.op.lock().await;
+            let last = {
+                let mut ch = conn.channels.lock().unwrap();
+                match ch.get_mut(&channel) {
+                    Some(e) => {
+                        e.refs -= 1;
+                        if e.refs == 0 {
+                            ch.remove(&channel);
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                    None => false,
+                }
+            };
+            if last && conn.alive.load(Ordering::Acquire) {
+                let _ = conn.sink.clone().unsubscribe(&channel).await;
+            }
+        });
+    }
+}
+
+impl Subscribers {
+    /// Subscribe to `channel` and return once the server confirmed it. `None` when pub/sub
+    /// is unavailable (the caller then polls).
+    pub(crate) async fn subscribe(
+        &self,
+        client: &redis::Client,
+        channel: &str,
+        rt: &tokio::runtime::Handle,
+    ) -> Option<Subscription> {
+        let sc = {
+            let mut g = self.conn.lock().await;
+            match &*g {
+                Some(c) if c.alive.load(Ordering::Acquire) => c.clone(),
+                _ => {
+                    let ps =
+                        tokio::time::timeout(Duration::from_secs(5), client.get_async_pubsub())
+                            .await
+                            .ok()?
+                            .ok()?;
+                    let (sink, stream) = ps.split();
+                    let c = Arc::new(SubConn {
+                        sink,
+                        channels: Mutex::new(HashMap::new()),
+                        alive: AtomicBool::new(true),
+                        op: tokio::sync::Mutex::new(()),
+                    });
+                    let reader = c.clone();
+                    rt.spawn(async move {
+                        let mut stream = stream;
+                        while let Some(msg) = stream.next().await {
+                            let payload: String = msg.get_payload().unwrap_or_default();
+                            if payload == scripts::UNLOCK_MESSAGE {
+                                let ch = reader.channels.lock().unwrap();
+                                if let Some(e) = ch.get(msg.get_channel_name()) {
+                                    e.sem.add_permits(1);
+                                }
+                            }
+                        }
+                        // Connection gone: messages may have been missed; wake everyone
+                        // into polling mode.
+                        reader.alive.store(false, Ordering::Release);
+                        for e in reader.channels.lock().unwrap().values() {
+                            e.sem.close();
+                        }
+                    });
+                    *g = Some(c.clone());
+                    c
+                }
+            }
+        };
+        let _op = sc.op.lock().await;
+        let sem = {
+            let mut ch = sc.channels.lock().unwrap();
+            let e = ch.entry(channel.to_string()).or_insert_with(|| ChanEntry {
+                refs: 0,
+                sem: Arc::new(Semaphore::new(0)),
+            });
+            e.refs += 1;
+            e.sem.clone()
+        };
+        let sub = Subscription {
+            conn: sc.clone(),
+            channel: channel.to_string(),
+            sem,
+            rt: rt.clone(),
+        };
+        match tokio::time::timeout(Duration::from_secs(5), sc.sink.clone().subscribe(channel)).await
+        {
+            Ok(Ok(())) => Some(sub),
+            _ => {
+                sc.alive.store(false, Ordering::Release);
+                drop(_op);
+                drop(sub);
+                None
+            }
+        }
+    }
+}
