@@ -1,0 +1,80 @@
+//! dlock: distributed locks done natively inside Redis.
+//!
+//! This file only registers; see `docs/DESIGN.md` for how the parts fit:
+//! `args` (parsing) → `commands` (handlers) → `logic` (grant rules over `model`) with
+//! `store` (key I/O + replication), `waiters` (queues and the one grant path), `blocking`
+//! (raw blocking/timer layer), `events` (wake sources), `config`, `stats`, `names`.
+
+pub mod args;
+pub mod blocking;
+pub mod commands;
+pub mod config;
+pub mod error;
+pub mod events;
+pub mod logic;
+pub mod model;
+pub mod names;
+pub mod stats;
+pub mod store;
+pub mod waiters;
+
+use std::ffi::CString;
+use std::os::raw::c_int;
+
+use redis_module::{raw, redis_module, Context, RedisString, Status};
+
+use crate::stats::{Stats, STATS};
+
+fn init(ctx: &Context, args: &[RedisString]) -> Status {
+    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
+    match config::Config::parse(&words) {
+        Ok(c) => config::set(c),
+        Err(line) => {
+            ctx.log_warning(&line);
+            return Status::Err;
+        }
+    }
+    if let Err(line) = events::subscribe(ctx) {
+        ctx.log_warning(&line);
+        return Status::Err;
+    }
+    // Registered here rather than through the macro's `info:` (which needs the proc-macro crate).
+    unsafe { raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(info)) };
+    Status::Ok
+}
+
+/// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
+unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+    raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null_mut());
+    let fields = [
+        ("grants", Stats::get(&STATS.grants)),
+        ("reentrant_grants", Stats::get(&STATS.reentrant_grants)),
+        ("releases", Stats::get(&STATS.releases)),
+        ("renewals", Stats::get(&STATS.renewals)),
+        ("handoffs", Stats::get(&STATS.handoffs)),
+        ("waiters", waiters::waiting() as u64),
+        ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
+        ("leases_expired", Stats::get(&STATS.leases_expired)),
+        ("errors", Stats::get(&STATS.errors)),
+    ];
+    for (name, value) in fields {
+        let name = CString::new(name).unwrap();
+        raw::RedisModule_InfoAddFieldLongLong.unwrap()(ctx, name.as_ptr(), value as i64);
+    }
+}
+
+redis_module! {
+    name: "dlock",
+    version: 1,
+    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+    data_types: [],
+    init: init,
+    commands: [
+        // ACL categories must stay "" on Redis 7.0 (PLATFORM-NOTES).
+        ["dlock.acquire", commands::acquire_cmd, "write deny-oom", 1, 1, 1, ""],
+        ["dlock.rwlock", commands::rwlock_cmd, "write deny-oom", 1, 1, 1, ""],
+        ["dlock.release", commands::release_cmd, "write fast", 1, 1, 1, ""],
+        ["dlock.renew", commands::renew_cmd, "write fast", 1, 1, 1, ""],
+        ["dlock.info", commands::info_cmd, "readonly fast", 1, 1, 1, ""],
+    ],
+}

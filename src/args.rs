@@ -1,0 +1,326 @@
+//! The one place where command arguments become typed requests.
+//!
+//! Everything here is checked before the key is looked at, so an argument error wins over
+//! WRONGTYPE (SPEC: "Arguments are checked before the key is looked at").
+
+use crate::error::LockError;
+
+/// The longest lease or wait a command accepts: ten years in milliseconds.
+pub const MAX_MS: i64 = 315_360_000_000;
+/// The longest owner name in bytes.
+pub const MAX_OWNER_LEN: usize = 512;
+
+/// What kind of hold a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// DLOCK.ACQUIRE: the exclusive (Redisson-layout) lock.
+    Exclusive,
+    /// DLOCK.RWLOCK ... READ
+    Read,
+    /// DLOCK.RWLOCK ... WRITE
+    Write,
+}
+
+/// A mode named on a read-write lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
+/// DLOCK.ACQUIRE / DLOCK.RWLOCK.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcquireArgs {
+    pub key: Vec<u8>,
+    pub owner: Vec<u8>,
+    pub want: Want,
+    pub lease_ms: i64,
+    /// `WAIT timeout-ms`: `Some(0)` waits without limit.
+    pub wait_ms: Option<i64>,
+    pub fence: bool,
+}
+
+/// DLOCK.RELEASE.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReleaseArgs {
+    pub key: Vec<u8>,
+    pub owner: Vec<u8>,
+    pub mode: Option<Mode>,
+}
+
+/// DLOCK.RENEW.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenewArgs {
+    pub key: Vec<u8>,
+    pub owner: Vec<u8>,
+    pub lease_ms: i64,
+}
+
+fn owner(arg: &[u8]) -> Result<Vec<u8>, LockError> {
+    if arg.is_empty() || arg.len() > MAX_OWNER_LEN {
+        return Err(LockError::Msg("ERR owner must be 1 to 512 bytes".into()));
+    }
+    if arg == b"mode" {
+        return Err(LockError::Msg("ERR owner name 'mode' is reserved".into()));
+    }
+    Ok(arg.to_vec())
+}
+
+fn parse_i64(arg: &[u8]) -> Option<i64> {
+    // Redis integers: optional '-', digits, no '+', no spaces, no leading zeros are fine.
+    std::str::from_utf8(arg)
+        .ok()?
+        .parse::<i64>()
+        .ok()
+        .filter(|_| !arg.starts_with(b"+"))
+}
+
+fn lease(arg: &[u8]) -> Result<i64, LockError> {
+    match parse_i64(arg) {
+        Some(v) if v > MAX_MS => Err(LockError::Msg(format!(
+            "ERR lease-ms must be at most {MAX_MS}"
+        ))),
+        Some(v) if v > 0 => Ok(v),
+        _ => Err(LockError::Msg(
+            "ERR lease-ms must be a positive integer".into(),
+        )),
+    }
+}
+
+fn timeout(arg: &[u8]) -> Result<i64, LockError> {
+    match parse_i64(arg) {
+        Some(v) if v > MAX_MS => Err(LockError::Msg(format!(
+            "ERR timeout-ms must be at most {MAX_MS}"
+        ))),
+        Some(v) if v >= 0 => Ok(v),
+        _ => Err(LockError::Msg(
+            "ERR timeout-ms must be a non-negative integer".into(),
+        )),
+    }
+}
+
+/// Parses `[WAIT timeout-ms] [FENCE]` in any order, each at most once.
+fn options(rest: &[&[u8]]) -> Result<(Option<i64>, bool), LockError> {
+    let (mut wait, mut fence) = (None, false);
+    let mut i = 0;
+    while i < rest.len() {
+        let word = rest[i];
+        if word.eq_ignore_ascii_case(b"WAIT") && wait.is_none() {
+            let value = rest.get(i + 1).ok_or(LockError::Syntax)?;
+            wait = Some(timeout(value)?);
+            i += 2;
+        } else if word.eq_ignore_ascii_case(b"FENCE") && !fence {
+            fence = true;
+            i += 1;
+        } else {
+            return Err(LockError::Syntax);
+        }
+    }
+    Ok((wait, fence))
+}
+
+/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]` (argv without the command name).
+pub fn acquire(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
+    if argv.len() < 3 {
+        return Err(LockError::WrongArity);
+    }
+    let owner = owner(argv[1])?;
+    let lease_ms = lease(argv[2])?;
+    let (wait_ms, fence) = options(&argv[3..])?;
+    Ok(AcquireArgs {
+        key: argv[0].to_vec(),
+        owner,
+        want: Want::Exclusive,
+        lease_ms,
+        wait_ms,
+        fence,
+    })
+}
+
+/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE]`.
+pub fn rwlock(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
+    if argv.len() < 4 {
+        return Err(LockError::WrongArity);
+    }
+    let owner = owner(argv[1])?;
+    let want = match mode(argv[2]) {
+        Some(Mode::Read) => Want::Read,
+        Some(Mode::Write) => Want::Write,
+        None => return Err(LockError::Msg("ERR mode must be READ or WRITE".into())),
+    };
+    let lease_ms = lease(argv[3])?;
+    let (wait_ms, fence) = options(&argv[4..])?;
+    Ok(AcquireArgs {
+        key: argv[0].to_vec(),
+        owner,
+        want,
+        lease_ms,
+        wait_ms,
+        fence,
+    })
+}
+
+fn mode(word: &[u8]) -> Option<Mode> {
+    if word.eq_ignore_ascii_case(b"READ") {
+        Some(Mode::Read)
+    } else if word.eq_ignore_ascii_case(b"WRITE") {
+        Some(Mode::Write)
+    } else {
+        None
+    }
+}
+
+/// `DLOCK.RELEASE key owner [READ|WRITE]`.
+pub fn release(argv: &[&[u8]]) -> Result<ReleaseArgs, LockError> {
+    if !(2..=3).contains(&argv.len()) {
+        return Err(LockError::WrongArity);
+    }
+    let owner = owner(argv[1])?;
+    let mode = match argv.get(2) {
+        None => None,
+        Some(word) => Some(mode(word).ok_or(LockError::Syntax)?),
+    };
+    Ok(ReleaseArgs {
+        key: argv[0].to_vec(),
+        owner,
+        mode,
+    })
+}
+
+/// `DLOCK.RENEW key owner lease-ms`.
+pub fn renew(argv: &[&[u8]]) -> Result<RenewArgs, LockError> {
+    if argv.len() != 3 {
+        return Err(LockError::WrongArity);
+    }
+    let owner = owner(argv[1])?;
+    let lease_ms = lease(argv[2])?;
+    Ok(RenewArgs {
+        key: argv[0].to_vec(),
+        owner,
+        lease_ms,
+    })
+}
+
+/// `DLOCK.INFO key`.
+pub fn info(argv: &[&[u8]]) -> Result<Vec<u8>, LockError> {
+    if argv.len() != 1 {
+        return Err(LockError::WrongArity);
+    }
+    Ok(argv[0].to_vec())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(words: &[&str]) -> Vec<Vec<u8>> {
+        words.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+    fn a(words: &[&str]) -> Result<AcquireArgs, LockError> {
+        let owned = v(words);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        acquire(&refs)
+    }
+    fn msg(r: Result<AcquireArgs, LockError>) -> String {
+        r.unwrap_err().message("dlock.acquire")
+    }
+
+    #[test]
+    fn acquire_options_any_order_and_case() {
+        let r = a(&["k", "o", "100", "fence", "wait", "5"]).unwrap();
+        assert_eq!((r.wait_ms, r.fence, r.lease_ms), (Some(5), true, 100));
+        let r = a(&["k", "o", "100"]).unwrap();
+        assert_eq!((r.wait_ms, r.fence), (None, false));
+        assert_eq!(a(&["k", "o", "1", "WAIT", "0"]).unwrap().wait_ms, Some(0));
+    }
+
+    #[test]
+    fn acquire_errors() {
+        assert_eq!(
+            msg(a(&["k", "o"])),
+            "ERR wrong number of arguments for 'dlock.acquire' command"
+        );
+        assert_eq!(msg(a(&["k", "o", "1", "WAIT"])), "ERR syntax error");
+        assert_eq!(
+            msg(a(&["k", "o", "1", "WAIT", "1", "WAIT", "1"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "1", "FENCE", "FENCE"])),
+            "ERR syntax error"
+        );
+        assert_eq!(msg(a(&["k", "o", "1", "NX"])), "ERR syntax error");
+        assert_eq!(
+            msg(a(&["k", "o", "0"])),
+            "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "-5"])),
+            "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "1.5"])),
+            "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "+5"])),
+            "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "315360000001"])),
+            "ERR lease-ms must be at most 315360000000"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "99999999999999999999"])),
+            "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "1", "WAIT", "-1"])),
+            "ERR timeout-ms must be a non-negative integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "1", "WAIT", "x"])),
+            "ERR timeout-ms must be a non-negative integer"
+        );
+        assert_eq!(msg(a(&["k", "", "1"])), "ERR owner must be 1 to 512 bytes");
+        assert_eq!(
+            msg(a(&["k", &"x".repeat(513), "1"])),
+            "ERR owner must be 1 to 512 bytes"
+        );
+        assert!(a(&["k", &"x".repeat(512), "1"]).is_ok());
+        assert_eq!(
+            msg(a(&["k", "mode", "1"])),
+            "ERR owner name 'mode' is reserved"
+        );
+        // The owner is checked before the lease: both are wrong, the owner error comes first.
+        assert_eq!(msg(a(&["k", "", "x"])), "ERR owner must be 1 to 512 bytes");
+    }
+
+    #[test]
+    fn rwlock_and_release_and_renew() {
+        let owned = v(&["k", "o", "read", "10", "WAIT", "3"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        let r = rwlock(&refs).unwrap();
+        assert_eq!((r.want, r.wait_ms), (Want::Read, Some(3)));
+        let owned = v(&["k", "o", "both", "10"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(
+            rwlock(&refs).unwrap_err().message("x"),
+            "ERR mode must be READ or WRITE"
+        );
+
+        let owned = v(&["k", "o", "Write"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap().mode, Some(Mode::Write));
+        let owned = v(&["k", "o", "x"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
+        let owned = v(&["k", "o", "READ", "x"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::WrongArity);
+
+        let owned = v(&["k", "o", "7"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(renew(&refs).unwrap().lease_ms, 7);
+    }
+}

@@ -1,0 +1,268 @@
+//! What a lock key holds, decoded from and encoded to its Redis hash.
+//!
+//! Exclusive lock (Redisson's RLock layout): `owner -> hold count`, lease = the key's PEXPIRE.
+//! Read-write lock: `mode -> read|write`, `read:<owner> -> count`, `write:<owner> -> count`,
+//! `lease:<owner> -> absolute deadline (unix ms)`; the key's expiry is the latest deadline.
+
+use std::collections::BTreeMap;
+
+pub type Owner = Vec<u8>;
+
+/// The decoded value of a lock key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockValue {
+    /// No key.
+    Free,
+    Exclusive(Exclusive),
+    ReadWrite(ReadWrite),
+    /// Something else lives at the key: WRONGTYPE for every command.
+    NotALock,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exclusive {
+    /// `owner -> hold count` (one entry while held).
+    pub holders: BTreeMap<Owner, i64>,
+    /// Absolute expiry of the key in unix ms; `None` when it has no TTL.
+    pub expire_at: Option<i64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadWrite {
+    pub holders: BTreeMap<Owner, RwHolder>,
+}
+
+/// One owner's holds on a read-write lock and its own lease.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RwHolder {
+    pub read: i64,
+    pub write: i64,
+    /// Absolute end of this owner's lease (unix ms).
+    pub deadline: i64,
+}
+
+/// What a key holds, as read from Redis.
+pub enum Stored<'a> {
+    Absent,
+    Hash {
+        fields: &'a [(Vec<u8>, Vec<u8>)],
+        expire_at: Option<i64>,
+    },
+    Other,
+}
+
+const MODE: &[u8] = b"mode";
+const READ_PREFIX: &[u8] = b"read:";
+const WRITE_PREFIX: &[u8] = b"write:";
+const LEASE_PREFIX: &[u8] = b"lease:";
+
+/// A positive decimal integer as Redis writes it (HINCRBY results).
+fn positive(value: &[u8]) -> Option<i64> {
+    let n: i64 = std::str::from_utf8(value).ok()?.parse().ok()?;
+    (n > 0 && !value.starts_with(b"+")).then_some(n)
+}
+
+impl LockValue {
+    pub fn decode(stored: Stored) -> LockValue {
+        match stored {
+            Stored::Absent => LockValue::Free,
+            Stored::Other => LockValue::NotALock,
+            Stored::Hash { fields, expire_at } => {
+                if fields.iter().any(|(f, _)| f == MODE) {
+                    decode_rw(fields).map_or(LockValue::NotALock, LockValue::ReadWrite)
+                } else {
+                    decode_exclusive(fields, expire_at)
+                        .map_or(LockValue::NotALock, LockValue::Exclusive)
+                }
+            }
+        }
+    }
+
+    /// The hash fields this value is stored as (empty: the key does not exist).
+    pub fn encode(&self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        match self {
+            LockValue::Exclusive(x) => {
+                for (owner, count) in &x.holders {
+                    out.insert(owner.clone(), count.to_string().into_bytes());
+                }
+            }
+            LockValue::ReadWrite(rw) => {
+                if rw.holders.is_empty() {
+                    return out;
+                }
+                let mode: &[u8] = if rw.is_write_locked() {
+                    b"write"
+                } else {
+                    b"read"
+                };
+                out.insert(MODE.to_vec(), mode.to_vec());
+                for (owner, h) in &rw.holders {
+                    let field = |prefix: &[u8]| [prefix, owner.as_slice()].concat();
+                    if h.read > 0 {
+                        out.insert(field(READ_PREFIX), h.read.to_string().into_bytes());
+                    }
+                    if h.write > 0 {
+                        out.insert(field(WRITE_PREFIX), h.write.to_string().into_bytes());
+                    }
+                    out.insert(field(LEASE_PREFIX), h.deadline.to_string().into_bytes());
+                }
+            }
+            LockValue::Free | LockValue::NotALock => {}
+        }
+        out
+    }
+
+    /// The absolute expiry the key should carry.
+    pub fn expire_at(&self) -> Option<i64> {
+        match self {
+            LockValue::Exclusive(x) => x.expire_at,
+            LockValue::ReadWrite(rw) => rw.holders.values().map(|h| h.deadline).max(),
+            _ => None,
+        }
+    }
+
+    /// Drops empty locks to `Free`, so that "no holder" and "no key" are one state.
+    pub fn normalize(&mut self) {
+        let empty = match self {
+            LockValue::Exclusive(x) => x.holders.is_empty(),
+            LockValue::ReadWrite(rw) => rw.holders.is_empty(),
+            _ => false,
+        };
+        if empty {
+            *self = LockValue::Free;
+        }
+    }
+}
+
+impl ReadWrite {
+    pub fn is_write_locked(&self) -> bool {
+        self.holders.values().any(|h| h.write > 0)
+    }
+}
+
+fn decode_exclusive(fields: &[(Vec<u8>, Vec<u8>)], expire_at: Option<i64>) -> Option<Exclusive> {
+    let mut holders = BTreeMap::new();
+    for (f, v) in fields {
+        holders.insert(f.clone(), positive(v)?);
+    }
+    Some(Exclusive { holders, expire_at })
+}
+
+fn decode_rw(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<ReadWrite> {
+    let mut holders: BTreeMap<Owner, RwHolder> = BTreeMap::new();
+    let mut leases: BTreeMap<Owner, i64> = BTreeMap::new();
+    for (f, v) in fields {
+        if f == MODE {
+            if v != b"read" && v != b"write" {
+                return None;
+            }
+        } else if let Some(owner) = f.strip_prefix(READ_PREFIX) {
+            holders.entry(owner.to_vec()).or_default().read = positive(v)?;
+        } else if let Some(owner) = f.strip_prefix(WRITE_PREFIX) {
+            holders.entry(owner.to_vec()).or_default().write = positive(v)?;
+        } else if let Some(owner) = f.strip_prefix(LEASE_PREFIX) {
+            leases.insert(owner.to_vec(), positive(v)?);
+        } else {
+            return None;
+        }
+    }
+    // Every holder needs its lease and every lease a holder; at most one writer.
+    if leases.len() != holders.len() || holders.values().filter(|h| h.write > 0).count() > 1 {
+        return None;
+    }
+    for (owner, h) in holders.iter_mut() {
+        h.deadline = *leases.get(owner)?;
+    }
+    Some(ReadWrite { holders })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(pairs: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        pairs
+            .iter()
+            .map(|(a, b)| (a.as_bytes().to_vec(), b.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn exclusive_round_trip() {
+        let fields = f(&[("a1b2:7", "2")]);
+        let v = LockValue::decode(Stored::Hash {
+            fields: &fields,
+            expire_at: Some(99),
+        });
+        match &v {
+            LockValue::Exclusive(x) => {
+                assert_eq!(x.holders.get(&b"a1b2:7".to_vec()), Some(&2));
+                assert_eq!(x.expire_at, Some(99));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), fields);
+    }
+
+    #[test]
+    fn not_a_lock() {
+        for pairs in [
+            &[("a", "x")][..],
+            &[("a", "0")],
+            &[("a", "-1")],
+            &[("a", "1"), ("b", "1.5")],
+            &[("mode", "other")],
+            &[("mode", "read"), ("read:a", "1")], // no lease
+            &[("mode", "read"), ("zzz", "1")],
+            &[
+                ("mode", "write"),
+                ("write:a", "1"),
+                ("write:b", "1"),
+                ("lease:a", "5"),
+                ("lease:b", "5"),
+            ],
+        ] {
+            let fields = f(pairs);
+            let v = LockValue::decode(Stored::Hash {
+                fields: &fields,
+                expire_at: None,
+            });
+            assert_eq!(v, LockValue::NotALock, "{pairs:?}");
+        }
+        assert_eq!(LockValue::decode(Stored::Other), LockValue::NotALock);
+        assert_eq!(LockValue::decode(Stored::Absent), LockValue::Free);
+    }
+
+    #[test]
+    fn rw_round_trip() {
+        let fields = f(&[
+            ("lease:w", "200"),
+            ("lease:r", "300"),
+            ("mode", "write"),
+            ("read:r", "1"),
+            ("read:w", "2"),
+            ("write:w", "1"),
+        ]);
+        let v = LockValue::decode(Stored::Hash {
+            fields: &fields,
+            expire_at: Some(1),
+        });
+        let LockValue::ReadWrite(rw) = &v else {
+            panic!("{v:?}")
+        };
+        assert_eq!(
+            rw.holders[&b"w".to_vec()],
+            RwHolder {
+                read: 2,
+                write: 1,
+                deadline: 200
+            }
+        );
+        assert!(rw.is_write_locked());
+        assert_eq!(v.expire_at(), Some(300));
+        let mut sorted = fields.clone();
+        sorted.sort();
+        assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), sorted);
+    }
+}
