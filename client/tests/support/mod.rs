@@ -1,0 +1,88 @@
+//! Shared test helpers: a server and a client per backend, with short leases.
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use dlock_client::{Backend, Client, Retry};
+pub use dlock_testutil::{wait_for, Server};
+
+pub const LEASE: Duration = Duration::from_millis(300);
+pub const INTERVAL: Duration = Duration::from_millis(100);
+
+/// A server for `backend`: with the module for Native, plain Redis for Script.
+pub fn server(backend: Backend) -> Server {
+    match backend {
+        Backend::Script => Server::builder().without_module().start(),
+        _ => Server::start(),
+    }
+}
+
+pub fn builder(server: &Server, backend: Backend) -> dlock_client::ClientBuilder {
+    Client::builder(server.url())
+        .backend(backend)
+        .lease(LEASE)
+        .renew_interval(INTERVAL)
+        .response_timeout(Duration::from_millis(500))
+        .retry(Retry {
+            attempts: 1,
+            base_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(50),
+        })
+}
+
+pub async fn client(server: &Server, backend: Backend) -> Client {
+    builder(server, backend).build().await.expect("client")
+}
+
+pub async fn raw(server: &Server) -> redis::aio::MultiplexedConnection {
+    server
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .expect("raw connection")
+}
+
+pub async fn hget(
+    c: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    field: &str,
+) -> Option<i64> {
+    redis::cmd("HGET")
+        .arg(key)
+        .arg(field)
+        .query_async(c)
+        .await
+        .unwrap()
+}
+
+pub async fn exists(c: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
+    let n: i64 = redis::cmd("EXISTS").arg(key).query_async(c).await.unwrap();
+    n == 1
+}
+
+pub async fn pttl(c: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(c).await.unwrap()
+}
+
+/// Run `$name(backend)` for both backends.
+#[macro_export]
+macro_rules! both_backends {
+    ($($name:ident),* $(,)?) => {
+        mod native {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(dlock_client::Backend::Native).await
+                }
+            )*
+        }
+        mod script {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(dlock_client::Backend::Script).await
+                }
+            )*
+        }
+    };
+}
