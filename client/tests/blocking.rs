@@ -1,0 +1,86 @@
+//! The blocking facade: reentrant per thread, like Redisson.
+
+mod support;
+
+use std::time::Duration;
+
+use dlock_client::{blocking, Backend, Client, LostReason};
+use support::*;
+
+fn bclient(s: &Server, b: Backend) -> blocking::Client {
+    blocking::Client::build(
+        Client::builder(s.url())
+            .backend(b)
+            .lease(LEASE)
+            .renew_interval(INTERVAL),
+    )
+    .unwrap()
+}
+
+fn per_thread_reentrancy(b: Backend) {
+    let s = server(b);
+    let c = bclient(&s, b);
+    let lock = c.lock("t");
+    let g1 = lock.acquire().unwrap();
+    let g2 = lock.try_acquire().unwrap().expect("same thread: reentrant");
+    assert_eq!((g1.hold_count(), g2.hold_count()), (1, 2));
+    assert_eq!(g1.owner_id(), c.thread_owner().id());
+    assert!(lock.is_held_by_current_thread().unwrap());
+    // Another thread is another owner.
+    let (c2, l2) = (c.clone(), lock.clone());
+    let other = std::thread::spawn(move || {
+        assert!(!l2.is_held_by_current_thread().unwrap());
+        let none = l2
+            .try_acquire_for(Duration::from_millis(200), None)
+            .unwrap()
+            .is_none();
+        (none, c2.thread_owner())
+    })
+    .join()
+    .unwrap();
+    assert!(other.0);
+    assert_ne!(other.1, c.thread_owner());
+    // Watchdog keeps it past its lease.
+    std::thread::sleep(LEASE * 3);
+    assert!(g1.is_lost().is_none());
+    assert!(lock.is_locked().unwrap());
+    assert!(g2.release().unwrap());
+    let lost = g1.lost();
+    g1.unlock().unwrap();
+    assert_eq!(lost.check(), Some(LostReason::Released));
+    assert!(!lock.is_locked().unwrap());
+    // Now another thread gets it; a waiter on this thread is woken by its release.
+    let l3 = lock.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        let g = l3.acquire().unwrap();
+        tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        g.release().unwrap()
+    });
+    rx.recv().unwrap();
+    let g = lock
+        .try_acquire_for(Duration::from_secs(5), Some(Duration::from_secs(2)))
+        .unwrap();
+    assert!(g.is_some());
+    assert!(h.join().unwrap());
+    assert!(lock.remaining_lease().unwrap().unwrap() <= Duration::from_secs(2));
+    assert!(lock.force_unlock().unwrap());
+    // A lease lock has no watchdog: it reports the loss when its lease runs out.
+    let g = g.unwrap();
+    assert_eq!(
+        g.wait_lost(Duration::from_secs(4)),
+        Some(LostReason::LeaseExpired)
+    );
+    assert!(!g.release().unwrap());
+}
+
+#[test]
+fn native_per_thread_reentrancy() {
+    per_thread_reentrancy(Backend::Native)
+}
+
+#[test]
+fn script_per_thread_reentrancy() {
+    per_thread_reentrancy(Backend::Script)
+}
