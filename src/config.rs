@@ -28,7 +28,7 @@ impl Default for Config {
 fn count(name: &str, value: &str) -> Result<usize, String> {
     value
         .parse::<usize>()
-        .map_err(|_| format!("dlock: {name} must be a non-negative integer, got '{value}'"))
+        .map_err(|_| format!("{name} must be a non-negative integer, got '{value}'"))
 }
 
 impl Config {
@@ -36,7 +36,7 @@ impl Config {
     pub fn parse(args: &[String]) -> Result<Config, String> {
         if args.len() % 2 != 0 {
             return Err(format!(
-                "dlock: module arguments come in 'name value' pairs, got {} words",
+                "module arguments come in 'name value' pairs, got {} words",
                 args.len()
             ));
         }
@@ -45,18 +45,18 @@ impl Config {
             let (name, value) = (pair[0].to_ascii_lowercase(), pair[1].as_str());
             match name.as_str() {
                 "channel-prefix" if !value.is_empty() => c.channel_prefix = value.to_string(),
-                "channel-prefix" => return Err("dlock: channel-prefix must not be empty".into()),
+                "channel-prefix" => return Err("channel-prefix must not be empty".into()),
                 "publish" => {
                     c.publish = match value.to_ascii_lowercase().as_str() {
                         "yes" => true,
                         "no" => false,
-                        _ => return Err(format!("dlock: publish must be yes or no, got '{value}'")),
+                        _ => return Err(format!("publish must be yes or no, got '{value}'")),
                     }
                 }
                 "max-waiters-per-key" => c.max_waiters_per_key = count(&name, value)?,
                 "max-waiters" => c.max_waiters = count(&name, value)?,
                 _ => return Err(format!(
-                    "dlock: unknown module argument '{}' (known: channel-prefix, publish, max-waiters-per-key, max-waiters)",
+                    "unknown module argument '{}' (known: channel-prefix, publish, max-waiters-per-key, max-waiters)",
                     pair[0]
                 )),
             }

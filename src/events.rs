@@ -58,7 +58,7 @@ pub fn subscribe(ctx: &Context) -> Result<(), String> {
             Some(on_keyspace_event),
         ) != ok
         {
-            return Err("dlock: cannot subscribe to keyspace events".into());
+            return Err("cannot subscribe to keyspace events".into());
         }
         for id in [
             raw::REDISMODULE_EVENT_FLUSHDB,
@@ -71,7 +71,7 @@ pub fn subscribe(ctx: &Context) -> Result<(), String> {
                 Some(on_server_event),
             ) != ok
             {
-                return Err(format!("dlock: cannot subscribe to server event {id}"));
+                return Err(format!("cannot subscribe to server event {id}"));
             }
         }
     }

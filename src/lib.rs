@@ -30,17 +30,28 @@ fn init(ctx: &Context, args: &[RedisString]) -> Status {
     match config::Config::parse(&words) {
         Ok(c) => config::set(c),
         Err(line) => {
-            ctx.log_warning(&line);
+            log_warning(ctx, &line);
             return Status::Err;
         }
     }
     if let Err(line) = events::subscribe(ctx) {
-        ctx.log_warning(&line);
+        log_warning(ctx, &line);
         return Status::Err;
     }
     // Registered here rather than through the macro's `info:` (which needs the proc-macro crate).
     unsafe { raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(info)) };
     Status::Ok
+}
+
+/// Logs through this load's own context (the crate's logger keeps the context of the first
+/// load, so after MODULE UNLOAD + LOAD its lines were lost).
+fn log_warning(ctx: &Context, line: &str) {
+    let level = CString::new("warning").unwrap();
+    let fmt = CString::new("%s").unwrap();
+    let text = store::cstring(line);
+    unsafe {
+        raw::RedisModule_Log.unwrap()(ctx.get_raw(), level.as_ptr(), fmt.as_ptr(), text.as_ptr())
+    };
 }
 
 /// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
@@ -63,18 +74,24 @@ unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
     }
 }
 
-redis_module! {
-    name: "dlock",
-    version: 1,
-    allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-    data_types: [],
-    init: init,
-    commands: [
-        // ACL categories must stay "" on Redis 7.0 (PLATFORM-NOTES).
-        ["dlock.acquire", commands::acquire_cmd, "write deny-oom", 1, 1, 1, ""],
-        ["dlock.rwlock", commands::rwlock_cmd, "write deny-oom", 1, 1, 1, ""],
-        ["dlock.release", commands::release_cmd, "write fast", 1, 1, 1, ""],
-        ["dlock.renew", commands::renew_cmd, "write fast", 1, 1, 1, ""],
-        ["dlock.info", commands::info_cmd, "readonly fast", 1, 1, 1, ""],
-    ],
+// Unit tests run without Redis, so they must not install Redis's allocator.
+#[cfg(not(test))]
+mod registration {
+    use super::*;
+
+    redis_module! {
+        name: "dlock",
+        version: 1,
+        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
+        data_types: [],
+        init: init,
+        commands: [
+            // ACL categories must stay "" on Redis 7.0 (PLATFORM-NOTES).
+            ["dlock.acquire", commands::acquire_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["dlock.rwlock", commands::rwlock_cmd, "write deny-oom", 1, 1, 1, ""],
+            ["dlock.release", commands::release_cmd, "write fast", 1, 1, 1, ""],
+            ["dlock.renew", commands::renew_cmd, "write fast", 1, 1, 1, ""],
+            ["dlock.info", commands::info_cmd, "readonly fast", 1, 1, 1, ""],
+        ],
+    }
 }
