@@ -421,3 +421,62 @@ pub const SEC: Duration = Duration::from_secs(1);
 pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
+
+/// Start a replica of `master` (with or without the module) and wait until it is in sync.
+pub fn start_replica(master: &Server, with_module: bool) -> Server {
+    let port = master.port().to_string();
+    let mut b = Server::builder().args(["--replicaof", "127.0.0.1", port.as_str()]);
+    if !with_module {
+        b = b.without_module();
+    }
+    let replica = b.start();
+    let mut rc = replica.connection();
+    wait_for(
+        std::time::Duration::from_secs(20),
+        "replica link up",
+        || {
+            let s: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
+            s.contains("master_link_status:up").then_some(())
+        },
+    );
+    let mut mc = master.connection();
+    sync_replicas(&mut mc);
+    replica
+}
+
+/// Redis `WAIT 1 2000` on the master: every write so far reached the replica.
+#[track_caller]
+pub fn sync_replicas(master: &mut Connection) {
+    let n: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(master).unwrap();
+    assert!(n >= 1, "replica did not acknowledge (WAIT 1 2000 -> {n})");
+}
+
+/// Assert the replica shows the same type, hash and TTL (± 300 ms) for each key.
+#[track_caller]
+pub fn assert_mirrored(master: &mut Connection, replica: &mut Connection, keys: &[&str]) {
+    sync_replicas(master);
+    for k in keys {
+        let tm: String = redis::cmd("TYPE").arg(*k).query(master).unwrap();
+        let tr: String = redis::cmd("TYPE").arg(*k).query(replica).unwrap();
+        assert_eq!(tr, tm, "TYPE of {k} on the replica");
+        match tm.as_str() {
+            "hash" => assert_eq!(hgetall(replica, k), hgetall(master, k), "HGETALL {k}"),
+            "string" => {
+                let a: Option<String> = redis::cmd("GET").arg(*k).query(master).unwrap();
+                let b: Option<String> = redis::cmd("GET").arg(*k).query(replica).unwrap();
+                assert_eq!(b, a, "GET {k}");
+            }
+            _ => {}
+        }
+        let pm = pttl(master, k);
+        let pr = pttl(replica, k);
+        if pm < 0 || pr < 0 {
+            assert_eq!(pr, pm, "PTTL {k} (master {pm}, replica {pr})");
+        } else {
+            assert!(
+                (pm - pr).abs() <= 300,
+                "PTTL {k}: master {pm}, replica {pr}"
+            );
+        }
+    }
+}
