@@ -1,0 +1,210 @@
+//! Key declaration: ACL key patterns, COMMAND GETKEYS, cluster routing (MOVED), and the
+//! internal fence key / unlock PUBLISH not being checked against the caller's ACL.
+
+mod common;
+use common::*;
+
+fn as_app(srv: &Server) -> Connection {
+    let mut c = srv.connection();
+    assert_eq!(
+        cmd(&mut c, &["AUTH", "app", "any"]),
+        Reply::Status("OK".into())
+    );
+    c
+}
+
+#[test]
+fn acl_key_patterns_apply_to_every_command() {
+    let srv = Server::start();
+    let mut admin = srv.connection();
+    let r = cmd(
+        &mut admin,
+        &["ACL", "SETUSER", "app", "on", "nopass", "~app:*", "+@all"],
+    );
+    assert_eq!(r, Reply::Status("OK".into()));
+    assert_eq!(acquire(&mut admin, "other:x", "o", 60_000), Reply::Int(1));
+    let mut app = as_app(&srv);
+    // a subscriber (default user) sees the module's own PUBLISH on app's release
+    let chan = channel("app:x");
+    let mut sub = srv.connection();
+    sub.set_read_timeout(Some(5 * SEC)).unwrap();
+    sub.as_pubsub().subscribe(&chan).unwrap();
+
+    let got = cmd(&mut app, &["DLOCK.ACQUIRE", "app:x", "o", "60000", "FENCE"]);
+    assert_eq!(
+        got,
+        Reply::Arr(vec![Reply::Int(1), Reply::Int(1)]),
+        "fence key is internal: no NOPERM"
+    );
+    assert_eq!(renew(&mut app, "app:x", "o", 60_000), Reply::Int(1));
+    assert!(matches!(
+        cmd(&mut app, &["DLOCK.INFO", "app:x"]),
+        Reply::Arr(_)
+    ));
+    assert_eq!(release(&mut app, "app:x", "o"), Reply::Int(1));
+    let msg = sub.as_pubsub().get_message().expect("unlock message");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert_eq!(
+        rwlock(&mut app, "app:rw", "o", "READ", 60_000),
+        Reply::Int(1)
+    );
+
+    let before = dump(&mut admin, "other:x");
+    for args in [
+        vec!["DLOCK.ACQUIRE", "other:x", "o", "1000"],
+        vec![
+            "DLOCK.ACQUIRE",
+            "other:y",
+            "o",
+            "1000",
+            "WAIT",
+            "10",
+            "FENCE",
+        ],
+        vec!["DLOCK.RELEASE", "other:x", "o"],
+        vec!["DLOCK.RENEW", "other:x", "o", "1000"],
+        vec!["DLOCK.RWLOCK", "other:x", "o", "WRITE", "1000"],
+        vec!["DLOCK.INFO", "other:x"],
+    ] {
+        assert_err(&cmd(&mut app, &args), "NOPERM");
+    }
+    assert_eq!(dump(&mut admin, "other:x"), before, "nothing changed");
+    assert!(!exists(&mut admin, "other:y"));
+    assert_eq!(hgetall(&mut admin, "other:x"), map(&[("o", "1")]));
+}
+
+#[test]
+fn command_getkeys_lists_only_the_lock_key() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    for v in [
+        vec!["DLOCK.ACQUIRE", "k", "o", "100"],
+        vec!["DLOCK.ACQUIRE", "k", "o", "100", "WAIT", "10", "FENCE"],
+        vec!["DLOCK.RELEASE", "k", "o"],
+        vec!["DLOCK.RELEASE", "k", "o", "READ"],
+        vec!["DLOCK.RENEW", "k", "o", "100"],
+        vec!["DLOCK.RWLOCK", "k", "o", "WRITE", "100", "FENCE"],
+        vec!["DLOCK.INFO", "k"],
+    ] {
+        let mut args = vec!["COMMAND", "GETKEYS"];
+        args.extend_from_slice(&v);
+        let r = cmd(&mut c, &args);
+        assert_eq!(r, Reply::Arr(vec![Reply::Bulk("k".into())]), "{v:?}");
+    }
+    // and the commands are known with write / read-only flags
+    let info = cmd(&mut c, &["COMMAND", "INFO", "dlock.acquire", "dlock.info"]);
+    let a = info.arr();
+    assert_eq!(a.len(), 2, "{info:?}");
+    let flags = |e: &Reply| -> Vec<String> { e.arr()[2].arr().iter().map(|f| f.str()).collect() };
+    assert!(
+        flags(&a[0]).contains(&"write".to_string()),
+        "ACQUIRE is a write command: {:?}",
+        flags(&a[0])
+    );
+    assert!(
+        !flags(&a[1]).contains(&"write".to_string()),
+        "INFO only reads: {:?}",
+        flags(&a[1])
+    );
+}
+
+fn cluster_node() -> Server {
+    let bus = dlock_testutil::free_port().to_string();
+    Server::builder()
+        .args([
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            bus.as_str(),
+            "--cluster-config-file",
+            "nodes.conf",
+        ])
+        .start()
+}
+
+fn cluster_ok(c: &mut Connection) -> bool {
+    let s: String = redis::cmd("CLUSTER").arg("INFO").query(c).unwrap();
+    s.contains("cluster_state:ok")
+}
+
+#[test]
+fn cluster_routing_moved_and_fence_in_slot() {
+    let a = cluster_node();
+    let b = cluster_node();
+    let mut ca = a.connection();
+    let mut cb = b.connection();
+    assert!(!cmd(&mut ca, &["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).is_err());
+    assert!(!cmd(&mut cb, &["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]).is_err());
+    let bus_b: String = {
+        let s: String = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("cluster-port")
+            .query::<Vec<String>>(&mut cb)
+            .unwrap()[1]
+            .clone();
+        s
+    };
+    let r = cmd(
+        &mut ca,
+        &[
+            "CLUSTER",
+            "MEET",
+            "127.0.0.1",
+            &b.port().to_string(),
+            &bus_b,
+        ],
+    );
+    assert_eq!(r, Reply::Status("OK".into()));
+    wait_for(30 * SEC, "cluster_state:ok on both nodes", || {
+        (cluster_ok(&mut ca) && cluster_ok(&mut cb)).then_some(())
+    });
+    // a key served by b, asked on a
+    let key = (0..)
+        .map(|i| format!("lock{i}"))
+        .find(|k| key_slot(k.as_bytes()) >= 8192)
+        .unwrap();
+    let slot = key_slot(key.as_bytes());
+    let r: Vec<i64> = vec![redis::cmd("CLUSTER")
+        .arg("KEYSLOT")
+        .arg(&key)
+        .query(&mut ca)
+        .unwrap()];
+    assert_eq!(r[0], slot as i64, "test's slot function agrees with Redis");
+    for args in [
+        vec!["DLOCK.ACQUIRE", key.as_str(), "o", "1000"],
+        vec!["DLOCK.RELEASE", key.as_str(), "o"],
+        vec!["DLOCK.RENEW", key.as_str(), "o", "1000"],
+        vec!["DLOCK.RWLOCK", key.as_str(), "o", "READ", "1000"],
+        vec!["DLOCK.INFO", key.as_str()],
+    ] {
+        let r = cmd(&mut ca, &args);
+        assert_eq!(
+            r,
+            Reply::Err(format!("MOVED {slot} 127.0.0.1:{}", b.port())),
+            "{args:?}"
+        );
+    }
+    // on its own node, with FENCE: the counter lives in the same slot
+    for k in [key.clone(), format!("{{{key}}}:x"), format!("{key}{{")] {
+        let node = if key_slot(k.as_bytes()) >= 8192 {
+            &mut cb
+        } else {
+            &mut ca
+        };
+        let r = cmd(node, &["DLOCK.ACQUIRE", &k, "o", "10000", "FENCE"]);
+        assert_eq!(r, Reply::Arr(vec![Reply::Int(1), Reply::Int(1)]), "{k}");
+        let fk = fence_key(&k);
+        let n: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(&fk)
+            .query(node)
+            .unwrap();
+        let m: i64 = redis::cmd("CLUSTER")
+            .arg("KEYSLOT")
+            .arg(&k)
+            .query(node)
+            .unwrap();
+        assert_eq!(n, m, "fence key {fk} in the slot of {k}");
+        assert_eq!(get_int(node, &fk), Some(1), "fence key {fk} present");
+    }
+}
