@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_explained() {
-        assert!(p(&["publish"]).unwrap_err().contains("pairs"));
+        assert!(p(&["publish"]).unwrap_err().contains("'publish' has no value"));
         assert!(p(&["publish", "maybe"]).unwrap_err().contains("yes or no"));
         assert!(p(&["max-waiters", "-1"])
             .unwrap_err()
