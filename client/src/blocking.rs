@@ -64,11 +64,21 @@ impl Client {
     }
 
     /// The async client underneath (shares connection and watchdog).
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert!(client.async_client().watched_locks() == 0);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn async_client(&self) -> &crate::Client {
         &self.inner
     }
 
     /// A lock handle on `name`; its owner is the calling thread's at each call.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.lock("k");
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
             client: self.clone(),
@@ -78,6 +88,13 @@ impl Client {
     }
 
     /// The owner the calling thread uses: `<prefix>:<thread number>`.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let me = client.thread_owner();
+    /// let g = client.lock("k").acquire()?;
+    /// assert_eq!(g.owner_id(), me.id());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn thread_owner(&self) -> Owner {
         thread_local! {
             static N: OnceLock<u64> = const { OnceLock::new() };
@@ -133,15 +150,32 @@ impl Lock {
         }))
     }
     /// The lock key.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert_eq!(client.lock("k").name(), "k");
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
     /// Ask for fencing tokens (native backend).
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").fenced().acquire()?;
+    /// println!("token {:?}", g.fencing_token());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn fenced(mut self) -> Lock {
         self.fence = true;
         self
     }
     /// Wait as long as it takes; watchdog on.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").acquire()?;
+    /// g.release()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn acquire(&self) -> Result<LockGuard> {
         let h = self.handle();
         let g = self.client.rt.block_on(async move { h.acquire().await })?;
@@ -151,6 +185,11 @@ impl Lock {
         })
     }
     /// One attempt; watchdog on when granted.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// if let Some(g) = client.lock("k").try_acquire()? { g.release()?; }
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn try_acquire(&self) -> Result<Option<LockGuard>> {
         self.run(Wait::No, None)
     }
@@ -170,6 +209,11 @@ impl Lock {
         )
     }
     /// Delete the lock whoever holds it.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// client.lock("stuck").force_unlock()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn force_unlock(&self) -> Result<bool> {
         let h = self.handle();
         self.client
@@ -177,11 +221,23 @@ impl Lock {
             .block_on(async move { h.force_unlock().await })
     }
     /// Whether anyone holds it.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// println!("{}", client.lock("k").is_locked()?);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn is_locked(&self) -> Result<bool> {
         let h = self.handle();
         self.client.rt.block_on(async move { h.is_locked().await })
     }
     /// Whether the calling thread holds it.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let lock = client.lock("k");
+    /// let _g = lock.acquire()?;
+    /// assert!(lock.is_held_by_current_thread()?);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn is_held_by_current_thread(&self) -> Result<bool> {
         let h = self.handle();
         self.client
@@ -189,6 +245,11 @@ impl Lock {
             .block_on(async move { h.is_held_by_owner().await })
     }
     /// Remaining lease (`PTTL`), `None` when not locked.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// println!("{:?}", client.lock("k").remaining_lease()?);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn remaining_lease(&self) -> Result<Option<Duration>> {
         let h = self.handle();
         self.client
@@ -216,37 +277,82 @@ impl LockGuard {
         self.inner.as_ref().expect("guard present until release")
     }
     /// The owner's hold count after this acquire.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert_eq!(client.lock("k").acquire()?.hold_count(), 1);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn hold_count(&self) -> u64 {
         self.g().hold_count()
     }
     /// The fencing token, if asked for.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert_eq!(client.lock("k").acquire()?.fencing_token(), None);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn fencing_token(&self) -> Option<u64> {
         self.g().fencing_token()
     }
     /// The owner id holding it.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").acquire()?;
+    /// assert_eq!(g.owner_id(), client.thread_owner().id());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn owner_id(&self) -> &str {
         self.g().owner_id()
     }
     /// Already lost?
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert!(client.lock("k").acquire()?.is_lost().is_none());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn is_lost(&self) -> Option<LostReason> {
         self.g().is_lost()
     }
     /// The lost signal (await it in async code, or use [`wait_lost`](Self::wait_lost)).
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").acquire()?;
+    /// let signal = g.lost();
+    /// std::thread::spawn(move || { /* hand `signal` to async code */ drop(signal) });
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn lost(&self) -> LostSignal {
         self.g().lost()
     }
     /// Block up to `timeout` for the lock to be lost; `None` if still held.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").acquire()?;
+    /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
         let s = self.lost();
         self.rt
             .block_on(async move { tokio::time::timeout(timeout, s.wait()).await.ok() })
     }
     /// Release this hold; `Ok(true)` if it was still held.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").acquire()?;
+    /// assert!(g.release()?);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn release(mut self) -> Result<bool> {
         let g = self.inner.take().expect("guard present");
         self.rt.block_on(g.release())
     }
     /// Release; `Err(NotHeld)` if it was not held.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// client.lock("k").acquire()?.unlock()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
     pub fn unlock(mut self) -> Result<()> {
         let g = self.inner.take().expect("guard present");
         self.rt.block_on(g.unlock())

@@ -191,6 +191,10 @@ pub struct ClientBuilder {
 
 impl ClientBuilder {
     /// Lease of watchdog-held locks (default 30 s).
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").lease(std::time::Duration::from_secs(10));
+    /// # let _ = b;
+    /// ```
     pub fn lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
@@ -201,6 +205,10 @@ impl ClientBuilder {
         self
     }
     /// Retry / backoff policy.
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").retry(dlock_client::Retry::default());
+    /// # let _ = b;
+    /// ```
     pub fn retry(mut self, retry: Retry) -> Self {
         self.config.retry = retry;
         self
@@ -211,21 +219,37 @@ impl ClientBuilder {
         self
     }
     /// Backend (default [`Backend::Auto`]).
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").backend(dlock_client::Backend::Native);
+    /// # let _ = b;
+    /// ```
     pub fn backend(mut self, backend: Backend) -> Self {
         self.config.backend = backend;
         self
     }
     /// Unlock channel prefix (default `redisson_lock__channel`).
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").channel_prefix("myapp_lock__channel");
+    /// # let _ = b;
+    /// ```
     pub fn channel_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.config.channel_prefix = prefix.into();
         self
     }
     /// Client-side time-out of one command (default 5 s).
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").response_timeout(std::time::Duration::from_secs(1));
+    /// # let _ = b;
+    /// ```
     pub fn response_timeout(mut self, t: Duration) -> Self {
         self.config.response_timeout = t;
         self
     }
     /// Renewals per pipeline (default 1000).
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").renew_batch(500);
+    /// # let _ = b;
+    /// ```
     pub fn renew_batch(mut self, n: usize) -> Self {
         self.config.renew_batch = n.max(1);
         self
@@ -236,6 +260,11 @@ impl ClientBuilder {
         self
     }
     /// Connect, pick the backend and start the watchdog task (on the current tokio runtime).
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// let client = dlock_client::Client::builder("redis://127.0.0.1:6379/").build().await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
     pub async fn build(self) -> Result<Client> {
         Client::connect(self.url, self.config).await
     }
@@ -276,6 +305,9 @@ impl Owner {
         }
     }
     /// The owner string stored in the lock hash.
+    /// ```
+    /// assert_eq!(dlock_client::Owner::from_id("x:1").id(), "x:1");
+    /// ```
     pub fn id(&self) -> &str {
         &self.id
     }
@@ -337,6 +369,11 @@ impl std::fmt::Debug for Client {
 
 impl Client {
     /// Connect with default settings.
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// let client = dlock_client::Client::open("redis://127.0.0.1:6379/").await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
     pub async fn open(url: impl Into<String>) -> Result<Client> {
         Client::builder(url).build().await
     }
@@ -407,6 +444,11 @@ impl Client {
     }
 
     /// True when the client uses the dlock module's commands.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// if !client.is_native() { println!("plain Redis: Redisson scripts"); }
+    /// # Ok(()) }
+    /// ```
     pub fn is_native(&self) -> bool {
         self.inner.native
     }
@@ -422,6 +464,12 @@ impl Client {
     }
 
     /// A new owner identity `<prefix>:<n>`, unique within this process.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// assert!(owner.id().starts_with(client.owner_prefix()));
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> Owner {
         let n = NEXT_OWNER.fetch_add(1, Ordering::Relaxed);
         Owner::from_id(format!("{}:{n}", self.inner.prefix))
@@ -429,11 +477,25 @@ impl Client {
 
     /// A lock handle on `name` with its own new owner: acquiring twice through this handle
     /// (or its clones) is reentrant; another handle from `lock(name)` is another owner.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let a = client.lock("k");
+    /// let b = client.lock("k");
+    /// assert_ne!(a.owner(), b.owner());
+    /// # Ok(()) }
+    /// ```
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         self.lock_as(name, &self.owner())
     }
 
     /// A lock handle on `name` acting for `owner` (reentrant across every handle of that owner).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// let g = client.lock_as("k", &owner).acquire().await?;
+    /// assert_eq!(g.owner_id(), owner.id());
+    /// # Ok(()) }
+    /// ```
     pub fn lock_as(&self, name: impl Into<String>, owner: &Owner) -> Lock {
         Lock {
             client: self.clone(),
@@ -444,6 +506,12 @@ impl Client {
     }
 
     /// Number of locks the watchdog currently renews.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert_eq!(client.watched_locks(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn watched_locks(&self) -> usize {
         self.inner
             .registry
@@ -455,6 +523,13 @@ impl Client {
     }
 
     /// The underlying connection (multiplexed, reconnecting), e.g. for the data the lock protects.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// use redis::AsyncCommands;
+    /// let mut conn = client.connection();
+    /// let _: () = conn.set("stock", 10).await.unwrap();
+    /// # Ok(()) }
+    /// ```
     pub fn connection(&self) -> ConnectionManager {
         self.inner.conn.clone()
     }
@@ -620,11 +695,24 @@ pub struct LostSignal {
 
 impl LostSignal {
     /// `Some(reason)` if the lock is already lost or released, without waiting.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.lost().check().is_none());
+    /// # Ok(()) }
+    /// ```
     pub fn check(&self) -> Option<LostReason> {
         self.entry.lost_now()
     }
 
     /// Wait until the lock is lost or released.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// let reason = g.lost().wait().await; // when someone deletes it, the lease runs out, ...
+    /// # let _ = reason;
+    /// # Ok(()) }
+    /// ```
     pub async fn wait(self) -> LostReason {
         let mut rx = self.entry.status.subscribe();
         loop {
@@ -688,10 +776,21 @@ pub(crate) enum Wait {
 
 impl Lock {
     /// The lock key.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert_eq!(client.lock("k").name(), "k");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.name
     }
     /// The owner this handle acts for.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// assert!(owner.id().starts_with(client.owner_prefix()));
+    /// # Ok(()) }
+    /// ```
     pub fn owner(&self) -> &Owner {
         &self.owner
     }
@@ -710,6 +809,13 @@ impl Lock {
     }
 
     /// The same lock name acting for another owner.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// let lock = client.lock("k").with_owner(&owner);
+    /// assert_eq!(lock.owner(), &owner);
+    /// # Ok(()) }
+    /// ```
     pub fn with_owner(mut self, owner: &Owner) -> Lock {
         self.owner = owner.clone();
         self
@@ -717,6 +823,12 @@ impl Lock {
 
     /// Wait as long as it takes; the watchdog keeps the lease alive until release.
     /// Connection errors are retried per [`Retry`].
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// g.release().await?;
+    /// # Ok(()) }
+    /// ```
     pub async fn acquire(&self) -> Result<LockGuard> {
         let mut n = 0;
         loop {
@@ -736,12 +848,27 @@ impl Lock {
     }
 
     /// One attempt, no waiting; watchdog on when granted.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// match client.lock("k").try_acquire().await? {
+    ///     Some(g) => { g.release().await?; }
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
         self.acquire_impl(self.owner.id(), Wait::No, None).await
     }
 
     /// Wait up to `wait`. With `lease` the lock lapses after it (no watchdog), without it the
     /// watchdog renews it until release. `Ok(None)` on time-out.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let g = client.lock("k").try_acquire_for(Duration::from_secs(1), None).await?; // watchdog
+    /// # let _ = g;
+    /// # Ok(()) }
+    /// ```
     pub async fn try_acquire_for(
         &self,
         wait: Duration,
@@ -758,6 +885,12 @@ impl Lock {
     /// Delete the lock whoever holds it (native: plain `DEL`, which wakes the module's
     /// waiters; script: Redisson's force-unlock script, `DEL` + publish). True if a lock was
     /// deleted.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let deleted = client.lock("stuck").force_unlock().await?;
+    /// # let _ = deleted;
+    /// # Ok(()) }
+    /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
         let mut conn = self.client.inner.conn.clone();
         let r: i64 = if self.client.inner.native {
@@ -781,6 +914,11 @@ impl Lock {
     }
 
     /// Whether anyone holds the lock (`EXISTS`).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert!(!client.lock("free").is_locked().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         let mut conn = self.client.inner.conn.clone();
         let n: i64 = redis::cmd("EXISTS")
@@ -792,6 +930,13 @@ impl Lock {
     }
 
     /// Whether this handle's owner holds it (`HEXISTS`).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let lock = client.lock("k");
+    /// let _g = lock.acquire().await?;
+    /// assert!(lock.is_held_by_owner().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn is_held_by_owner(&self) -> Result<bool> {
         let mut conn = self.client.inner.conn.clone();
         let n: i64 = redis::cmd("HEXISTS")
@@ -804,6 +949,13 @@ impl Lock {
     }
 
     /// The lock's remaining lease (`PTTL`): `None` when nobody holds it (or it has no expiry).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let lock = client.lock("k");
+    /// let _g = lock.acquire().await?;
+    /// assert!(lock.remaining_lease().await?.is_some());
+    /// # Ok(()) }
+    /// ```
     pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
         let mut conn = self.client.inner.conn.clone();
         let ms: i64 = redis::cmd("PTTL")
@@ -1112,32 +1264,74 @@ impl std::fmt::Debug for LockGuard {
 
 impl LockGuard {
     /// The lock key.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert_eq!(client.lock("k").name(), "k");
+    /// # Ok(()) }
+    /// ```
     pub fn name(&self) -> &str {
         &self.entry.key
     }
     /// The owner id that holds it.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.owner_id().starts_with(client.owner_prefix()));
+    /// # Ok(()) }
+    /// ```
     pub fn owner_id(&self) -> &str {
         &self.entry.owner
     }
     /// The owner's hold count right after this acquire (1 = fresh grant).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert_eq!(g.hold_count(), 1);
+    /// # Ok(()) }
+    /// ```
     pub fn hold_count(&self) -> u64 {
         self.hold_count
     }
     /// The fencing token, when the lock was acquired [`fenced`](Lock::fenced).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert_eq!(g.fencing_token(), None); // not fenced
+    /// # Ok(()) }
+    /// ```
     pub fn fencing_token(&self) -> Option<u64> {
         self.token
     }
     /// Whether the watchdog renews this lock.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.is_watched());
+    /// # Ok(()) }
+    /// ```
     pub fn is_watched(&self) -> bool {
         self.entry.is_watched()
     }
     /// A signal that resolves when the lock is lost (or released).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// let lost = g.lost();
+    /// tokio::spawn(async move { eprintln!("lost: {:?}", lost.await) });
+    /// # Ok(()) }
+    /// ```
     pub fn lost(&self) -> LostSignal {
         LostSignal {
             entry: self.entry.clone(),
         }
     }
     /// `Some(reason)` if the lock is already known lost.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert_eq!(g.is_lost(), None);
+    /// # Ok(()) }
+    /// ```
     pub fn is_lost(&self) -> Option<LostReason> {
         self.entry.lost_now()
     }
@@ -1145,6 +1339,12 @@ impl LockGuard {
     /// Release this hold. `Ok(true)` if the owner still held the lock (the hold count went
     /// down, and the key is gone if it was the last hold), `Ok(false)` if it was no longer
     /// held (expired, deleted, taken over).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.release().await?);
+    /// # Ok(()) }
+    /// ```
     pub async fn release(mut self) -> Result<bool> {
         self.done = true;
         release_impl(self.client.clone(), self.entry.clone()).await
@@ -1152,6 +1352,12 @@ impl LockGuard {
 
     /// Like [`release`](Self::release), but `Err(Error::NotHeld)` when the lock was not held
     /// (Redisson's `unlock()` throws then).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// g.unlock().await?; // Err(Error::NotHeld) if it had expired
+    /// # Ok(()) }
+    /// ```
     pub async fn unlock(self) -> Result<()> {
         let name = self.entry.key.clone();
         if self.release().await? {
