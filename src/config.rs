@@ -36,8 +36,8 @@ impl Config {
     pub fn parse(args: &[String]) -> Result<Config, String> {
         if args.len() % 2 != 0 {
             return Err(format!(
-                "module arguments come in 'name value' pairs, got {} words",
-                args.len()
+                "module argument '{}' has no value (arguments come in 'name value' pairs)",
+                args[args.len() - 1]
             ));
         }
         let mut c = Config::default();
