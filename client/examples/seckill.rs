@@ -4,7 +4,7 @@
 //! 1. `naive`     GET stock, then SET stock-1: no lock, oversells;
 //! 2. `one lock`  the same read-then-write under one dlock lock;
 //! 3. `10 locks`  stock split into 10 keys of 100, each under its own lock; a buyer picks a
-//!                random segment and tries the others when it is sold out.
+//!    random segment and tries the others when it is sold out.
 //!
 //! Run: `make run` in one terminal, then `make seckill` (or
 //! `cargo run --release -p dlock-client --example seckill -- [URL] [--buyers N]

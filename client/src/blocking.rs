@@ -358,3 +358,15 @@ impl LockGuard {
         self.rt.block_on(g.unlock())
     }
 }
+
+impl Drop for LockGuard {
+    /// Outside an async runtime the release is sent before `drop` returns (so it is not lost
+    /// if the client and its runtime go away right after); inside one it goes in the background.
+    fn drop(&mut self) {
+        if let Some(g) = self.inner.take() {
+            if tokio::runtime::Handle::try_current().is_err() {
+                let _ = self.rt.block_on(g.release());
+            }
+        }
+    }
+}

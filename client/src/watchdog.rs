@@ -80,19 +80,15 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
         for (e, v) in chunk.iter().zip(values) {
             match v {
                 Value::Int(1) => e.renewed(sent),
-                Value::Int(0) => {
-                    if e.is_active() {
-                        e.mark(LostReason::NotHeld);
-                        remove_entry(&inner.registry, e);
-                    }
+                Value::Int(0) if e.is_active() => {
+                    e.mark(LostReason::NotHeld);
+                    remove_entry(&inner.registry, e);
                 }
                 Value::ServerError(se) if se.code() == "NOSCRIPT" => noscript = true,
-                Value::ServerError(se) if se.code() == "WRONGTYPE" => {
-                    // The key was overwritten with something that is not a lock.
-                    if e.is_active() {
-                        e.mark(LostReason::NotHeld);
-                        remove_entry(&inner.registry, e);
-                    }
+                // The key was overwritten with something that is not a lock.
+                Value::ServerError(se) if se.code() == "WRONGTYPE" && e.is_active() => {
+                    e.mark(LostReason::NotHeld);
+                    remove_entry(&inner.registry, e);
                 }
                 _ => {}
             }

@@ -75,6 +75,27 @@ fn per_thread_reentrancy(b: Backend) {
     assert!(!g.release().unwrap());
 }
 
+fn drop_releases_before_returning(b: Backend) {
+    let s = server(b);
+    let c = bclient(&s, b);
+    let g = c.lock("bd").acquire().unwrap();
+    drop(c);
+    drop(g); // the client's runtime goes away with it: the release must already be done
+    let mut r = s.connection();
+    let n: i64 = redis::cmd("EXISTS").arg("bd").query(&mut r).unwrap();
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn native_drop_releases_before_returning() {
+    drop_releases_before_returning(Backend::Native)
+}
+
+#[test]
+fn script_drop_releases_before_returning() {
+    drop_releases_before_returning(Backend::Script)
+}
+
 #[test]
 fn native_per_thread_reentrancy() {
     per_thread_reentrancy(Backend::Native)

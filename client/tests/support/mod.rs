@@ -1,5 +1,5 @@
 //! Shared test helpers: a server and a client per backend, with short leases.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::time::Duration;
 
