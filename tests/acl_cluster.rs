@@ -26,9 +26,7 @@ fn acl_key_patterns_apply_to_every_command() {
     let mut app = as_app(&srv);
     // a subscriber (default user) sees the module's own PUBLISH on app's release
     let chan = channel("app:x");
-    let mut sub = srv.connection();
-    sub.set_read_timeout(Some(5 * SEC)).unwrap();
-    sub.as_pubsub().subscribe(&chan).unwrap();
+    let mut sub = subscriber(&srv, &chan);
 
     let got = cmd(&mut app, &["DLOCK.ACQUIRE", "app:x", "o", "60000", "FENCE"]);
     assert_eq!(
@@ -42,7 +40,7 @@ fn acl_key_patterns_apply_to_every_command() {
         Reply::Arr(_)
     ));
     assert_eq!(release(&mut app, "app:x", "o"), Reply::Int(1));
-    let msg = sub.as_pubsub().get_message().expect("unlock message");
+    let msg = sub.get_message().expect("unlock message");
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
     assert_eq!(
         rwlock(&mut app, "app:rw", "o", "READ", 60_000),

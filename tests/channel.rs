@@ -7,20 +7,14 @@ use common::*;
 /// A subscriber on one channel. `drain(pub)` publishes a sentinel from `pub` and returns
 /// every message received before it: no sleeps needed to prove that nothing was published.
 struct Sub {
-    con: Connection,
+    ps: redis::PubSub<'static>,
     chan: String,
 }
 
 impl Sub {
     fn new(srv: &Server, chan: &str) -> Sub {
-        let mut con = srv.connection();
-        con.set_read_timeout(Some(5 * SEC)).unwrap();
-        {
-            let mut ps = con.as_pubsub();
-            ps.subscribe(chan).unwrap();
-        }
         Sub {
-            con,
+            ps: subscriber(srv, chan),
             chan: chan.to_string(),
         }
     }
@@ -32,7 +26,7 @@ impl Sub {
             .unwrap();
         assert_eq!(n, 1, "subscriber present");
         let mut out = vec![];
-        let mut ps = self.con.as_pubsub();
+        let ps = &mut self.ps;
         loop {
             let m = ps.get_message().expect("message before the sentinel");
             assert_eq!(m.get_channel_name(), self.chan);

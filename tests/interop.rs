@@ -153,14 +153,11 @@ fn no_window_for_redisson_at_a_release_handoff() {
 fn redisson_waiter_is_woken_by_dlock_release() {
     let srv = Server::start();
     let mut c = srv.connection();
-    let mut sub = srv.connection();
-    sub.set_read_timeout(Some(5 * SEC)).unwrap();
-    sub.as_pubsub().subscribe(channel("k")).unwrap();
+    let mut sub = subscriber(&srv, &channel("k"));
     assert_eq!(acquire(&mut c, "k", "d1", 30_000), Reply::Int(1));
     assert!(matches!(lua_lock(&mut c, "k", "r1", 10_000), Reply::Int(_)));
     assert_eq!(release(&mut c, "k", "d1"), Reply::Int(1));
     let m = sub
-        .as_pubsub()
         .get_message()
         .expect("unlock message for the Redisson waiter");
     assert_eq!(m.get_payload::<String>().unwrap(), "0");

@@ -480,3 +480,14 @@ pub fn assert_mirrored(master: &mut Connection, replica: &mut Connection, keys: 
         }
     }
 }
+
+/// A pub/sub connection subscribed to `chan` (the connection is leaked so that the
+/// subscription lives as long as the test: dropping a `PubSub` unsubscribes).
+pub fn subscriber(srv: &Server, chan: &str) -> redis::PubSub<'static> {
+    let con: &'static mut Connection = Box::leak(Box::new(srv.connection()));
+    con.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut ps = con.as_pubsub();
+    ps.subscribe(chan).unwrap();
+    ps
+}
