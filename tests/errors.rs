@@ -304,6 +304,64 @@ fn argument_errors_win_over_wrongtype() {
 }
 
 /// A command whose reply may block (it has a WAIT word): give it a short read time-out.
+/// A well-formed command (valid arity and values, random options), sometimes with one word
+/// replaced by garbage: exercises the lock logic, not only the parser.
+fn fuzz_valid(rng: &mut impl Rng) -> Vec<Vec<u8>> {
+    let keys = ["fz", "fz2", "{t}x", "rwz"];
+    let owners = ["o1", "o2", "o3", "o4"];
+    let leases = ["1", "20", "50", "1000", "5000"];
+    let timeouts = ["1", "5", "20"];
+    let k = keys[rng.gen_range(0..keys.len())];
+    let o = owners[rng.gen_range(0..owners.len())];
+    let l = leases[rng.gen_range(0..leases.len())];
+    let mut v: Vec<String> = match rng.gen_range(0..5) {
+        0 => vec!["DLOCK.ACQUIRE".into(), k.into(), o.into(), l.into()],
+        1 => {
+            let m = if rng.gen() { "READ" } else { "WRITE" };
+            vec![
+                "DLOCK.RWLOCK".into(),
+                k.into(),
+                o.into(),
+                m.into(),
+                l.into(),
+            ]
+        }
+        2 => {
+            let mut v = vec!["DLOCK.RELEASE".into(), k.into(), o.into()];
+            match rng.gen_range(0..3) {
+                0 => v.push("READ".into()),
+                1 => v.push("WRITE".into()),
+                _ => {}
+            }
+            v
+        }
+        3 => vec!["DLOCK.RENEW".into(), k.into(), o.into(), l.into()],
+        _ => vec!["DLOCK.INFO".into(), k.into()],
+    };
+    if v[0] == "DLOCK.ACQUIRE" || v[0] == "DLOCK.RWLOCK" {
+        let mut opts: Vec<Vec<String>> = vec![];
+        if rng.gen() {
+            opts.push(vec![
+                "WAIT".into(),
+                timeouts[rng.gen_range(0..timeouts.len())].into(),
+            ]);
+        }
+        if rng.gen() {
+            opts.push(vec!["FENCE".into()]);
+        }
+        if rng.gen() {
+            opts.reverse();
+        }
+        v.extend(opts.into_iter().flatten());
+    }
+    let mut v: Vec<Vec<u8>> = v.into_iter().map(String::into_bytes).collect();
+    if rng.gen_range(0..5) == 0 {
+        let i = rng.gen_range(1..v.len());
+        v[i] = (0..rng.gen_range(0..12)).map(|_| rng.gen()).collect();
+    }
+    v
+}
+
 fn fuzz_words(rng: &mut impl Rng) -> Vec<Vec<u8>> {
     const CMDS: [&str; 7] = [
         "DLOCK.ACQUIRE",
@@ -407,7 +465,11 @@ fn randomized_argument_fuzz() {
                 .query(&mut ctl)
                 .unwrap();
         }
-        let words = fuzz_words(&mut rng);
+        let words = if rng.gen() {
+            fuzz_valid(&mut rng)
+        } else {
+            fuzz_words(&mut rng)
+        };
         match cmd_bytes(&mut con, &words) {
             Reply::Io(e) => {
                 // a WAIT that blocks is legitimate; anything else is a broken server
@@ -447,7 +509,7 @@ fn randomized_argument_fuzz() {
     wait_for(5 * SEC, "all fuzz waiters gone", || {
         (info_dlock(&mut ctl)["dlock_waiters"] == 0).then_some(())
     });
-    for k in ["fz", "fz2", "{t}x"] {
+    for k in ["fz", "fz2", "{t}x", "rwz"] {
         let r = cmd(&mut ctl, &["DLOCK.INFO", k]);
         assert!(
             matches!(r, Reply::Arr(_)),

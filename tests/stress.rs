@@ -132,7 +132,7 @@ fn run_workers(srv: &Server, workers: &[(&str, u64)]) {
 #[test]
 fn exclusive_lock_counter_from_several_processes() {
     let srv = Server::start();
-    let (procs, iters) = (4u64, 300u64);
+    let (procs, iters) = (4u64, 2000u64);
     let w: Vec<(&str, u64)> = (0..procs).map(|_| ("excl", iters)).collect();
     run_workers(&srv, &w);
     let mut c = srv.connection();
@@ -149,15 +149,15 @@ fn exclusive_lock_counter_from_several_processes() {
 fn rwlock_readers_never_see_a_write_in_progress() {
     let srv = Server::start();
     let w = [
-        ("writer", 150),
-        ("writer", 150),
-        ("reader", 250),
-        ("reader", 250),
-        ("reader", 250),
+        ("writer", 1000),
+        ("writer", 1000),
+        ("reader", 1500),
+        ("reader", 1500),
+        ("reader", 1500),
     ];
     run_workers(&srv, &w);
     let mut c = srv.connection();
-    assert_eq!(get_int(&mut c, "a"), Some(300));
-    assert_eq!(get_int(&mut c, "b"), Some(300));
+    assert_eq!(get_int(&mut c, "a"), Some(2000));
+    assert_eq!(get_int(&mut c, "b"), Some(2000));
     assert!(!exists(&mut c, "rw"));
 }
