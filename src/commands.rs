@@ -112,7 +112,7 @@ fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
         },
         Grant::Refused(e) => Err(e),
     };
-    lk.save(ctx);
+    lk.save();
     waiters::rearm(ctx, &mut reg, db, &lk, now);
     reply
 }
@@ -133,7 +133,7 @@ fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError>
         // Hand-off inside this command: no window for another client or script.
         waiters::serve(ctx, &mut reg, db, &mut lk, now);
     }
-    lk.save(ctx);
+    lk.save();
     if result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free {
         let cfg = config::get();
         if cfg.publish {
@@ -160,7 +160,7 @@ fn renew(ctx: &Context, a: args::RenewArgs) -> Result<RedisValue, LockError> {
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
     let result = logic::renew(&mut lk.value, &a.owner, a.lease_ms, now);
-    lk.save(ctx);
+    lk.save();
     waiters::rearm(ctx, &mut reg, db, &lk, now);
     if result == Ok(true) {
         Stats::add(&STATS.renewals, 1);

@@ -95,7 +95,9 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_explained() {
-        assert!(p(&["publish"]).unwrap_err().contains("'publish' has no value"));
+        assert!(p(&["publish"])
+            .unwrap_err()
+            .contains("'publish' has no value"));
         assert!(p(&["publish", "maybe"]).unwrap_err().contains("yes or no"));
         assert!(p(&["max-waiters", "-1"])
             .unwrap_err()

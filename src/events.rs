@@ -7,6 +7,7 @@ use std::os::raw::{c_char, c_int};
 
 use redis_module::{raw, Context};
 
+use crate::stats;
 use crate::store;
 use crate::waiters;
 
@@ -18,17 +19,13 @@ unsafe extern "C" fn on_keyspace_event(
     event: *const c_char,
     key: *mut raw::RedisModuleString,
 ) -> c_int {
-    if waiters::waiting() == 0 {
-        return raw::REDISMODULE_OK as c_int; // the common case: nothing to wake
-    }
     let ctx = Context::new(ctx);
+    let db = store::selected_db(&ctx);
     let expired = CStr::from_ptr(event).to_bytes() == b"expired";
-    waiters::mark_dirty(
-        &ctx,
-        store::selected_db(&ctx),
-        Some(store::bytes_of(key)),
-        expired,
-    );
+    stats::on_key_event(db, store::bytes_of(key), expired);
+    if waiters::waiting() > 0 {
+        waiters::mark_dirty(&ctx, db, Some(store::bytes_of(key)));
+    }
     raw::REDISMODULE_OK as c_int
 }
 
@@ -41,8 +38,11 @@ unsafe extern "C" fn on_server_event(
 ) {
     let flush_done = event.id == raw::REDISMODULE_EVENT_FLUSHDB
         && subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END;
-    if (flush_done || event.id == raw::REDISMODULE_EVENT_SWAPDB) && waiters::waiting() > 0 {
-        waiters::mark_dirty(&Context::new(ctx), 0, None, false);
+    if flush_done || event.id == raw::REDISMODULE_EVENT_SWAPDB {
+        stats::forget_held();
+        if waiters::waiting() > 0 {
+            waiters::mark_dirty(&Context::new(ctx), 0, None);
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! Counters for the `INFO dlock` section.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 #[derive(Default)]
 pub struct Stats {
@@ -16,7 +18,7 @@ pub struct Stats {
     pub handoffs: AtomicU64,
     /// WAIT requests that ended with a time-out.
     pub wait_timeouts: AtomicU64,
-    /// Leases that ran out while held: exclusive locks that expired with waiters queued, and
+    /// Leases that ran out while held: lock keys granted by dlock that Redis expired, and
     /// read-write holders whose own lease lapsed.
     pub leases_expired: AtomicU64,
     /// Error replies.
@@ -34,4 +36,52 @@ impl Stats {
 
 lazy_static::lazy_static! {
     pub static ref STATS: Stats = Stats::default();
+}
+
+/// Lock keys this server granted and that still exist, so that an `expired` keyspace event
+/// (which Redis raises after the value is gone) can be told apart from any other key's.
+/// Bounded by the number of held locks; never locked while calling Redis.
+#[derive(Default)]
+struct Held {
+    keys: HashSet<(i32, Vec<u8>)>,
+}
+
+lazy_static::lazy_static! {
+    static ref HELD: Mutex<Held> = Mutex::new(Held::default());
+}
+static HELD_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+fn held() -> std::sync::MutexGuard<'static, Held> {
+    HELD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A lock key went from free to held (`true`) or back (`false`) through dlock.
+pub fn track_held(db: i32, key: &[u8], is_held: bool) {
+    let mut h = held();
+    if is_held {
+        h.keys.insert((db, key.to_vec()));
+    } else {
+        h.keys.remove(&(db, key.to_vec()));
+    }
+    HELD_COUNT.store(h.keys.len(), Ordering::Relaxed);
+}
+
+/// A keyspace event on `key`: an expiry of a held lock counts; any other change makes the key
+/// no longer ours to watch.
+pub fn on_key_event(db: i32, key: &[u8], expired: bool) {
+    if HELD_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    let mut h = held();
+    if h.keys.remove(&(db, key.to_vec())) && expired {
+        Stats::add(&STATS.leases_expired, 1);
+    }
+    HELD_COUNT.store(h.keys.len(), Ordering::Relaxed);
+}
+
+/// FLUSHDB/FLUSHALL/SWAPDB: forget what was held.
+pub fn forget_held() {
+    let mut h = held();
+    h.keys.clear();
+    HELD_COUNT.store(0, Ordering::Relaxed);
 }

@@ -6,7 +6,7 @@
 //! timer callback) propagates in MULTI/EXEC.
 
 use std::collections::BTreeMap;
-use std::ffi::{c_void, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 
@@ -57,9 +57,18 @@ pub fn now_ms() -> i64 {
     unsafe { raw::RedisModule_Milliseconds.unwrap()() }
 }
 
-/// Propagates `cmd args...` to replicas and the AOF.
-pub fn replicate(ctx: &Context, cmd: &str, args: &[&[u8]]) {
-    ctx.replicate(cmd, args);
+/// Propagates `cmd args...` to replicas and the AOF (format "v": an array of strings, so the
+/// strings already made for the key API are reused).
+pub fn replicate(ctx: *mut raw::RedisModuleCtx, cmd: &CStr, args: &[*mut raw::RedisModuleString]) {
+    unsafe {
+        raw::RedisModule_Replicate.unwrap()(
+            ctx,
+            cmd.as_ptr(),
+            c"v".as_ptr(),
+            args.as_ptr(),
+            args.len(),
+        );
+    }
 }
 
 /// An open lock key: its value as loaded, the value commands change, and the handle that
@@ -137,17 +146,13 @@ impl LockKey {
         }
     }
 
-    fn hash_set(&self, field: &[u8], value: Option<&[u8]>) {
-        let f = RStr::new(self.ctx, field);
-        let v = value.map(|v| RStr::new(self.ctx, v));
-        let vptr = v
-            .as_ref()
-            .map_or(raw::REDISMODULE_HASH_DELETE.cast_mut(), |v| v.as_ptr());
+    fn hash_set(&self, field: &RStr, value: Option<&RStr>) {
+        let vptr = value.map_or(raw::REDISMODULE_HASH_DELETE.cast_mut(), RStr::as_ptr);
         unsafe {
             raw::RedisModule_HashSet.unwrap()(
                 self.handle,
                 raw::REDISMODULE_HASH_NONE as c_int,
-                f.as_ptr(),
+                field.as_ptr(),
                 vptr,
                 std::ptr::null_mut::<c_void>(),
             );
@@ -155,7 +160,7 @@ impl LockKey {
     }
 
     /// Writes what changed since `open` (or the last `save`) and propagates it.
-    pub fn save(&mut self, ctx: &Context) {
+    pub fn save(&mut self) {
         if self.value == LockValue::NotALock {
             return; // never touch a user's value
         }
@@ -164,44 +169,48 @@ impl LockKey {
         if fields == self.loaded && (fields.is_empty() || expire_at == self.loaded_expire) {
             return;
         }
-        let key = self.key.clone();
+        let key = self.name.as_ptr();
         if fields.is_empty() {
             unsafe { raw::RedisModule_DeleteKey.unwrap()(self.handle) };
-            replicate(ctx, "DEL", &[&key]);
+            replicate(self.ctx, c"DEL", &[key]);
         } else {
             // Sets before deletes, so the hash never passes through empty (deleted).
-            let changed: Vec<(&Vec<u8>, &Vec<u8>)> = fields
+            let changed: Vec<(RStr, RStr)> = fields
                 .iter()
                 .filter(|(f, v)| self.loaded.get(*f) != Some(*v))
+                .map(|(f, v)| (RStr::new(self.ctx, f), RStr::new(self.ctx, v)))
                 .collect();
             if !changed.is_empty() {
-                let mut args: Vec<&[u8]> = vec![&key];
+                let mut args = Vec::with_capacity(1 + 2 * changed.len());
+                args.push(key);
                 for (f, v) in &changed {
                     self.hash_set(f, Some(v));
-                    args.push(f);
-                    args.push(v);
+                    args.extend([f.as_ptr(), v.as_ptr()]);
                 }
-                replicate(ctx, "HSET", &args);
+                replicate(self.ctx, c"HSET", &args);
             }
-            let removed: Vec<&Vec<u8>> = self
+            let removed: Vec<RStr> = self
                 .loaded
                 .keys()
                 .filter(|f| !fields.contains_key(*f))
+                .map(|f| RStr::new(self.ctx, f))
                 .collect();
             if !removed.is_empty() {
-                let mut args: Vec<&[u8]> = vec![&key];
+                let mut args = Vec::with_capacity(1 + removed.len());
+                args.push(key);
                 for f in &removed {
                     self.hash_set(f, None);
-                    args.push(f);
+                    args.push(f.as_ptr());
                 }
-                replicate(ctx, "HDEL", &args);
+                replicate(self.ctx, c"HDEL", &args);
             }
             let recreated = self.loaded.is_empty();
             if expire_at != self.loaded_expire || recreated {
                 match expire_at {
                     Some(at) => {
                         unsafe { raw::RedisModule_SetAbsExpire.unwrap()(self.handle, at) };
-                        replicate(ctx, "PEXPIREAT", &[&key, at.to_string().as_bytes()]);
+                        let at = RStr::new(self.ctx, at.to_string().as_bytes());
+                        replicate(self.ctx, c"PEXPIREAT", &[key, at.as_ptr()]);
                     }
                     None => {
                         unsafe {
@@ -210,10 +219,14 @@ impl LockKey {
                                 raw::REDISMODULE_NO_EXPIRE.into(),
                             )
                         };
-                        replicate(ctx, "PERSIST", &[&key]);
+                        replicate(self.ctx, c"PERSIST", &[key]);
                     }
                 }
             }
+        }
+        if self.loaded.is_empty() != fields.is_empty() {
+            let db = unsafe { raw::RedisModule_GetSelectedDb.unwrap()(self.ctx) };
+            crate::stats::track_held(db, &self.key, !fields.is_empty());
         }
         self.loaded = fields;
         self.loaded_expire = expire_at;
@@ -301,7 +314,7 @@ impl FenceKey {
             raw::RedisModule_StringSet.unwrap()(k, v.as_ptr());
             raw::RedisModule_CloseKey.unwrap()(k);
         }
-        replicate(ctx, "SET", &[&self.name, text.as_bytes()]);
+        replicate(raw_ctx, c"SET", &[name.as_ptr(), v.as_ptr()]);
     }
 }
 
@@ -311,7 +324,7 @@ pub fn publish(ctx: &Context, channel: &[u8], message: &[u8]) {
     let c = RStr::new(raw_ctx, channel);
     let m = RStr::new(raw_ctx, message);
     unsafe { raw::RedisModule_PublishMessage.unwrap()(raw_ctx, c.as_ptr(), m.as_ptr()) };
-    replicate(ctx, "PUBLISH", &[channel, message]);
+    replicate(raw_ctx, c"PUBLISH", &[c.as_ptr(), m.as_ptr()]);
 }
 
 /// Selects database `db` for this context (timer and event contexts start in db 0).

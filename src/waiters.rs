@@ -52,7 +52,7 @@ pub struct Registry {
 /// Keys touched by events since the last recheck.
 #[derive(Default)]
 struct Dirty {
-    keys: HashMap<(i32, Vec<u8>), bool>, // value: an `expired` event was seen
+    keys: HashSet<(i32, Vec<u8>)>,
     all: bool,
     armed: bool,
 }
@@ -301,7 +301,7 @@ pub fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64)
 }
 
 /// Re-examines `key` outside any command (timers): lapsed holders, free lock, overwritten value.
-fn wake_key(ctx: &Context, db: i32, key: &[u8], expired_event: bool) {
+fn wake_key(ctx: &Context, db: i32, key: &[u8]) {
     if !blocking::may_write(ctx) {
         return;
     }
@@ -312,11 +312,8 @@ fn wake_key(ctx: &Context, db: i32, key: &[u8], expired_event: bool) {
     let mut lk = LockKey::open(ctx, key, true);
     let now = store::now_ms();
     let mut reg = registry();
-    if expired_event && reg.waiters_on(db, key) > 0 {
-        Stats::add(&STATS.leases_expired, 1);
-    }
     prepare(ctx, &mut reg, db, &mut lk, now);
-    lk.save(ctx);
+    lk.save();
     rearm(ctx, &mut reg, db, &lk, now);
 }
 
@@ -334,7 +331,7 @@ pub fn client_gone(ctx: &Context, bc: BlockedClient) -> bool {
     reg.remove(ctx, db, &key, seq);
     // The head leaving may let the next waiters in (e.g. readers behind a writer).
     if was_head && reg.waiters_on(db, &key) > 0 {
-        mark_dirty(ctx, db, Some(&key), false);
+        mark_dirty(ctx, db, Some(&key));
     }
     true
 }
@@ -357,14 +354,14 @@ pub fn on_timer(ctx: &Context, job: TimerJob) {
             if let Some(waiter) = removed {
                 Stats::add(&STATS.wait_timeouts, 1);
                 waiter.bc.unblock(Some(Outcome::TimedOut));
-                wake_key(ctx, db, &key, false);
+                wake_key(ctx, db, &key);
             }
         }
         TimerJob::LeaseCheck { db, key } => {
             if let Some(q) = registry().queue_mut(db, &key) {
                 q.lease_timer = None;
             }
-            wake_key(ctx, db, &key, false);
+            wake_key(ctx, db, &key);
         }
         TimerJob::Recheck => {
             let (keys, all) = {
@@ -372,19 +369,12 @@ pub fn on_timer(ctx: &Context, job: TimerJob) {
                 d.armed = false;
                 (std::mem::take(&mut d.keys), std::mem::take(&mut d.all))
             };
-            let mut keys: Vec<((i32, Vec<u8>), bool)> = keys.into_iter().collect();
+            let mut keys = keys;
             if all {
-                let known: HashSet<(i32, Vec<u8>)> = keys.iter().map(|(k, _)| k.clone()).collect();
-                keys.extend(
-                    registry()
-                        .all_keys()
-                        .into_iter()
-                        .filter(|k| !known.contains(k))
-                        .map(|k| (k, false)),
-                );
+                keys.extend(registry().all_keys());
             }
-            for ((db, key), expired) in keys {
-                wake_key(ctx, db, &key, expired);
+            for (db, key) in keys {
+                wake_key(ctx, db, &key);
             }
         }
     }
@@ -392,10 +382,12 @@ pub fn on_timer(ctx: &Context, job: TimerJob) {
 
 /// Notes that `key` (or, with `None`, every key) may have changed; a 0 ms timer serves it on
 /// the next event-loop turn.
-pub fn mark_dirty(ctx: &Context, db: i32, key: Option<&[u8]>, expired: bool) {
+pub fn mark_dirty(ctx: &Context, db: i32, key: Option<&[u8]>) {
     let mut d = DIRTY.lock().unwrap_or_else(|e| e.into_inner());
     match key {
-        Some(k) => *d.keys.entry((db, k.to_vec())).or_default() |= expired,
+        Some(k) => {
+            d.keys.insert((db, k.to_vec()));
+        }
         None => d.all = true,
     }
     if !d.armed {
