@@ -76,11 +76,18 @@ pub fn registry() -> MutexGuard<'static, Registry> {
 }
 
 impl Registry {
+    // The `queues.is_empty()` checks keep the common no-waiter case free of key hashing.
     fn queue(&self, db: i32, key: &[u8]) -> Option<&Queue> {
+        if self.queues.is_empty() {
+            return None;
+        }
         self.queues.get(&db)?.get(key)
     }
 
     fn queue_mut(&mut self, db: i32, key: &[u8]) -> Option<&mut Queue> {
+        if self.queues.is_empty() {
+            return None;
+        }
         self.queues.get_mut(&db)?.get_mut(key)
     }
 
@@ -282,9 +289,11 @@ pub fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64)
             if let Some((id, _)) = old {
                 blocking::stop_timer(ctx, id);
             }
+            // At least 1 ms: while clients are paused Redis does not expire keys, and a 0 ms
+            // timer would spin until the pause ends.
             let id = blocking::start_timer(
                 ctx,
-                w - now,
+                (w - now).max(1),
                 TimerJob::LeaseCheck {
                     db,
                     key: lk.key.clone(),
