@@ -35,6 +35,26 @@ pub enum Error {
     /// The chosen backend cannot do this (e.g. fencing tokens need the dlock module).
     #[error("unsupported: {0}")]
     Unsupported(&'static str),
+    /// The failover guard ([`min_replicas`](crate::ClientBuilder::min_replicas)): the grant
+    /// reached fewer replicas than asked within the time-out, so it was released again.
+    #[error("lock {key:?}: the grant reached {acked} replica(s), {wanted} required; released")]
+    NotReplicated {
+        /// The lock key.
+        key: String,
+        /// Replicas that acknowledged (`WAIT`'s reply).
+        acked: u32,
+        /// Replicas required.
+        wanted: u32,
+    },
+    /// Not every member of a multi-lock or RedLock could be acquired in time; whatever was
+    /// taken has been released.
+    #[error("could not acquire {wanted} lock(s): {detail}")]
+    Incomplete {
+        /// How many were needed (all members, or the RedLock quorum).
+        wanted: usize,
+        /// What happened.
+        detail: String,
+    },
     /// A bad URL or configuration value.
     #[error("invalid configuration: {0}")]
     Config(String),

@@ -31,12 +31,20 @@
 #![warn(missing_docs)]
 
 pub mod blocking;
+mod conn;
 mod error;
+pub mod multilock;
+pub mod redlock;
+pub mod rwlock;
 pub mod scripts;
 mod subscriber;
 mod watchdog;
 
+pub use conn::Connection;
 pub use error::{Error, Result};
+pub use multilock::{MultiLock, MultiLockGuard};
+pub use redlock::{RedLock, RedLockGuard};
+pub use rwlock::RwLock;
 
 use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
@@ -45,6 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use conn::ConnKind;
 use redis::aio::{
     ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection,
 };
@@ -136,6 +145,9 @@ pub struct Config {
     pub response_timeout: Duration,
     /// Renewals per pipeline, default 1000.
     pub renew_batch: usize,
+    /// Failover guard: `Some((n, timeout))` sends `WAIT n timeout` after every grant and
+    /// renewal; see [`ClientBuilder::min_replicas`]. Default `None`.
+    pub min_replicas: Option<(u32, Duration)>,
 }
 
 impl Default for Config {
@@ -149,6 +161,7 @@ impl Default for Config {
             channel_prefix: scripts::DEFAULT_CHANNEL_PREFIX.to_string(),
             response_timeout: Duration::from_secs(5),
             renew_batch: 1000,
+            min_replicas: None,
         }
     }
 }
@@ -185,8 +198,19 @@ impl Config {
 /// ```
 #[derive(Clone, Debug)]
 pub struct ClientBuilder {
-    url: String,
+    target: Target,
     config: Config,
+}
+
+/// Where a client connects.
+#[derive(Clone, Debug)]
+enum Target {
+    Single(String),
+    Sentinel {
+        sentinels: Vec<String>,
+        service: String,
+    },
+    Cluster(Vec<String>),
 }
 
 impl ClientBuilder {
@@ -254,6 +278,21 @@ impl ClientBuilder {
         self.config.renew_batch = n.max(1);
         self
     }
+    /// Failover guard: after every grant and every renewal, send `WAIT n timeout` (Redis
+    /// replication `WAIT`) on the connection that carried it. Fewer than `n` replica
+    /// acknowledgements: an acquire releases its grant and answers
+    /// [`Error::NotReplicated`]; a renewal marks the lock lost
+    /// ([`LostReason::NotReplicated`]). See the README's *Failover guard* for the window
+    /// that remains.
+    /// ```
+    /// use std::time::Duration;
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").min_replicas(1, Duration::from_millis(200));
+    /// # let _ = b;
+    /// ```
+    pub fn min_replicas(mut self, n: u32, timeout: Duration) -> Self {
+        self.config.min_replicas = (n > 0).then_some((n, timeout));
+        self
+    }
     /// Replace the whole configuration.
     pub fn config(mut self, config: Config) -> Self {
         self.config = config;
@@ -266,7 +305,7 @@ impl ClientBuilder {
     /// # let _ = client; Ok(()) }
     /// ```
     pub async fn build(self) -> Result<Client> {
-        Client::connect(self.url, self.config).await
+        Client::connect(self.target, self.config).await
     }
 }
 
@@ -313,16 +352,19 @@ impl Owner {
     }
 }
 
-pub(crate) type Registry = Mutex<HashMap<(String, String), Arc<Entry>>>;
+pub(crate) type Registry = Mutex<HashMap<(String, String, LockKind), Arc<Entry>>>;
 
 pub(crate) struct Inner {
+    /// The single node, the master found at connect time, or the first cluster seed.
     redis: redis::Client,
-    pub(crate) conn: ConnectionManager,
+    /// What [`Client::connection`] hands out.
+    manager: ConnectionManager,
+    pub(crate) conn: Connection,
     pub(crate) config: Config,
     pub(crate) native: bool,
     prefix: String,
     pub(crate) registry: Registry,
-    wait_pool: Mutex<Vec<MultiplexedConnection>>,
+    wait_pool: Mutex<HashMap<String, Vec<MultiplexedConnection>>>,
     subscriber: subscriber::Subscribers,
     pub(crate) scripts: Scripts,
     runtime: tokio::runtime::Handle,
@@ -342,6 +384,9 @@ pub(crate) struct Scripts {
     pub(crate) unlock: redis::Script,
     pub(crate) renew: redis::Script,
     pub(crate) force_unlock: redis::Script,
+    pub(crate) rw_lock: redis::Script,
+    pub(crate) rw_unlock: redis::Script,
+    pub(crate) rw_renew: redis::Script,
 }
 
 /// A connection to one Redis node, shared by all locks it hands out. Cheap to clone.
@@ -386,16 +431,113 @@ impl Client {
     /// ```
     pub fn builder(url: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
-            url: url.into(),
+            target: Target::Single(url.into()),
             config: Config::default(),
         }
     }
 
-    async fn connect(url: String, config: Config) -> Result<Client> {
+    /// A builder for a master managed by Redis Sentinel: `sentinels` are sentinel URLs
+    /// (`redis://host:26379/`), `service` the monitored master's name. The client asks the
+    /// sentinels for the master and asks again after a connection error or a `READONLY`
+    /// reply, so it follows failovers. Combine with
+    /// [`min_replicas`](ClientBuilder::min_replicas) to keep locks across a failover.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let client = dlock_client::Client::sentinel_builder(
+    ///         ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"], "mymaster")
+    ///     .min_replicas(1, Duration::from_millis(500))
+    ///     .build().await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub fn sentinel_builder<I, S>(sentinels: I, service: impl Into<String>) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder {
+            target: Target::Sentinel {
+                sentinels: sentinels.into_iter().map(Into::into).collect(),
+                service: service.into(),
+            },
+            config: Config::default(),
+        }
+    }
+
+    /// A builder for a Redis Cluster, from one or more seed node URLs. Locks may use any
+    /// key; each command goes to the node owning the key's slot (redis-rs follows `MOVED`
+    /// and `ASK`). See the README's *Redis Cluster* section.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// let client = dlock_client::Client::cluster_builder(["redis://127.0.0.1:7000/"]).build().await?;
+    /// let g = client.lock("orders:42").acquire().await?;
+    /// g.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn cluster_builder<I, S>(nodes: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        ClientBuilder {
+            target: Target::Cluster(nodes.into_iter().map(Into::into).collect()),
+            config: Config::default(),
+        }
+    }
+
+    async fn connect(target: Target, config: Config) -> Result<Client> {
         if config.lease.is_zero() {
             return Err(Error::Config("lease must be > 0".into()));
         }
-        let redis = redis::Client::open(url.as_str()).map_err(|e| Error::Config(e.to_string()))?;
+        let (redis, shared) = match &target {
+            Target::Single(url) => (
+                redis::Client::open(url.as_str()).map_err(|e| Error::Config(e.to_string()))?,
+                None,
+            ),
+            Target::Sentinel { sentinels, service } => {
+                let s = redis::sentinel::Sentinel::build(sentinels.clone())
+                    .map_err(|e| Error::Config(e.to_string()))?;
+                let sc = Arc::new(conn::SentinelConn {
+                    sentinel: tokio::sync::Mutex::new(s),
+                    service: service.clone(),
+                    current: Mutex::new(None),
+                    timeout: config.response_timeout,
+                });
+                let (c, _) = sc.master().await.map_err(|e| Error::from_redis("", e))?;
+                (
+                    c,
+                    Some(Connection {
+                        kind: ConnKind::Sentinel(sc),
+                    }),
+                )
+            }
+            Target::Cluster(nodes) => {
+                let first = nodes
+                    .first()
+                    .ok_or_else(|| Error::Config("no cluster node given".into()))?;
+                let seed = redis::Client::open(first.as_str())
+                    .map_err(|e| Error::Config(e.to_string()))?;
+                let cc = redis::cluster::ClusterClient::builder(nodes.clone())
+                    .connection_timeout(config.response_timeout)
+                    .response_timeout(config.response_timeout)
+                    .retries(config.retry.attempts.max(1))
+                    .build()
+                    .map_err(|e| Error::Config(e.to_string()))?;
+                let c =
+                    tokio::time::timeout(config.response_timeout * 2, cc.get_async_connection())
+                        .await
+                        .map_err(|_| Error::Timeout("connect to the cluster".into()))?
+                        .map_err(|e| Error::from_redis("", e))?;
+                (
+                    seed,
+                    Some(Connection {
+                        kind: ConnKind::Cluster(c),
+                    }),
+                )
+            }
+        };
         let r = config.retry;
         let mgr_cfg = ConnectionManagerConfig::new()
             .set_number_of_retries(r.attempts as usize)
@@ -411,6 +553,10 @@ impl Client {
         .await
         .map_err(|_| Error::Timeout("connect".into()))?
         .map_err(|e| Error::from_redis("", e))?;
+        let manager = conn.clone();
+        let conn = shared.unwrap_or(Connection {
+            kind: ConnKind::Single(conn),
+        });
         let native = match config.backend {
             Backend::Native => true,
             Backend::Script => false,
@@ -422,17 +568,21 @@ impl Client {
         });
         let inner = Arc::new(Inner {
             redis,
+            manager,
             conn,
             native,
             prefix,
             registry: Mutex::new(HashMap::new()),
-            wait_pool: Mutex::new(Vec::new()),
+            wait_pool: Mutex::new(HashMap::new()),
             subscriber: subscriber::Subscribers::default(),
             scripts: Scripts {
                 lock: redis::Script::new(scripts::LOCK),
                 unlock: redis::Script::new(scripts::UNLOCK),
                 renew: redis::Script::new(scripts::RENEW),
                 force_unlock: redis::Script::new(scripts::FORCE_UNLOCK),
+                rw_lock: redis::Script::new(&scripts::rw_lock_script(scripts::RW_LOCK_BODY)),
+                rw_unlock: redis::Script::new(&scripts::rw_lock_script(scripts::RW_UNLOCK_BODY)),
+                rw_renew: redis::Script::new(&scripts::rw_lock_script(scripts::RW_RENEW_BODY)),
             },
             runtime: tokio::runtime::Handle::current(),
             watchdog: Mutex::new(None),
@@ -502,6 +652,17 @@ impl Client {
             name: name.into(),
             owner: owner.clone(),
             fence: false,
+            kind: LockKind::Exclusive,
+        }
+    }
+
+    pub(crate) fn rw_handle(&self, name: String, owner: Owner, kind: LockKind) -> Lock {
+        Lock {
+            client: self.clone(),
+            name,
+            owner,
+            fence: false,
+            kind,
         }
     }
 
@@ -530,8 +691,64 @@ impl Client {
     /// let _: () = conn.set("stock", 10).await.unwrap();
     /// # Ok(()) }
     /// ```
+    ///
+    /// For a Sentinel or Cluster client this is a connection to the master found at connect
+    /// time / the first seed node, which does not follow failovers or redirections: use
+    /// [`shared_connection`](Self::shared_connection) there.
     pub fn connection(&self) -> ConnectionManager {
+        self.inner.manager.clone()
+    }
+
+    /// The connection the client's own commands use: single node, Sentinel master or
+    /// cluster (see [`Connection`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let mut conn = client.shared_connection();
+    /// let pong: String = redis::cmd("PING").query_async(&mut conn).await.unwrap();
+    /// # let _ = pong; Ok(()) }
+    /// ```
+    pub fn shared_connection(&self) -> Connection {
         self.inner.conn.clone()
+    }
+
+    /// True for a Redis Cluster client ([`Client::cluster_builder`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// if client.is_cluster() { println!("cluster"); }
+    /// # Ok(()) }
+    /// ```
+    pub fn is_cluster(&self) -> bool {
+        self.inner.conn.is_cluster()
+    }
+
+    /// A read-write lock handle on `name` with a new owner (see [`RwLock`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let rw = client.rwlock("config");
+    /// let r = rw.read().acquire().await?;
+    /// r.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        self.rwlock_as(name, &self.owner())
+    }
+
+    /// A read-write lock handle on `name` acting for `owner`.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// let w = client.rwlock_as("config", &owner).write().acquire().await?;
+    /// assert_eq!(w.owner_id(), owner.id());
+    /// # Ok(()) }
+    /// ```
+    pub fn rwlock_as(&self, name: impl Into<String>, owner: &Owner) -> RwLock {
+        RwLock::new(self.clone(), name.into(), owner.clone())
+    }
+
+    /// A stable name of the server (or cluster) this client talks to, for ordering.
+    pub(crate) fn server_id(&self) -> String {
+        let i = self.inner.redis.get_connection_info();
+        format!("{}/{}", i.addr, i.redis.db)
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
@@ -540,7 +757,7 @@ impl Client {
 }
 
 /// Does `MODULE LIST` show the module `dlock`?
-async fn has_module(conn: &mut ConnectionManager) -> Result<bool> {
+async fn has_module(conn: &mut Connection) -> Result<bool> {
     let v: Value = match redis::cmd("MODULE").arg("LIST").query_async(conn).await {
         Ok(v) => v,
         // MODULE may be renamed or refused by ACL: then there is no usable module.
@@ -582,6 +799,41 @@ pub enum LostReason {
     LeaseExpired,
     /// This client released it (the last hold).
     Released,
+    /// A renewal reached fewer replicas than [`ClientBuilder::min_replicas`] asks for: a
+    /// failover now could lose the lock.
+    NotReplicated,
+}
+
+/// Which lock a [`Lock`] handle takes.
+///
+/// ```
+/// assert_ne!(dlock_client::LockKind::Read, dlock_client::LockKind::Write);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LockKind {
+    /// An exclusive lock (`DLOCK.ACQUIRE`, Redisson's `RLock`).
+    Exclusive,
+    /// The read side of a read-write lock (`DLOCK.RWLOCK ... READ`).
+    Read,
+    /// The write side of a read-write lock (`DLOCK.RWLOCK ... WRITE`).
+    Write,
+}
+
+impl LockKind {
+    pub(crate) fn word(self) -> Option<&'static str> {
+        match self {
+            LockKind::Exclusive => None,
+            LockKind::Read => Some("READ"),
+            LockKind::Write => Some("WRITE"),
+        }
+    }
+    pub(crate) fn script_word(self) -> &'static str {
+        match self {
+            LockKind::Exclusive => "",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -594,6 +846,7 @@ pub(crate) struct Status {
 pub(crate) struct Entry {
     pub(crate) key: String,
     pub(crate) owner: String,
+    pub(crate) kind: LockKind,
     pub(crate) lease: Duration,
     state: Mutex<EntryState>,
     active: AtomicBool,
@@ -606,10 +859,18 @@ struct EntryState {
 }
 
 impl Entry {
-    fn new(key: &str, owner: &str, lease: Duration, watched: bool, deadline: Instant) -> Entry {
+    fn new(
+        key: &str,
+        owner: &str,
+        kind: LockKind,
+        lease: Duration,
+        watched: bool,
+        deadline: Instant,
+    ) -> Entry {
         Entry {
             key: key.to_string(),
             owner: owner.to_string(),
+            kind,
             lease,
             state: Mutex::new(EntryState { holds: 0, watched }),
             active: AtomicBool::new(true),
@@ -669,7 +930,7 @@ impl Entry {
 
 pub(crate) fn remove_entry(reg: &Registry, e: &Arc<Entry>) {
     let mut map = reg.lock().unwrap();
-    let k = (e.key.clone(), e.owner.clone());
+    let k = (e.key.clone(), e.owner.clone(), e.kind);
     if map.get(&k).is_some_and(|x| Arc::ptr_eq(x, e)) {
         map.remove(&k);
     }
@@ -760,10 +1021,11 @@ impl IntoFuture for LostSignal {
 /// ```
 #[derive(Clone, Debug)]
 pub struct Lock {
-    client: Client,
+    pub(crate) client: Client,
     name: String,
     owner: Owner,
     fence: bool,
+    kind: LockKind,
 }
 
 /// How long to wait for a lock held by someone else.
@@ -806,6 +1068,16 @@ impl Lock {
     pub fn fenced(mut self) -> Lock {
         self.fence = true;
         self
+    }
+
+    /// Which lock this handle takes: exclusive, or a side of a read-write lock.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert_eq!(client.rwlock("k").read().kind(), dlock_client::LockKind::Read);
+    /// # Ok(()) }
+    /// ```
+    pub fn kind(&self) -> LockKind {
+        self.kind
     }
 
     /// The same lock name acting for another owner.
@@ -939,9 +1211,14 @@ impl Lock {
     /// ```
     pub async fn is_held_by_owner(&self) -> Result<bool> {
         let mut conn = self.client.inner.conn.clone();
+        let field = match self.kind {
+            LockKind::Exclusive => self.owner.id().to_string(),
+            LockKind::Read => format!("read:{}", self.owner.id()),
+            LockKind::Write => format!("write:{}", self.owner.id()),
+        };
         let n: i64 = redis::cmd("HEXISTS")
             .arg(&self.name)
-            .arg(self.owner.id())
+            .arg(field)
             .query_async(&mut conn)
             .await
             .map_err(|e| Error::from_redis(&self.name, e))?;
@@ -964,6 +1241,14 @@ impl Lock {
             .await
             .map_err(|e| Error::from_redis(&self.name, e))?;
         Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
+    }
+
+    /// Send one release for this handle's owner whether or not a guard exists (RedLock's
+    /// clean-up on nodes whose answer was lost). Errors are ignored.
+    pub(crate) async fn release_blind(&self, limit: Duration) {
+        let cmd = self.release_cmd(self.owner.id());
+        let mut conn = self.client.inner.conn.clone();
+        let _ = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)).await;
     }
 
     pub(crate) fn channel(&self) -> String {
@@ -1011,7 +1296,7 @@ impl Lock {
         let inner = &self.client.inner;
         let now = Instant::now();
         let mut map = inner.registry.lock().unwrap();
-        let k = (self.name.clone(), owner.to_string());
+        let k = (self.name.clone(), owner.to_string(), self.kind);
         let entry = match map.get(&k) {
             Some(e) if e.is_active() && e.deadline() > now => e.clone(),
             old => {
@@ -1022,6 +1307,7 @@ impl Lock {
                 let e = Arc::new(Entry::new(
                     &self.name,
                     owner,
+                    self.kind,
                     lease_for_entry,
                     watched,
                     sent + lease,
@@ -1048,6 +1334,108 @@ impl Lock {
         }
     }
 
+    /// The module's grant command for this lock's kind.
+    fn grant_cmd(&self, owner: &str, lease_ms: u64, wait_ms: Option<u64>) -> redis::Cmd {
+        let mut cmd = match self.kind.word() {
+            None => {
+                let mut c = redis::cmd("DLOCK.ACQUIRE");
+                c.arg(&self.name).arg(owner).arg(lease_ms);
+                c
+            }
+            Some(w) => {
+                let mut c = redis::cmd("DLOCK.RWLOCK");
+                c.arg(&self.name).arg(owner).arg(w).arg(lease_ms);
+                c
+            }
+        };
+        if let Some(ms) = wait_ms {
+            cmd.arg("WAIT").arg(ms);
+        }
+        if self.fence {
+            cmd.arg("FENCE");
+        }
+        cmd
+    }
+
+    /// The script backend's grant attempt as a plain `EVAL` (for a dedicated connection).
+    fn script_grant_cmd(&self, owner: &str, lease_ms: u64) -> redis::Cmd {
+        let mut c = redis::cmd("EVAL");
+        match self.kind {
+            LockKind::Exclusive => {
+                c.arg(scripts::LOCK)
+                    .arg(1)
+                    .arg(&self.name)
+                    .arg(lease_ms)
+                    .arg(owner);
+            }
+            k => {
+                c.arg(scripts::rw_lock_script(scripts::RW_LOCK_BODY))
+                    .arg(1)
+                    .arg(&self.name)
+                    .arg(owner)
+                    .arg(k.script_word())
+                    .arg(lease_ms);
+            }
+        }
+        c
+    }
+
+    /// Undo one hold taken by `owner` (after a failed replication check).
+    fn release_cmd(&self, owner: &str) -> redis::Cmd {
+        let inner = &self.client.inner;
+        if inner.native {
+            let mut c = redis::cmd("DLOCK.RELEASE");
+            c.arg(&self.name).arg(owner);
+            if let Some(w) = self.kind.word() {
+                c.arg(w);
+            }
+            c
+        } else {
+            let mut c = redis::cmd("EVAL");
+            match self.kind {
+                LockKind::Exclusive => {
+                    c.arg(scripts::UNLOCK)
+                        .arg(2)
+                        .arg(&self.name)
+                        .arg(self.channel())
+                        .arg(scripts::UNLOCK_MESSAGE)
+                        .arg(inner.config.lease.as_millis() as u64)
+                        .arg(owner);
+                }
+                k => {
+                    c.arg(scripts::rw_lock_script(scripts::RW_UNLOCK_BODY))
+                        .arg(2)
+                        .arg(&self.name)
+                        .arg(self.channel())
+                        .arg(owner)
+                        .arg(k.script_word())
+                        .arg(scripts::UNLOCK_MESSAGE);
+                }
+            }
+            c
+        }
+    }
+
+    /// With [`Config::min_replicas`]: a grant that reached fewer replicas than asked is
+    /// released again (on the same node) and reported as [`Error::NotReplicated`].
+    async fn check_replicas(&self, owner: &str, acks: Option<u32>) -> Result<()> {
+        let inner = &self.client.inner;
+        let (Some((n, _)), Some(a)) = (inner.config.min_replicas, acks) else {
+            return Ok(());
+        };
+        if a >= n {
+            return Ok(());
+        }
+        let _ = inner
+            .node_call(&self.name, &self.release_cmd(owner), None, None)
+            .await;
+        Err(Error::NotReplicated {
+            key: self.name.clone(),
+            acked: a,
+            wanted: n,
+        })
+    }
+
     async fn native_acquire(
         &self,
         owner: &str,
@@ -1056,17 +1444,20 @@ impl Lock {
         started: Instant,
     ) -> Result<Option<(Instant, Option<u64>, Option<u64>)>> {
         let inner = &self.client.inner;
-        let mut cmd = redis::cmd("DLOCK.ACQUIRE");
-        cmd.arg(&self.name).arg(owner).arg(lease_ms);
-        if self.fence {
-            cmd.arg("FENCE");
-        }
+        let guard = inner.config.min_replicas;
+        let cmd = self.grant_cmd(owner, lease_ms, None);
         let sent = Instant::now();
-        let v: Value = cmd
-            .query_async(&mut inner.conn.clone())
-            .await
-            .map_err(|e| Error::from_redis(&self.name, e))?;
+        let (v, acks) = if guard.is_some() {
+            inner.node_call(&self.name, &cmd, guard, None).await?
+        } else {
+            let v: Value = cmd
+                .query_async(&mut inner.conn.clone())
+                .await
+                .map_err(|e| Error::from_redis(&self.name, e))?;
+            (v, None)
+        };
         if let Some((c, t)) = parse_grant(&self.name, v)? {
+            self.check_replicas(owner, acks).await?;
             return Ok(Some((sent, Some(c), t)));
         }
         let wait_ms = match wait {
@@ -1080,76 +1471,64 @@ impl Lock {
             }
             Wait::Forever => 0,
         };
-        // Server-side FIFO wait on a dedicated connection (a blocked reply would stall the
-        // shared multiplexed one).
-        let mut conn = self.wait_conn().await?;
-        let mut cmd = redis::cmd("DLOCK.ACQUIRE");
-        cmd.arg(&self.name)
-            .arg(owner)
-            .arg(lease_ms)
-            .arg("WAIT")
-            .arg(wait_ms);
-        if self.fence {
-            cmd.arg("FENCE");
-        }
-        let fut = cmd.query_async::<Value>(&mut conn);
-        let r = if wait_ms == 0 {
-            fut.await
-        } else {
-            let limit = Duration::from_millis(wait_ms) + inner.config.response_timeout;
-            match tokio::time::timeout(limit, fut).await {
-                Ok(r) => r,
-                Err(_) => return Err(Error::Timeout(format!("DLOCK.ACQUIRE {} WAIT", self.name))),
-            }
-        };
+        // Server-side FIFO wait on a dedicated connection to the key's node (a blocked
+        // reply would stall the shared multiplexed one).
+        let cmd = self.grant_cmd(owner, lease_ms, Some(wait_ms));
+        let limit = (wait_ms != 0)
+            .then(|| Duration::from_millis(wait_ms) + inner.config.response_timeout * 2);
+        let (v, acks) = inner.node_call(&self.name, &cmd, guard, limit).await?;
         // The grant happened between send and receipt; the lease is counted from receipt
         // (later than the truth by at most the reply's one-way latency).
         let got = Instant::now();
-        let v = r.map_err(|e| Error::from_redis(&self.name, e))?;
-        self.put_wait_conn(conn);
-        Ok(parse_grant(&self.name, v)?.map(|(c, t)| (got, Some(c), t)))
+        match parse_grant(&self.name, v)? {
+            Some((c, t)) => {
+                self.check_replicas(owner, acks).await?;
+                Ok(Some((got, Some(c), t)))
+            }
+            None => Ok(None),
+        }
     }
 
-    async fn wait_conn(&self) -> Result<MultiplexedConnection> {
+    /// `Ok(Ok(count))` = granted (count known for read-write locks), `Ok(Err(ms))` = held by
+    /// someone else (PTTL, or how long until the earliest conflicting lease ends).
+    async fn script_try(&self, owner: &str, lease_ms: u64) -> Result<Result<Option<u64>, i64>> {
         let inner = &self.client.inner;
-        if let Some(c) = inner.wait_pool.lock().unwrap().pop() {
-            return Ok(c);
-        }
-        let cfg = redis::AsyncConnectionConfig::new()
-            .set_connection_timeout(inner.config.response_timeout);
-        inner
-            .redis
-            .get_multiplexed_async_connection_with_config(&cfg)
-            .await
-            .map_err(|e| Error::from_redis(&self.name, e))
-    }
-
-    fn put_wait_conn(&self, c: MultiplexedConnection) {
-        let mut pool = self.client.inner.wait_pool.lock().unwrap();
-        if pool.len() < 64 {
-            pool.push(c);
-        }
-    }
-
-    /// `None` = granted, `Some(pttl)` = held by someone else.
-    async fn script_try(&self, owner: &str, lease_ms: u64) -> Result<Option<i64>> {
-        let mut conn = self.client.inner.conn.clone();
-        let v: Value = self
-            .client
-            .inner
-            .scripts
-            .lock
-            .key(&self.name)
-            .arg(lease_ms)
-            .arg(owner)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| Error::from_redis(&self.name, e))?;
-        match v {
+        let (v, acks) = if inner.config.min_replicas.is_some() {
+            let cmd = self.script_grant_cmd(owner, lease_ms);
+            inner
+                .node_call(&self.name, &cmd, inner.config.min_replicas, None)
+                .await?
+        } else {
+            let mut conn = inner.conn.clone();
+            let mut inv = match self.kind {
+                LockKind::Exclusive => inner.scripts.lock.key(&self.name),
+                _ => inner.scripts.rw_lock.key(&self.name),
+            };
+            match self.kind {
+                LockKind::Exclusive => inv.arg(lease_ms).arg(owner),
+                k => inv.arg(owner).arg(k.script_word()).arg(lease_ms),
+            };
+            let v: Value = inv
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| Error::from_redis(&self.name, e))?;
+            (v, None)
+        };
+        let r = match v {
             Value::Nil => Ok(None),
-            Value::Int(n) => Ok(Some(n)),
-            other => Err(Error::Protocol(format!("lock script answered {other:?}"))),
+            Value::Int(n) => Err(n),
+            Value::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
+                (Value::Int(1), Value::Int(c)) => Ok(Some(*c as u64)),
+                (Value::Int(0), Value::Int(w)) => Err(*w),
+                _ => return Err(Error::Protocol(format!("lock script answered {a:?}"))),
+            },
+            Value::ServerError(e) => return Err(Error::from_server_value(&self.name, e)),
+            other => return Err(Error::Protocol(format!("lock script answered {other:?}"))),
+        };
+        if r.is_ok() {
+            self.check_replicas(owner, acks).await?;
         }
+        Ok(r)
     }
 
     /// Redisson's `tryLock(waitTime, leaseTime)`: try; subscribe to the unlock channel; retry
@@ -1162,9 +1541,9 @@ impl Lock {
         started: Instant,
     ) -> Result<Option<(Instant, Option<u64>, Option<u64>)>> {
         let sent = Instant::now();
-        let Some(_) = self.script_try(owner, lease_ms).await? else {
-            return Ok(Some((sent, None, None)));
-        };
+        if let Ok(c) = self.script_try(owner, lease_ms).await? {
+            return Ok(Some((sent, c, None)));
+        }
         let deadline = match wait {
             Wait::No => return Ok(None),
             Wait::For(d) => Some(started + d),
@@ -1176,13 +1555,17 @@ impl Lock {
         let inner = &self.client.inner;
         let sub = inner
             .subscriber
-            .subscribe(&inner.redis, &self.channel(), &inner.runtime)
+            .subscribe(
+                &inner.pubsub_client().await,
+                &self.channel(),
+                &inner.runtime,
+            )
             .await;
         loop {
             let sent = Instant::now();
             let ttl = match self.script_try(owner, lease_ms).await? {
-                None => return Ok(Some((sent, None, None))),
-                Some(t) => t,
+                Ok(c) => return Ok(Some((sent, c, None))),
+                Err(t) => t,
             };
             let now = Instant::now();
             let mut until = deadline;
@@ -1209,10 +1592,158 @@ impl Lock {
                 return Ok(self
                     .script_try(owner, lease_ms)
                     .await?
-                    .is_none()
-                    .then_some((sent, None, None)));
+                    .ok()
+                    .map(|c| (sent, c, None)));
             }
         }
+    }
+}
+
+impl Inner {
+    /// A client for the node that owns `key` (single node, current Sentinel master, or the
+    /// cluster node serving the key's slot).
+    pub(crate) async fn node_client(&self, key: &str) -> Result<redis::Client> {
+        match &self.conn.kind {
+            ConnKind::Single(_) => Ok(self.redis.clone()),
+            ConnKind::Sentinel(s) => s
+                .master()
+                .await
+                .map(|(c, _)| c)
+                .map_err(|e| Error::from_redis(key, e)),
+            ConnKind::Cluster(c) => {
+                let slot = redis::cluster_routing::get_slot(key.as_bytes()) as i64;
+                let v: Value = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut c.clone())
+                    .await
+                    .map_err(|e| Error::from_redis(key, e))?;
+                if let Value::Array(ranges) = v {
+                    for r in ranges {
+                        let Value::Array(r) = r else { continue };
+                        let (Some(Value::Int(lo)), Some(Value::Int(hi)), Some(Value::Array(node))) =
+                            (r.first(), r.get(1), r.get(2))
+                        else {
+                            continue;
+                        };
+                        if *lo <= slot && slot <= *hi {
+                            if let (Some(host), Some(Value::Int(port))) =
+                                (node.first(), node.get(1))
+                            {
+                                let host = match host {
+                                    Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                                    Value::SimpleString(s) => s.clone(),
+                                    _ => continue,
+                                };
+                                return redis::Client::open(format!("redis://{host}:{port}/"))
+                                    .map_err(|e| Error::Config(e.to_string()));
+                            }
+                        }
+                    }
+                }
+                // Unknown: the seed node will redirect us.
+                Ok(self.redis.clone())
+            }
+        }
+    }
+
+    /// The client the script backend's unlock-channel subscriptions use.
+    pub(crate) async fn pubsub_client(&self) -> redis::Client {
+        match &self.conn.kind {
+            ConnKind::Sentinel(s) => s
+                .master()
+                .await
+                .map(|(c, _)| c)
+                .unwrap_or(self.redis.clone()),
+            _ => self.redis.clone(),
+        }
+    }
+
+    async fn pooled_conn(
+        &self,
+        addr: &str,
+        client: &redis::Client,
+    ) -> Result<MultiplexedConnection> {
+        if let Some(c) = self
+            .wait_pool
+            .lock()
+            .unwrap()
+            .get_mut(addr)
+            .and_then(|v| v.pop())
+        {
+            return Ok(c);
+        }
+        let cfg = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(self.config.response_timeout);
+        client
+            .get_multiplexed_async_connection_with_config(&cfg)
+            .await
+            .map_err(|e| Error::from_redis("", e))
+    }
+
+    fn put_conn(&self, addr: String, c: MultiplexedConnection) {
+        let mut pool = self.wait_pool.lock().unwrap();
+        let v = pool.entry(addr).or_default();
+        if v.len() < 64 {
+            v.push(c);
+        }
+    }
+
+    /// Send `cmd` to the node owning `key` on a dedicated (pooled) connection, followed by
+    /// `WAIT n timeout` when `guard` is set; follows `MOVED`/`ASK`. Answers the command's
+    /// reply and the number of replicas that acknowledged (when guarded). A time-out or a
+    /// cancelled call closes the connection (a blocked waiter leaves the server's queue).
+    pub(crate) async fn node_call(
+        &self,
+        key: &str,
+        cmd: &redis::Cmd,
+        guard: Option<(u32, Duration)>,
+        limit: Option<Duration>,
+    ) -> Result<(Value, Option<u32>)> {
+        let mut client = self.node_client(key).await?;
+        let mut asking = false;
+        for _hop in 0..5 {
+            let addr = client.get_connection_info().addr.to_string();
+            let mut conn = self.pooled_conn(&addr, &client).await?;
+            let mut pipe = redis::pipe();
+            if asking {
+                pipe.cmd("ASKING");
+            }
+            pipe.add_command(cmd.clone());
+            if let Some((n, t)) = guard {
+                pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
+            }
+            let skip = usize::from(asking);
+            let count = 1 + usize::from(guard.is_some());
+            let limit = limit
+                .unwrap_or(self.config.response_timeout + guard.map_or(Duration::ZERO, |(_, t)| t));
+            let vals =
+                match tokio::time::timeout(limit, conn.req_packed_commands(&pipe, skip, count))
+                    .await
+                {
+                    Ok(r) => r.map_err(|e| Error::from_redis(key, e))?,
+                    Err(_) => {
+                        return Err(Error::Timeout(format!("{key}: no reply within {limit:?}")))
+                    }
+                };
+            if let Some(Value::ServerError(e)) = vals.first() {
+                if e.code() == "MOVED" || e.code() == "ASK" {
+                    let target = e.details().and_then(|d| d.split(' ').nth(1)).unwrap_or("");
+                    asking = e.code() == "ASK";
+                    self.put_conn(addr, conn);
+                    client = redis::Client::open(format!("redis://{target}/"))
+                        .map_err(|e| Error::Config(e.to_string()))?;
+                    continue;
+                }
+            }
+            self.put_conn(addr, conn);
+            let acks = guard.map(|_| match vals.get(1) {
+                Some(Value::Int(n)) => (*n).max(0) as u32,
+                _ => 0,
+            });
+            let v = vals.into_iter().next().unwrap_or(Value::Nil);
+            return Ok((v, acks));
+        }
+        Err(Error::Protocol(format!("{key}: too many redirections")))
     }
 }
 
@@ -1399,12 +1930,13 @@ async fn release_impl(client: Client, entry: Arc<Entry>) -> Result<bool> {
     let mut conn = inner.conn.clone();
     let key = &entry.key;
     let v: redis::RedisResult<Value> = if inner.native {
-        redis::cmd("DLOCK.RELEASE")
-            .arg(key)
-            .arg(&entry.owner)
-            .query_async(&mut conn)
-            .await
-    } else {
+        let mut c = redis::cmd("DLOCK.RELEASE");
+        c.arg(key).arg(&entry.owner);
+        if let Some(w) = entry.kind.word() {
+            c.arg(w);
+        }
+        c.query_async(&mut conn).await
+    } else if entry.kind == LockKind::Exclusive {
         inner
             .scripts
             .unlock
@@ -1413,6 +1945,17 @@ async fn release_impl(client: Client, entry: Arc<Entry>) -> Result<bool> {
             .arg(scripts::UNLOCK_MESSAGE)
             .arg(entry.lease.as_millis() as u64)
             .arg(&entry.owner)
+            .invoke_async(&mut conn)
+            .await
+    } else {
+        inner
+            .scripts
+            .rw_unlock
+            .key(key)
+            .key(scripts::channel_name(&inner.config.channel_prefix, key))
+            .arg(&entry.owner)
+            .arg(entry.kind.script_word())
+            .arg(scripts::UNLOCK_MESSAGE)
             .invoke_async(&mut conn)
             .await
     };
@@ -1446,7 +1989,7 @@ async fn release_impl(client: Client, entry: Arc<Entry>) -> Result<bool> {
 
 /// Send a pipeline and get every reply (errors stay inline as `Value::ServerError`).
 pub(crate) async fn send_pipeline(
-    conn: &mut ConnectionManager,
+    conn: &mut Connection,
     pipe: &redis::Pipeline,
     n: usize,
 ) -> redis::RedisResult<Vec<Value>> {

@@ -111,3 +111,173 @@ pub fn channel_name(prefix: &str, key: &str) -> String {
         format!("{prefix}:{{{key}}}")
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Read-write lock (script backend). Same hash layout as the module's DLOCK.RWLOCK:
+// `mode` (read|write), `read:<owner>` / `write:<owner>` hold counts, `lease:<owner>` the
+// owner's absolute deadline (unix ms); the key's PEXPIREAT is the latest deadline.
+
+/// Shared Lua prelude of the read-write scripts: `now_ms()`, `settle(key)` (recompute
+/// `mode` and the key's PEXPIREAT from the holders, delete the key when none is left) and
+/// `prune(key, now)` (drop holders whose own lease has passed; `false` when the key is
+/// not a read-write lock).
+///
+/// ```
+/// assert!(dlock_client::scripts::RW_PRELUDE.contains("local function prune"));
+/// ```
+pub const RW_PRELUDE: &str = r#"
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function settle(key)
+  local h = redis.call('hgetall', key)
+  local w, r, maxd = false, false, 0
+  for i = 1, #h, 2 do
+    local f = h[i]
+    if string.sub(f, 1, 6) == 'lease:' then
+      local d = tonumber(h[i + 1])
+      if d > maxd then maxd = d end
+    elseif string.sub(f, 1, 6) == 'write:' then w = true
+    elseif string.sub(f, 1, 5) == 'read:' then r = true end
+  end
+  if not w and not r then
+    redis.call('del', key)
+    return 'free'
+  end
+  local m = 'read'
+  if w then m = 'write' end
+  redis.call('hset', key, 'mode', m)
+  redis.call('pexpireat', key, maxd)
+  return m
+end
+local function prune(key, now)
+  local h = redis.call('hgetall', key)
+  local f = {}
+  if #h == 0 then return f end
+  for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
+  if f['mode'] ~= 'read' and f['mode'] ~= 'write' then return false end
+  local changed = false
+  for k, v in pairs(f) do
+    if string.sub(k, 1, 6) == 'lease:' and tonumber(v) <= now then
+      local o = string.sub(k, 7)
+      redis.call('hdel', key, k, 'read:' .. o, 'write:' .. o)
+      f[k] = nil
+      f['read:' .. o] = nil
+      f['write:' .. o] = nil
+      changed = true
+    end
+  end
+  if changed then
+    if settle(key) == 'free' then return {} end
+    local g = {}
+    local h2 = redis.call('hgetall', key)
+    for i = 1, #h2, 2 do g[h2[i]] = h2[i + 1] end
+    return g
+  end
+  return f
+end
+local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+"#;
+
+/// Read-write acquire. `KEYS[1]` lock key, `ARGV[1]` owner, `ARGV[2]` `read` or `write`,
+/// `ARGV[3]` lease (ms). Returns `{1, hold count of that mode}` when granted, `{0, ms}`
+/// when refused (`ms`: time until the earliest other holder's lease ends, a hint for how
+/// long to wait), or an error (`WRONGTYPE`, or `ERR cannot upgrade ...` for a reader asking
+/// for WRITE). Use [`rw_lock_script`] for the full text (prelude included).
+///
+/// ```
+/// assert!(dlock_client::scripts::RW_LOCK_BODY.contains("cannot upgrade"));
+/// ```
+pub const RW_LOCK_BODY: &str = r#"
+local key, owner, want, lease = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])
+local now = now_ms()
+local f = prune(key, now)
+if f == false then return redis.error_reply(WRONGTYPE) end
+local mode = f['mode']
+local mine_w = f['write:' .. owner] ~= nil
+local mine_r = f['read:' .. owner] ~= nil
+local ok = false
+if want == 'read' then
+  ok = (mode == nil) or (mode == 'read') or mine_w
+elseif want == 'write' then
+  if mine_w then ok = true
+  elseif mine_r then return redis.error_reply('ERR cannot upgrade a READ hold to WRITE (it would deadlock)')
+  else ok = (mode == nil) end
+else
+  return redis.error_reply('ERR mode must be READ or WRITE')
+end
+if not ok then
+  local mind = nil
+  for k, v in pairs(f) do
+    if string.sub(k, 1, 6) == 'lease:' and string.sub(k, 7) ~= owner then
+      local d = tonumber(v)
+      if mind == nil or d < mind then mind = d end
+    end
+  end
+  local wait = 100
+  if mind ~= nil then wait = math.max(1, mind - now) end
+  return {0, wait}
+end
+local c = redis.call('hincrby', key, want .. ':' .. owner, 1)
+redis.call('hset', key, 'lease:' .. owner, now + lease)
+settle(key)
+return {1, c}
+"#;
+
+/// Read-write release. `KEYS[1]` lock key, `KEYS[2]` unlock channel, `ARGV[1]` owner,
+/// `ARGV[2]` `read` or `write`, `ARGV[3]` unlock message. Returns nil (that mode is not
+/// held: nothing changes), 0 (a hold of that mode remains) or 1 (the mode's last hold is
+/// gone; the message is published when the lock becomes free or turns from write to read).
+///
+/// ```
+/// assert!(dlock_client::scripts::RW_UNLOCK_BODY.contains("publish"));
+/// ```
+pub const RW_UNLOCK_BODY: &str = r#"
+local key, owner, want = KEYS[1], ARGV[1], ARGV[2]
+local now = now_ms()
+local f = prune(key, now)
+if f == false then return redis.error_reply(WRONGTYPE) end
+local field = want .. ':' .. owner
+if f[field] == nil then return nil end
+local c = redis.call('hincrby', key, field, -1)
+if c > 0 then return 0 end
+redis.call('hdel', key, field)
+local other = 'read'
+if want == 'read' then other = 'write' end
+if f[other .. ':' .. owner] == nil then redis.call('hdel', key, 'lease:' .. owner) end
+local before = f['mode']
+local m = settle(key)
+if m == 'free' or (before == 'write' and m == 'read') then
+  redis.call('publish', KEYS[2], ARGV[3])
+end
+return 1
+"#;
+
+/// Read-write renewal. `KEYS[1]` lock key, `ARGV[1]` lease (ms), `ARGV[2]` owner (the
+/// argument order of [`RENEW`]). Returns 1 (the owner holds a mode: its own lease is reset)
+/// or 0.
+///
+/// ```
+/// assert!(dlock_client::scripts::RW_RENEW_BODY.contains("lease:"));
+/// ```
+pub const RW_RENEW_BODY: &str = r#"
+local key, lease, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local now = now_ms()
+local f = prune(key, now)
+if f == false then return redis.error_reply(WRONGTYPE) end
+if f['read:' .. owner] == nil and f['write:' .. owner] == nil then return 0 end
+redis.call('hset', key, 'lease:' .. owner, now + lease)
+settle(key)
+return 1
+"#;
+
+/// The full text of a read-write script: [`RW_PRELUDE`] followed by `body`.
+///
+/// ```
+/// let s = dlock_client::scripts::rw_lock_script(dlock_client::scripts::RW_LOCK_BODY);
+/// let _script = redis::Script::new(&s);
+/// ```
+pub fn rw_lock_script(body: &str) -> String {
+    format!("{RW_PRELUDE}{body}")
+}

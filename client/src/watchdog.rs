@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::{remove_entry, scripts, send_pipeline, Entry, Inner, LostReason};
+use crate::{remove_entry, scripts, send_pipeline, Entry, Inner, LockKind, LostReason};
 
 pub(crate) async fn run(weak: Weak<Inner>) {
     let interval = match weak.upgrade() {
@@ -48,59 +48,124 @@ async fn renew_all(inner: &Inner) {
     futures::future::join_all(futs).await;
 }
 
+fn renew_cmd(inner: &Inner, e: &Entry) -> redis::Cmd {
+    let ms = e.lease.as_millis() as u64;
+    let mut c;
+    if inner.native {
+        c = redis::cmd("DLOCK.RENEW");
+        c.arg(&e.key).arg(&e.owner).arg(ms);
+    } else {
+        let hash = if e.kind == LockKind::Exclusive {
+            inner.scripts.renew.get_hash()
+        } else {
+            inner.scripts.rw_renew.get_hash()
+        };
+        c = redis::cmd("EVALSHA");
+        c.arg(hash).arg(1).arg(&e.key).arg(ms).arg(&e.owner);
+    }
+    c
+}
+
+/// Apply one renewal reply; true when it was a NOSCRIPT error.
+fn apply(inner: &Inner, e: &Arc<Entry>, v: Value, sent: Instant, replicated: bool) -> bool {
+    match v {
+        Value::Int(1) if !replicated && e.is_active() => {
+            // Held, but the failover guard's WAIT got too few acknowledgements.
+            e.mark(LostReason::NotReplicated);
+            remove_entry(&inner.registry, e);
+        }
+        Value::Int(1) => e.renewed(sent),
+        Value::Int(0) if e.is_active() => {
+            e.mark(LostReason::NotHeld);
+            remove_entry(&inner.registry, e);
+        }
+        Value::ServerError(se) if se.code() == "NOSCRIPT" => return true,
+        // The key was overwritten with something that is not a lock.
+        Value::ServerError(se) if se.code() == "WRONGTYPE" && e.is_active() => {
+            e.mark(LostReason::NotHeld);
+            remove_entry(&inner.registry, e);
+        }
+        _ => {}
+    }
+    false
+}
+
+fn acked(inner: &Inner, v: Option<&Value>) -> bool {
+    match inner.config.min_replicas {
+        None => true,
+        Some((n, _)) => matches!(v, Some(Value::Int(a)) if *a >= n as i64),
+    }
+}
+
 async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
+    let guard = inner.config.min_replicas;
     let limit = inner
         .config
         .response_timeout
-        .min(inner.config.renew_interval());
+        .min(inner.config.renew_interval())
+        + guard.map_or(std::time::Duration::ZERO, |(_, t)| t);
     let mut conn = inner.conn.clone();
     for _attempt in 0..2 {
-        let mut pipe = redis::pipe();
-        for e in chunk {
-            let ms = e.lease.as_millis() as u64;
-            if inner.native {
-                pipe.cmd("DLOCK.RENEW").arg(&e.key).arg(&e.owner).arg(ms);
-            } else {
-                pipe.cmd("EVALSHA")
-                    .arg(inner.scripts.renew.get_hash())
-                    .arg(1)
-                    .arg(&e.key)
-                    .arg(ms)
-                    .arg(&e.owner);
-            }
-        }
         let sent = Instant::now();
-        let values =
-            match tokio::time::timeout(limit, send_pipeline(&mut conn, &pipe, chunk.len())).await {
+        let mut noscript = false;
+        if conn.is_cluster() {
+            // Keys live on different nodes: one command (or [command, WAIT] pipeline) per
+            // lock, all in flight at once; the cluster connection routes each by its slot
+            // and multiplexes per node.
+            let futs = chunk.iter().map(|e| {
+                let mut c = conn.clone();
+                let mut pipe = redis::pipe();
+                pipe.add_command(renew_cmd(inner, e));
+                if let Some((n, t)) = guard {
+                    pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
+                }
+                let n = 1 + usize::from(guard.is_some());
+                async move { tokio::time::timeout(limit, send_pipeline(&mut c, &pipe, n)).await }
+            });
+            let replies = futures::future::join_all(futs).await;
+            for (e, r) in chunk.iter().zip(replies) {
+                if let Ok(Ok(vals)) = r {
+                    let ok = acked(inner, vals.get(1));
+                    if let Some(v) = vals.into_iter().next() {
+                        noscript |= apply(inner, e, v, sent, ok);
+                    }
+                }
+            }
+        } else {
+            let mut pipe = redis::pipe();
+            for e in chunk {
+                pipe.add_command(renew_cmd(inner, e));
+            }
+            if let Some((n, t)) = guard {
+                // On the same connection: WAIT covers every renewal above.
+                pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
+            }
+            let n = chunk.len() + usize::from(guard.is_some());
+            let values = match tokio::time::timeout(limit, send_pipeline(&mut conn, &pipe, n)).await
+            {
                 Ok(Ok(v)) => v,
                 // Unreachable or slow: the deadline decides (checked each tick and by LostSignal).
                 _ => return,
             };
-        let mut noscript = false;
-        for (e, v) in chunk.iter().zip(values) {
-            match v {
-                Value::Int(1) => e.renewed(sent),
-                Value::Int(0) if e.is_active() => {
-                    e.mark(LostReason::NotHeld);
-                    remove_entry(&inner.registry, e);
-                }
-                Value::ServerError(se) if se.code() == "NOSCRIPT" => noscript = true,
-                // The key was overwritten with something that is not a lock.
-                Value::ServerError(se) if se.code() == "WRONGTYPE" && e.is_active() => {
-                    e.mark(LostReason::NotHeld);
-                    remove_entry(&inner.registry, e);
-                }
-                _ => {}
+            let ok = guard.is_none() || acked(inner, values.get(chunk.len()));
+            for (e, v) in chunk.iter().zip(values) {
+                noscript |= apply(inner, e, v, sent, ok);
             }
         }
         if !noscript {
             return;
         }
-        // The server forgot the script (restart, SCRIPT FLUSH): load it and redo the batch.
-        let _: redis::RedisResult<String> = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(scripts::RENEW)
-            .query_async(&mut conn)
-            .await;
+        // The server forgot a script (restart, SCRIPT FLUSH): load them and redo the batch.
+        for text in [
+            scripts::RENEW.to_string(),
+            scripts::rw_lock_script(scripts::RW_RENEW_BODY),
+        ] {
+            // On a cluster, SCRIPT LOAD goes to every master.
+            let _: redis::RedisResult<Value> = redis::cmd("SCRIPT")
+                .arg("LOAD")
+                .arg(text)
+                .query_async(&mut conn)
+                .await;
+        }
     }
 }
