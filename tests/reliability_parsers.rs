@@ -1,0 +1,441 @@
+//! Reliability (issue #7), promise 6a: hostile input to the argument parsers, on stable Rust.
+//!
+//! `fuzz/` holds the cargo-fuzz target (libFuzzer, nightly). This is its stable counterpart in
+//! `make test`: random argument vectors (grammar-aware words, boundary numbers, random and
+//! non-UTF-8 bytes) go through `args::{acquire, rwlock, release, renew, info}` and
+//! `config::Config::parse`, and each result is compared with an independent reference parser
+//! written here from SPEC.md and docs/DECISIONS-DRAFT.md (same reply or same error text). A
+//! panic fails the test. Bounded: 2 s per parser in `make test`, 30 s under `DLOCK_LONG=1`;
+//! `DLOCK_SEED` replays a run.
+//!
+//! The parser sources are compiled into this test (`#[path]`) rather than linked from the
+//! `dlock` rlib: the rlib installs Redis's allocator as the global allocator
+//! (`redis_module!`), which aborts in any process that is not Redis.
+
+#[allow(dead_code)]
+#[path = "../src/error.rs"]
+mod error;
+
+#[allow(dead_code)]
+#[path = "../src/args.rs"]
+mod args;
+
+#[allow(dead_code)]
+#[path = "../src/config.rs"]
+mod config;
+
+mod reliability_common;
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+const MAX_MS: i64 = 315_360_000_000;
+
+// ---------------------------------------------------------------------------------------------
+// The reference: what SPEC.md + DECISIONS-DRAFT.md say each parser must answer.
+
+#[derive(Debug, PartialEq)]
+struct Acq {
+    key: Vec<u8>,
+    owner: Vec<u8>,
+    want: &'static str,
+    lease: i64,
+    wait: Option<i64>,
+    fence: bool,
+}
+
+fn arity(cmd: &str) -> String {
+    format!("ERR wrong number of arguments for '{cmd}' command")
+}
+
+/// A Redis-style integer: optional '-', then ASCII digits only, within i64.
+fn int(w: &[u8]) -> Option<i64> {
+    let (neg, digits) = match w.first() {
+        Some(b'-') => (true, &w[1..]),
+        _ => (false, w),
+    };
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let mut v: i128 = 0;
+    for d in digits {
+        v = v * 10 + (d - b'0') as i128;
+        if v > i64::MAX as i128 + 1 {
+            return None;
+        }
+    }
+    let v = if neg { -v } else { v };
+    i64::try_from(v).ok()
+}
+
+fn owner(w: &[u8]) -> Result<Vec<u8>, String> {
+    if w.is_empty() || w.len() > 512 {
+        return Err("ERR owner must be 1 to 512 bytes".into());
+    }
+    if w == b"mode" {
+        return Err("ERR owner name 'mode' is reserved".into());
+    }
+    Ok(w.to_vec())
+}
+
+fn lease(w: &[u8]) -> Result<i64, String> {
+    match int(w) {
+        Some(v) if v > MAX_MS => Err(format!("ERR lease-ms must be at most {MAX_MS}")),
+        Some(v) if v >= 1 => Ok(v),
+        _ => Err("ERR lease-ms must be a positive integer".into()),
+    }
+}
+
+fn timeout(w: &[u8]) -> Result<i64, String> {
+    match int(w) {
+        Some(v) if v > MAX_MS => Err(format!("ERR timeout-ms must be at most {MAX_MS}")),
+        Some(v) if v >= 0 => Ok(v),
+        _ => Err("ERR timeout-ms must be a non-negative integer".into()),
+    }
+}
+
+fn options(rest: &[&[u8]]) -> Result<(Option<i64>, bool), String> {
+    let syntax = || "ERR syntax error".to_string();
+    let (mut wait, mut fence) = (None, false);
+    let mut i = 0;
+    while i < rest.len() {
+        let w = rest[i].to_ascii_uppercase();
+        if w == b"WAIT" && wait.is_none() {
+            wait = Some(timeout(rest.get(i + 1).ok_or_else(syntax)?)?);
+            i += 2;
+        } else if w == b"FENCE" && !fence {
+            fence = true;
+            i += 1;
+        } else {
+            return Err(syntax());
+        }
+    }
+    Ok((wait, fence))
+}
+
+fn ref_acquire(a: &[&[u8]]) -> Result<Acq, String> {
+    if a.len() < 3 {
+        return Err(arity("dlock.acquire"));
+    }
+    let owner = owner(a[1])?;
+    let lease = lease(a[2])?;
+    let (wait, fence) = options(&a[3..])?;
+    Ok(Acq {
+        key: a[0].to_vec(),
+        owner,
+        want: "exclusive",
+        lease,
+        wait,
+        fence,
+    })
+}
+
+fn ref_rwlock(a: &[&[u8]]) -> Result<Acq, String> {
+    if a.len() < 4 {
+        return Err(arity("dlock.rwlock"));
+    }
+    let owner = owner(a[1])?;
+    let want = match a[2].to_ascii_uppercase().as_slice() {
+        b"READ" => "read",
+        b"WRITE" => "write",
+        _ => return Err("ERR mode must be READ or WRITE".into()),
+    };
+    let lease = lease(a[3])?;
+    let (wait, fence) = options(&a[4..])?;
+    Ok(Acq {
+        key: a[0].to_vec(),
+        owner,
+        want,
+        lease,
+        wait,
+        fence,
+    })
+}
+
+fn ref_release(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, Option<&'static str>), String> {
+    if !(2..=3).contains(&a.len()) {
+        return Err(arity("dlock.release"));
+    }
+    let owner = owner(a[1])?;
+    let mode = match a.get(2).map(|w| w.to_ascii_uppercase()) {
+        None => None,
+        Some(w) if w == b"READ" => Some("read"),
+        Some(w) if w == b"WRITE" => Some("write"),
+        Some(_) => return Err("ERR syntax error".into()),
+    };
+    Ok((a[0].to_vec(), owner, mode))
+}
+
+fn ref_renew(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, i64), String> {
+    if a.len() != 3 {
+        return Err(arity("dlock.renew"));
+    }
+    let owner = owner(a[1])?;
+    Ok((a[0].to_vec(), owner, lease(a[2])?))
+}
+
+fn ref_info(a: &[&[u8]]) -> Result<Vec<u8>, String> {
+    if a.len() != 1 {
+        return Err(arity("dlock.info"));
+    }
+    Ok(a[0].to_vec())
+}
+
+#[derive(Debug, PartialEq)]
+struct Cfg {
+    prefix: String,
+    publish: bool,
+    per_key: usize,
+    total: usize,
+}
+
+fn ref_config(words: &[String]) -> Result<Cfg, Vec<String>> {
+    // Error texts are log lines: the reference checks that they name the culprit.
+    if words.len() % 2 == 1 {
+        return Err(vec![
+            format!("'{}'", words[words.len() - 1]),
+            "no value".into(),
+        ]);
+    }
+    let mut c = Cfg {
+        prefix: "redisson_lock__channel".into(),
+        publish: true,
+        per_key: 10_000,
+        total: 100_000,
+    };
+    let count = |name: &str, v: &str| -> Result<usize, Vec<String>> {
+        let digits = v.strip_prefix('+').unwrap_or(v);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(vec![name.to_string(), format!("'{v}'")]);
+        }
+        digits
+            .parse::<usize>()
+            .map_err(|_| vec![name.to_string(), format!("'{v}'")])
+    };
+    for p in words.chunks(2) {
+        let (name, v) = (p[0].to_ascii_lowercase(), p[1].as_str());
+        match name.as_str() {
+            "channel-prefix" if v.is_empty() => return Err(vec!["channel-prefix".into()]),
+            "channel-prefix" => c.prefix = v.to_string(),
+            "publish" => {
+                c.publish = match v.to_ascii_lowercase().as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    _ => return Err(vec!["publish".into(), format!("'{v}'")]),
+                }
+            }
+            "max-waiters-per-key" => c.per_key = count(&name, v)?,
+            "max-waiters" => c.total = count(&name, v)?,
+            _ => return Err(vec![format!("unknown module argument '{}'", p[0])]),
+        }
+    }
+    Ok(c)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The module's parsers, in the reference's terms.
+
+fn want_name(w: args::Want) -> &'static str {
+    match w {
+        args::Want::Exclusive => "exclusive",
+        args::Want::Read => "read",
+        args::Want::Write => "write",
+    }
+}
+
+fn mod_acq(r: Result<args::AcquireArgs, error::LockError>, cmd: &str) -> Result<Acq, String> {
+    r.map(|a| Acq {
+        key: a.key,
+        owner: a.owner,
+        want: want_name(a.want),
+        lease: a.lease_ms,
+        wait: a.wait_ms,
+        fence: a.fence,
+    })
+    .map_err(|e| e.message(cmd))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The generator.
+
+fn word(rng: &mut StdRng) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "k",
+        "lock:1",
+        "{tag}x",
+        "owner",
+        "o",
+        "mode",
+        "MODE",
+        "Mode",
+        "WAIT",
+        "wait",
+        "WaIt",
+        "FENCE",
+        "fence",
+        "FeNcE",
+        "READ",
+        "read",
+        "WRITE",
+        "write",
+        "Write",
+        "NX",
+        "PX",
+        "EX",
+        "0",
+        "1",
+        "-1",
+        "-0",
+        "05",
+        "+5",
+        " 5",
+        "5 ",
+        "1.5",
+        "1e3",
+        "0x10",
+        "100",
+        "30000",
+        "315360000000",
+        "315360000001",
+        "-315360000000",
+        "9223372036854775807",
+        "9223372036854775808",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "99999999999999999999",
+        "",
+        " ",
+        "\0",
+        "yes",
+        "no",
+        "YES",
+        "publish",
+        "max-waiters",
+        "max-waiters-per-key",
+        "channel-prefix",
+        "MAX-WAITERS",
+        "colour",
+    ];
+    match rng.gen_range(0..10) {
+        0..=5 => WORDS[rng.gen_range(0..WORDS.len())].as_bytes().to_vec(),
+        6 => rng
+            .gen_range(-1_000_000_000_000i64..1_000_000_000_000)
+            .to_string()
+            .into_bytes(),
+        7 => {
+            let n = *[511usize, 512, 513, 1024].get(rng.gen_range(0..4)).unwrap();
+            vec![b'x'; n]
+        }
+        _ => {
+            let n = rng.gen_range(0..12);
+            (0..n).map(|_| rng.gen()).collect()
+        }
+    }
+}
+
+fn argv(rng: &mut StdRng) -> Vec<Vec<u8>> {
+    let n = rng.gen_range(0..9);
+    (0..n).map(|_| word(rng)).collect()
+}
+
+fn budget() -> Duration {
+    Duration::from_secs(reliability_common::scale(2, 30))
+}
+
+fn seed() -> u64 {
+    std::env::var("DLOCK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::thread_rng().gen())
+}
+
+/// Runs `check` on random argument vectors until the time budget is spent.
+fn run(name: &str, mut check: impl FnMut(&[&[u8]])) {
+    let seed = seed();
+    println!("{name}: seed {seed} (DLOCK_SEED={seed} to replay)");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let t0 = Instant::now();
+    let mut n = 0u64;
+    while t0.elapsed() < budget() {
+        for _ in 0..1000 {
+            let owned = argv(&mut rng);
+            let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+            check(&refs);
+            n += 1;
+        }
+    }
+    println!("{name}: {n} argument vectors, all as specified");
+}
+
+#[test]
+fn acquire_parser_matches_the_reference() {
+    run("dlock.acquire", |a| {
+        let got = mod_acq(args::acquire(a), "dlock.acquire");
+        assert_eq!(got, ref_acquire(a), "DLOCK.ACQUIRE {a:?}");
+    });
+}
+
+#[test]
+fn rwlock_parser_matches_the_reference() {
+    run("dlock.rwlock", |a| {
+        let got = mod_acq(args::rwlock(a), "dlock.rwlock");
+        assert_eq!(got, ref_rwlock(a), "DLOCK.RWLOCK {a:?}");
+    });
+}
+
+#[test]
+fn release_renew_info_parsers_match_the_reference() {
+    run("dlock.release/renew/info", |a| {
+        let got = args::release(a)
+            .map(|r| {
+                let mode = r.mode.map(|m| match m {
+                    args::Mode::Read => "read",
+                    args::Mode::Write => "write",
+                });
+                (r.key, r.owner, mode)
+            })
+            .map_err(|e| e.message("dlock.release"));
+        assert_eq!(got, ref_release(a), "DLOCK.RELEASE {a:?}");
+        let got = args::renew(a)
+            .map(|r| (r.key, r.owner, r.lease_ms))
+            .map_err(|e| e.message("dlock.renew"));
+        assert_eq!(got, ref_renew(a), "DLOCK.RENEW {a:?}");
+        let got = args::info(a).map_err(|e| e.message("dlock.info"));
+        assert_eq!(got, ref_info(a), "DLOCK.INFO {a:?}");
+    });
+}
+
+#[test]
+fn module_arguments_parser_matches_the_reference() {
+    run("module arguments", |a| {
+        // Redis hands module arguments over as strings; the module reads them lossily.
+        let words: Vec<String> = a
+            .iter()
+            .map(|w| String::from_utf8_lossy(w).into_owned())
+            .collect();
+        let got = config::Config::parse(&words);
+        match (got, ref_config(&words)) {
+            (Ok(c), Ok(r)) => assert_eq!(
+                Cfg {
+                    prefix: c.channel_prefix,
+                    publish: c.publish,
+                    per_key: c.max_waiters_per_key,
+                    total: c.max_waiters,
+                },
+                r,
+                "module arguments {words:?}"
+            ),
+            (Err(line), Err(must_name)) => {
+                for part in must_name {
+                    assert!(
+                        line.contains(&part),
+                        "module arguments {words:?}: log line {line:?} should name {part:?}"
+                    );
+                }
+            }
+            (got, want) => panic!("module arguments {words:?}: got {got:?}, expected {want:?}"),
+        }
+    });
+}
