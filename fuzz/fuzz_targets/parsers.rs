@@ -1,0 +1,103 @@
+//! libFuzzer target: every DLOCK.* argument parser and the module-argument parser.
+//!
+//! Input layout: byte 0 picks the parser, then words as `[len: u8][len bytes]...` (a short
+//! last word takes what is left). Nothing may panic; accepted requests must respect the
+//! documented limits; rejections must be `ERR ...` replies.
+//!
+//! Run (nightly + cargo-fuzz): `cargo +nightly fuzz run parsers -- -max_total_time=60`
+//! (from the repository root). On stable, `tests/reliability_parsers.rs` runs the same parsers
+//! against a reference implementation in `make test`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[allow(dead_code)]
+#[path = "../../src/error.rs"]
+mod error;
+
+#[allow(dead_code)]
+#[path = "../../src/args.rs"]
+mod args;
+
+#[allow(dead_code)]
+#[path = "../../src/config.rs"]
+mod config;
+
+const MAX_MS: i64 = 315_360_000_000;
+
+fn words(data: &[u8]) -> Vec<&[u8]> {
+    let mut out = vec![];
+    let mut rest = data;
+    while let Some((&len, tail)) = rest.split_first() {
+        let n = (len as usize).min(tail.len());
+        out.push(&tail[..n]);
+        rest = &tail[n..];
+    }
+    out
+}
+
+fn check_owner(owner: &[u8]) {
+    assert!(!owner.is_empty() && owner.len() <= 512, "owner length {}", owner.len());
+    assert_ne!(owner, b"mode");
+}
+
+fn check_err(e: error::LockError, cmd: &str) {
+    let m = e.message(cmd);
+    assert!(
+        m.starts_with("ERR ") || m.starts_with("WRONGTYPE "),
+        "error reply {m:?}"
+    );
+}
+
+fn check_acquire(r: Result<args::AcquireArgs, error::LockError>, argv: &[&[u8]], cmd: &str) {
+    match r {
+        Ok(a) => {
+            check_owner(&a.owner);
+            assert_eq!(a.key.as_slice(), argv[0]);
+            assert!((1..=MAX_MS).contains(&a.lease_ms), "lease {}", a.lease_ms);
+            if let Some(w) = a.wait_ms {
+                assert!((0..=MAX_MS).contains(&w), "wait {w}");
+            }
+        }
+        Err(e) => check_err(e, cmd),
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let argv = words(rest);
+    match which % 6 {
+        0 => check_acquire(args::acquire(&argv), &argv, "dlock.acquire"),
+        1 => check_acquire(args::rwlock(&argv), &argv, "dlock.rwlock"),
+        2 => match args::release(&argv) {
+            Ok(r) => {
+                check_owner(&r.owner);
+                assert!(argv.len() == 2 || argv.len() == 3);
+            }
+            Err(e) => check_err(e, "dlock.release"),
+        },
+        3 => match args::renew(&argv) {
+            Ok(r) => {
+                check_owner(&r.owner);
+                assert!((1..=MAX_MS).contains(&r.lease_ms));
+            }
+            Err(e) => check_err(e, "dlock.renew"),
+        },
+        4 => match args::info(&argv) {
+            Ok(k) => assert_eq!(k.as_slice(), argv[0]),
+            Err(e) => check_err(e, "dlock.info"),
+        },
+        _ => {
+            let strings: Vec<String> = argv
+                .iter()
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect();
+            match config::Config::parse(&strings) {
+                Ok(c) => assert!(!c.channel_prefix.is_empty()),
+                Err(line) => assert!(!line.is_empty()),
+            }
+        }
+    }
+});
