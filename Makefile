@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 MODULE := target/release/libdlock.so
-APT_PACKAGES := redis-server redis-tools libclang-dev clang
+APT_PACKAGES := redis-server redis-tools redis-sentinel libclang-dev clang
 
 .PHONY: all setup build run test unit-test test-valkey bench seckill clean
 
@@ -15,6 +15,7 @@ setup:
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
+	command -v redis-sentinel >/dev/null || missing="$$missing redis-sentinel"; \
 	ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v clang >/dev/null || missing="$$missing clang"; \
 	if [ -n "$$missing" ]; then \

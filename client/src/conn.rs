@@ -69,7 +69,16 @@ impl SentinelConn {
             let mut s = self.sentinel.lock().await;
             tokio::time::timeout(self.timeout, s.async_master_for(&self.service, None))
                 .await
-                .map_err(|_| timeout_error("asking the sentinels for the master"))??
+                .map_err(|_| timeout_error("asking the sentinels for the master"))?
+                // No usable master right now (e.g. a failover in progress): a connection
+                // problem, worth a retry.
+                .map_err(|e| {
+                    redis::RedisError::from((
+                        redis::ErrorKind::IoError,
+                        "no master from the sentinels",
+                        e.to_string(),
+                    ))
+                })?
         };
         let cfg = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(self.timeout)

@@ -50,7 +50,9 @@ async fn multilock_rolls_back(b: Backend) {
     // One member lost → the group signal fires.
     let lost = g.lost();
     c2.lock("b").force_unlock().await.unwrap();
-    let reason = tokio::time::timeout(Duration::from_secs(2), lost).await.unwrap();
+    let reason = tokio::time::timeout(Duration::from_secs(2), lost)
+        .await
+        .unwrap();
     assert_eq!(reason, LostReason::NotHeld);
     assert!(!g.release().await.unwrap(), "b was not held any more");
     assert!(!exists(&mut r1, "a").await && !exists(&mut r1, "c").await);
@@ -106,7 +108,8 @@ async fn holders(servers: &[Server], key: &str) -> usize {
     let mut n = 0;
     for s in servers.iter() {
         if let Ok(mut c) = s.client().get_multiplexed_async_connection().await {
-            let e: redis::RedisResult<i64> = redis::cmd("EXISTS").arg(key).query_async(&mut c).await;
+            let e: redis::RedisResult<i64> =
+                redis::cmd("EXISTS").arg(key).query_async(&mut c).await;
             if e == Ok(1) {
                 n += 1;
             }
@@ -137,7 +140,11 @@ async fn redlock_quorum_of_five() {
     // Two servers stopped: 3 of 5 still make a quorum.
     servers[0].kill();
     servers[1].kill();
-    let g = red.try_acquire(lease).await.unwrap().expect("3/5 is a quorum");
+    let g = red
+        .try_acquire(lease)
+        .await
+        .unwrap()
+        .expect("3/5 is a quorum");
     assert_eq!(g.granted(), 3);
     assert!(g.is_valid());
     assert_eq!(holders(&servers, "job").await, 3);
@@ -163,7 +170,10 @@ async fn redlock_validity_lost_signal() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(red.drift(Duration::from_millis(300)), Duration::from_millis(5));
+    assert_eq!(
+        red.drift(Duration::from_millis(300)),
+        Duration::from_millis(5)
+    );
     let t = tokio::time::Instant::now();
     assert_eq!(g.lost().await, LostReason::LeaseExpired);
     assert!(t.elapsed() < Duration::from_millis(320));
