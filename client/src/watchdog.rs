@@ -124,11 +124,20 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
             });
             let replies = futures::future::join_all(futs).await;
             for (e, r) in chunk.iter().zip(replies) {
-                if let Ok(Ok(vals)) = r {
-                    let ok = acked(inner, vals.get(1));
-                    if let Some(v) = vals.into_iter().next() {
-                        noscript |= apply(inner, e, v, sent, ok);
+                match r {
+                    Ok(Ok(vals)) => {
+                        let ok = acked(inner, vals.get(1));
+                        if let Some(v) = vals.into_iter().next() {
+                            noscript |= apply(inner, e, v, sent, ok);
+                        }
                     }
+                    // The cluster connection reports error replies as errors.
+                    Ok(Err(err)) if err.code() == Some("NOSCRIPT") => noscript = true,
+                    Ok(Err(err)) if err.code() == Some("WRONGTYPE") && e.is_active() => {
+                        e.mark(LostReason::NotHeld);
+                        remove_entry(&inner.registry, e);
+                    }
+                    _ => {}
                 }
             }
         } else {
