@@ -1,0 +1,531 @@
+//! `make bench`: dlock's native commands against the Lua way, side by side, in one run.
+//!
+//! Two throw-away servers on free loopback ports: one with the dlock module (the `native`
+//! backends) and a plain one (what a Redisson user runs: `lua`, `setnx`, `raw`). Every
+//! scenario runs each backend in turn, several repetitions, interleaved; tables show the
+//! median and the (min–max) of the repetitions, ratios are of the medians.
+//!
+//! Backends:
+//! - `native`: `DLOCK.*`, waiting with `WAIT` (one command per grant), over a bare RESP
+//!   connection;
+//! - `native-client`: the same through `dlock-client` (native backend);
+//! - `lua`: Redisson's scripts (`dlock_client::scripts`); the waiting scenarios run the
+//!   client's script backend (SUBSCRIBE to the unlock channel + retry), one client per
+//!   worker, as separate processes would;
+//! - `setnx`: `SET NX PX`, release by a compare-and-delete script, waiting by retry + 1 ms sleep;
+//! - `raw`: HINCRBY + PEXPIRE, then DEL: the same data writes with no logic (a ceiling).
+//!
+//! Options: `--quick` (fewer, shorter repetitions), `--no-readme`, `--only <scenario>`
+//! (uncontended, hot, handoff, renew, waiters; repeatable).
+
+mod report;
+mod resp;
+mod scenarios;
+mod stats;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use dlock_testutil::Server;
+
+use report::{num, Report};
+use resp::{encode, RawConn, Reply};
+
+/// Measured settings.
+#[derive(Clone, Debug)]
+pub struct Cfg {
+    pub reps: usize,
+    pub warm: Duration,
+    pub dur: Duration,
+    pub hot_dur: Duration,
+    pub handoffs: usize,
+    pub renew_reps: usize,
+    pub waiters: usize,
+    pub waiter_keys: usize,
+    pub scale_reps: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Native,
+    NativeClient,
+    Lua,
+    SetNx,
+    Raw,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Native => "native",
+            Backend::NativeClient => "native-client",
+            Backend::Lua => "lua",
+            Backend::SetNx => "setnx",
+            Backend::Raw => "raw",
+        }
+    }
+    pub fn on_module_server(self) -> bool {
+        matches!(self, Backend::Native | Backend::NativeClient)
+    }
+}
+
+/// SHA1s of the scripts (loaded on both servers).
+pub struct Shas {
+    pub lock: String,
+    pub unlock: String,
+    pub renew: String,
+    pub setnx_release: String,
+    pub setnx_renew: String,
+}
+
+/// Compare-and-delete release of the `setnx` backend.
+pub const SETNX_RELEASE: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+/// Compare-and-pexpire renewal of the `setnx` backend.
+pub const SETNX_RENEW: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
+
+pub struct Ctx {
+    pub native: Server,
+    pub plain: Server,
+    pub sha: Shas,
+    pub prefix: String,
+    pub cfg: Cfg,
+}
+
+impl Ctx {
+    pub fn port(&self, b: Backend) -> u16 {
+        if b.on_module_server() {
+            self.native.port()
+        } else {
+            self.plain.port()
+        }
+    }
+    pub fn url(&self, b: Backend) -> String {
+        format!("redis://127.0.0.1:{}/", self.port(b))
+    }
+    /// An owner id shaped like the client's (`<128-bit hex>:<n>`).
+    pub fn owner(&self, n: usize) -> String {
+        format!("{}:{n}", self.prefix)
+    }
+    pub async fn ctrl(&self, b: Backend) -> RawConn {
+        RawConn::connect(self.port(b))
+            .await
+            .expect("control connection")
+    }
+
+    /// Acquire without waiting: the command(s) and the replies a grant gives.
+    pub fn acquire(
+        &self,
+        b: Backend,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> (Vec<u8>, Vec<Reply>) {
+        let lease = lease_ms.to_string();
+        match b {
+            Backend::Native | Backend::NativeClient => (
+                encode(&[
+                    b"DLOCK.ACQUIRE",
+                    key.as_bytes(),
+                    owner.as_bytes(),
+                    lease.as_bytes(),
+                ]),
+                vec![Reply::Int(1)],
+            ),
+            Backend::Lua => (
+                encode(&[
+                    b"EVALSHA",
+                    self.sha.lock.as_bytes(),
+                    b"1",
+                    key.as_bytes(),
+                    lease.as_bytes(),
+                    owner.as_bytes(),
+                ]),
+                vec![Reply::Nil],
+            ),
+            Backend::SetNx => (
+                encode(&[
+                    b"SET",
+                    key.as_bytes(),
+                    owner.as_bytes(),
+                    b"NX",
+                    b"PX",
+                    lease.as_bytes(),
+                ]),
+                vec![Reply::Status("OK".into())],
+            ),
+            Backend::Raw => {
+                let mut v = encode(&[b"HINCRBY", key.as_bytes(), owner.as_bytes(), b"1"]);
+                v.extend(encode(&[b"PEXPIRE", key.as_bytes(), lease.as_bytes()]));
+                (v, vec![Reply::Int(1), Reply::Int(1)])
+            }
+        }
+    }
+
+    /// Release of a lock held once: the command and the reply.
+    pub fn release(
+        &self,
+        b: Backend,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> (Vec<u8>, Vec<Reply>) {
+        let lease = lease_ms.to_string();
+        let cmd = match b {
+            Backend::Native | Backend::NativeClient => {
+                encode(&[b"DLOCK.RELEASE", key.as_bytes(), owner.as_bytes()])
+            }
+            Backend::Lua => {
+                let ch = dlock_client::scripts::channel_name(
+                    dlock_client::scripts::DEFAULT_CHANNEL_PREFIX,
+                    key,
+                );
+                encode(&[
+                    b"EVALSHA",
+                    self.sha.unlock.as_bytes(),
+                    b"2",
+                    key.as_bytes(),
+                    ch.as_bytes(),
+                    dlock_client::scripts::UNLOCK_MESSAGE.as_bytes(),
+                    lease.as_bytes(),
+                    owner.as_bytes(),
+                ])
+            }
+            Backend::SetNx => encode(&[
+                b"EVALSHA",
+                self.sha.setnx_release.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                owner.as_bytes(),
+            ]),
+            Backend::Raw => encode(&[b"DEL", key.as_bytes()]),
+        };
+        (cmd, vec![Reply::Int(1)])
+    }
+
+    /// One watchdog renewal.
+    pub fn renew(
+        &self,
+        b: Backend,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> (Vec<u8>, Vec<Reply>) {
+        let lease = lease_ms.to_string();
+        let cmd = match b {
+            Backend::Native | Backend::NativeClient => encode(&[
+                b"DLOCK.RENEW",
+                key.as_bytes(),
+                owner.as_bytes(),
+                lease.as_bytes(),
+            ]),
+            Backend::Lua => encode(&[
+                b"EVALSHA",
+                self.sha.renew.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                lease.as_bytes(),
+                owner.as_bytes(),
+            ]),
+            Backend::SetNx => encode(&[
+                b"EVALSHA",
+                self.sha.setnx_renew.as_bytes(),
+                b"1",
+                key.as_bytes(),
+                owner.as_bytes(),
+                lease.as_bytes(),
+            ]),
+            Backend::Raw => encode(&[b"PEXPIRE", key.as_bytes(), lease.as_bytes()]),
+        };
+        (cmd, vec![Reply::Int(1)])
+    }
+}
+
+/// Raises the soft open-files limit to the hard one; returns the limit in force.
+fn raise_nofile() -> u64 {
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 1024;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                r.rlim_cur = r.rlim_max;
+            }
+        }
+        #[allow(clippy::unnecessary_cast)]
+        let n = r.rlim_cur as u64;
+        n
+    }
+}
+
+async fn load_scripts(port: u16) -> Shas {
+    let mut c = RawConn::connect(port).await.expect("connect");
+    let mut shas = vec![];
+    for src in [
+        dlock_client::scripts::LOCK,
+        dlock_client::scripts::UNLOCK,
+        dlock_client::scripts::RENEW,
+        SETNX_RELEASE,
+        SETNX_RENEW,
+    ] {
+        let bytes = encode(&[b"SCRIPT", b"LOAD", src.as_bytes()]);
+        match c.call(&bytes).await.expect("SCRIPT LOAD") {
+            Reply::Bulk(b) => shas.push(String::from_utf8(b).unwrap()),
+            other => panic!("SCRIPT LOAD: {other:?}"),
+        }
+    }
+    Shas {
+        lock: shas[0].clone(),
+        unlock: shas[1].clone(),
+        renew: shas[2].clone(),
+        setnx_release: shas[3].clone(),
+        setnx_renew: shas[4].clone(),
+    }
+}
+
+fn sh(cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new(cmd)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Date, nproc, CPU model, server version.
+fn machine() -> String {
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let server = sh(&dlock_testutil::server_binary(), &["--version"]);
+    let date = sh("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let server = server.split(" sha=").next().unwrap_or(&server).to_string();
+    format!("{date}; nproc {nproc}; CPU {cpu}; {server}")
+}
+
+/// The 1-minute load average: other work on the machine shows in the figures.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn readme_path() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("README.md")
+}
+
+const START: &str = "<!-- bench:start -->";
+const END: &str = "<!-- bench:end -->";
+
+/// Replaces the text between the markers (adding `## Benchmark` and the markers at the end
+/// the first time).
+fn write_readme(section: &str) -> std::io::Result<()> {
+    let path = readme_path();
+    let text = std::fs::read_to_string(&path)?;
+    let new = match (text.find(START), text.find(END)) {
+        (Some(a), Some(b)) if a < b => {
+            format!("{}{START}\n{section}{}", &text[..a], &text[b..])
+        }
+        _ => format!(
+            "{}\n## Benchmark\n\n{START}\n{section}{END}\n",
+            text.trim_end_matches('\n').to_string() + "\n"
+        ),
+    };
+    std::fs::write(&path, new)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let no_readme = args.iter().any(|a| a == "--no-readme");
+    let only: Vec<String> = args
+        .windows(2)
+        .filter(|w| w[0] == "--only")
+        .map(|w| w[1].clone())
+        .collect();
+    let want = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
+
+    let nofile = raise_nofile();
+    let mut waiters = 10_000usize;
+    let mut notes = vec![];
+    if nofile < waiters as u64 + 1_500 {
+        let w = ((nofile.saturating_sub(1_000)) / 100 * 100) as usize;
+        notes.push(format!(
+            "open-files limit {nofile}: the waiters scenario uses {w} waiters instead of 10000"
+        ));
+        waiters = w;
+    }
+    let cfg = if quick {
+        Cfg {
+            reps: 3,
+            warm: Duration::from_millis(200),
+            dur: Duration::from_millis(500),
+            hot_dur: Duration::from_millis(700),
+            handoffs: 100,
+            renew_reps: 3,
+            waiters,
+            waiter_keys: 100,
+            scale_reps: 1,
+        }
+    } else {
+        Cfg {
+            reps: 5,
+            warm: Duration::from_millis(300),
+            dur: Duration::from_millis(1000),
+            hot_dur: Duration::from_millis(1500),
+            handoffs: 200,
+            renew_reps: 7,
+            waiters,
+            waiter_keys: 100,
+            scale_reps: 2,
+        }
+    };
+
+    // Servers inherit the raised limit; maxclients must cover the waiters.
+    let maxclients = (waiters + 1_000).to_string();
+    let common = ["--maxclients", maxclients.as_str(), "--appendonly", "no"];
+    let native = Server::builder().args(common).start();
+    let plain = Server::builder().without_module().args(common).start();
+
+    let threads: usize = std::env::var("DLOCK_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let rt = if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+    .expect("tokio runtime");
+
+    let started = Instant::now();
+    let machine = machine();
+    let load_before = load();
+    eprintln!("dlock-bench: {machine}");
+    eprintln!(
+        "servers: module on 127.0.0.1:{}, plain on 127.0.0.1:{}; client runtime threads {threads}",
+        native.port(),
+        plain.port()
+    );
+    let report = rt.block_on(async {
+        let sha = load_scripts(native.port()).await;
+        let _ = load_scripts(plain.port()).await;
+        let prefix = format!("{:032x}", std::process::id() as u128 * 0x9e3779b97f4a7c15);
+        let ctx = Ctx {
+            native,
+            plain,
+            sha,
+            prefix,
+            cfg,
+        };
+        let mut rep = Report::default();
+        rep.notes.extend(notes);
+        if want("uncontended") {
+            scenarios::uncontended(&ctx, &mut rep).await;
+        }
+        if want("hot") {
+            scenarios::hot_lock(&ctx, &mut rep).await;
+        }
+        if want("handoff") {
+            scenarios::handoff(&ctx, &mut rep).await;
+        }
+        if want("renew") {
+            scenarios::renewal(&ctx, &mut rep).await;
+        }
+        if want("waiters") {
+            scenarios::waiters(&ctx, &mut rep).await;
+        }
+        rep
+    });
+    let elapsed = started.elapsed();
+    let machine = format!(
+        "{machine}; load average {load_before} at start, {} at end",
+        load()
+    );
+
+    println!("\ndlock benchmark — {machine}");
+    println!(
+        "(median of the repetitions, (min–max) after it; run took {:.0} s)\n",
+        elapsed.as_secs_f64()
+    );
+    print!("{}", report.tables(false));
+    println!("targets:");
+    for t in &report.targets {
+        println!(
+            "  {:<58} {:>10}  {}",
+            format!("{} {}", t.name, t.rule),
+            num(t.value),
+            if t.met { "met" } else { "MISSED" }
+        );
+    }
+    for n in &report.notes {
+        println!("note: {n}");
+    }
+    println!();
+    print!("{}", report.machine_lines());
+
+    if !no_readme && only.is_empty() && !quick {
+        let mut s = String::new();
+        s.push_str(&format!(
+            "Last `make bench` run: {machine}. Generated by `bench/` (`cargo run --release -p dlock-bench`); \
+             everything between the markers is rewritten by it.\n\n"
+        ));
+        s.push_str(
+            "Each cell is the median of the repetitions (min–max after it). Backends: `native` = DLOCK.* \
+             (waiting with WAIT); `native-client` = the same through `dlock-client`; `lua` = Redisson's scripts \
+             (waiting: the client's script backend, SUBSCRIBE + retry, one client per worker); `setnx` = SET NX PX + \
+             compare-and-delete script, retry every 1 ms; `raw` = HINCRBY+PEXPIRE then DEL, no logic. `native*` run on \
+             a server with the module, the others on a plain one. `srv_us/op` is the server's own time per lock cycle \
+             from INFO commandstats.\n\n",
+        );
+        s.push_str(&report.tables(true));
+        s.push_str("| target | rule | measured | |\n|---|---|---|---|\n");
+        for t in &report.targets {
+            s.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                t.name,
+                t.rule,
+                num(t.value),
+                if t.met { "met" } else { "**missed**" }
+            ));
+        }
+        s.push('\n');
+        for n in &report.notes {
+            s.push_str(&format!("- {n}\n"));
+        }
+        s.push_str("\n```\n");
+        s.push_str(&report.machine_lines());
+        s.push_str("```\n");
+        match write_readme(&s) {
+            Ok(()) => eprintln!("README.md benchmark section updated"),
+            Err(e) => eprintln!("could not update README.md: {e}"),
+        }
+    }
+    if !report.fails.is_empty() {
+        std::process::exit(1);
+    }
+}
