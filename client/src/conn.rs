@@ -33,6 +33,7 @@ pub struct Connection {
 }
 
 #[derive(Clone)]
+#[allow(clippy::large_enum_variant)] // cloned per command; boxing would allocate each time
 pub(crate) enum ConnKind {
     Single(ConnectionManager),
     Sentinel(Arc<SentinelConn>),

@@ -46,15 +46,6 @@ pub enum Error {
         /// Replicas required.
         wanted: u32,
     },
-    /// Not every member of a multi-lock or RedLock could be acquired in time; whatever was
-    /// taken has been released.
-    #[error("could not acquire {wanted} lock(s): {detail}")]
-    Incomplete {
-        /// How many were needed (all members, or the RedLock quorum).
-        wanted: usize,
-        /// What happened.
-        detail: String,
-    },
     /// A bad URL or configuration value.
     #[error("invalid configuration: {0}")]
     Config(String),
