@@ -21,7 +21,7 @@ pub mod waiters;
 use std::ffi::CString;
 use std::os::raw::c_int;
 
-use redis_module::{raw, redis_module, Context, RedisString, Status};
+use redis_module::{raw, Context, RedisString, Status};
 
 use crate::stats::{Stats, STATS};
 
@@ -75,23 +75,99 @@ unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
 }
 
 // Unit tests run without Redis, so they must not install Redis's allocator.
+//
+// Registration is written out instead of using `redis_module!`: the macro also creates a
+// detached thread-safe context on every load that nothing frees on MODULE UNLOAD (~16 KB lost
+// per reload), and subscribes to server events (cron, config, ...) that dlock does not use.
 #[cfg(not(test))]
 mod registration {
-    use super::*;
+    use std::ffi::CString;
+    use std::os::raw::c_int;
 
-    redis_module! {
-        name: "dlock",
-        version: 1,
-        allocator: (redis_module::alloc::RedisAlloc, redis_module::alloc::RedisAlloc),
-        data_types: [],
-        init: init,
-        commands: [
-            // ACL categories must stay "" on Redis 7.0 (PLATFORM-NOTES).
-            ["dlock.acquire", commands::acquire_cmd, "write deny-oom", 1, 1, 1, ""],
-            ["dlock.rwlock", commands::rwlock_cmd, "write deny-oom", 1, 1, 1, ""],
-            ["dlock.release", commands::release_cmd, "write fast", 1, 1, 1, ""],
-            ["dlock.renew", commands::renew_cmd, "write fast", 1, 1, 1, ""],
-            ["dlock.info", commands::info_cmd, "readonly fast", 1, 1, 1, ""],
-        ],
+    use redis_module::{raw, redis_command, Context, Status};
+
+    use super::{commands, init};
+
+    #[global_allocator]
+    static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
+
+    /// Called by Redis on `loadmodule` / `MODULE LOAD`.
+    ///
+    /// # Safety
+    /// Redis passes a valid context and `argc` module arguments.
+    #[no_mangle]
+    pub unsafe extern "C" fn RedisModule_OnLoad(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        let err = raw::Status::Err as c_int;
+        if raw::Export_RedisModule_Init(
+            ctx,
+            c"dlock".as_ptr(),
+            1,
+            raw::REDISMODULE_APIVER_1 as c_int,
+        ) == err
+        {
+            return err;
+        }
+        let args = redis_module::decode_args(ctx, argv, argc);
+        if init(&Context::new(ctx), &args) == Status::Err {
+            return err;
+        }
+        // Legacy key positions (first 1, last 1, step 1): Redis derives the key spec, so
+        // COMMAND GETKEYS, ACL key patterns and cluster routing work. ACL categories stay ""
+        // (a category makes loading fail on Redis 7.0).
+        redis_command!(
+            ctx,
+            "dlock.acquire",
+            commands::acquire_cmd,
+            "write deny-oom",
+            1,
+            1,
+            1,
+            ""
+        );
+        redis_command!(
+            ctx,
+            "dlock.rwlock",
+            commands::rwlock_cmd,
+            "write deny-oom",
+            1,
+            1,
+            1,
+            ""
+        );
+        redis_command!(
+            ctx,
+            "dlock.release",
+            commands::release_cmd,
+            "write fast",
+            1,
+            1,
+            1,
+            ""
+        );
+        redis_command!(
+            ctx,
+            "dlock.renew",
+            commands::renew_cmd,
+            "write fast",
+            1,
+            1,
+            1,
+            ""
+        );
+        redis_command!(
+            ctx,
+            "dlock.info",
+            commands::info_cmd,
+            "readonly fast",
+            1,
+            1,
+            1,
+            ""
+        );
+        raw::Status::Ok as c_int
     }
 }
