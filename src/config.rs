@@ -19,8 +19,8 @@ impl Default for Config {
         Config {
             channel_prefix: "redisson_lock__channel".into(),
             publish: true,
-            max_waiters_per_key: 10_000,
-            max_waiters: 100_000,
+            max_waiters_per_key: 1_000,
+            max_waiters: 10_000,
         }
     }
 }
