@@ -65,6 +65,7 @@ struct Step {
 struct UncRun {
     rate: f64,
     srv_us: f64,
+    cpu_us: f64,
     cpu: f64,
     bad: u64,
     first_bad: Option<String>,
@@ -159,6 +160,7 @@ async fn uncontended_run(ctx: &Ctx, b: Backend, depth: usize) -> UncRun {
     UncRun {
         rate: (c1 - c0) as f64 / el,
         srv_us: usec / server_locks,
+        cpu_us: view.cpu * 1e6 / server_locks,
         cpu: view.cpu / el,
         bad: bad.load(Relaxed),
         first_bad: fb,
@@ -178,6 +180,9 @@ pub async fn uncontended(ctx: &Ctx, rep: &mut Report) {
                 rep.add(sc, b.name(), "locks/s", m.rate);
                 rep.add(sc, b.name(), "srv_us/op", m.srv_us);
                 rep.add(sc, b.name(), "srv_cpu%", m.cpu * 100.0);
+                // The server's whole CPU (I/O included) per lock cycle: its capacity, whatever
+                // else the machine runs.
+                rep.add(sc, b.name(), "srv_cpu_us/op", m.cpu_us);
                 if m.bad > 0 {
                     rep.fails.push(format!(
                         "{sc} {}: {} unexpected replies (first: {})",
