@@ -283,7 +283,9 @@ impl ClientBuilder {
     /// acknowledgements: an acquire releases its grant and answers
     /// [`Error::NotReplicated`]; a renewal marks the lock lost
     /// ([`LostReason::NotReplicated`]). See the README's *Failover guard* for the window
-    /// that remains.
+    /// that remains. `timeout` must be shorter than the response time-out and the lease
+    /// (else [`build`](Self::build) answers [`Error::Config`]); keep it well below the renew
+    /// interval.
     /// ```
     /// use std::time::Duration;
     /// let b = dlock_client::Client::builder("redis://127.0.0.1/").min_replicas(1, Duration::from_millis(200));
@@ -490,6 +492,13 @@ impl Client {
     async fn connect(target: Target, config: Config) -> Result<Client> {
         if config.lease.is_zero() {
             return Err(Error::Config("lease must be > 0".into()));
+        }
+        if let Some((_, t)) = config.min_replicas {
+            if t >= config.response_timeout || t >= config.lease {
+                return Err(Error::Config(
+                    "the min_replicas WAIT time-out must be shorter than the response time-out and the lease".into(),
+                ));
+            }
         }
         let (redis, shared) = match &target {
             Target::Single(url) => (

@@ -150,8 +150,8 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
                 pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
             }
             let n = chunk.len() + usize::from(guard.is_some());
-            let values = match tokio::time::timeout(limit, send_pipeline(&mut conn, &pipe, n)).await
-            {
+            let r = tokio::time::timeout(limit, send_pipeline(&mut conn, &pipe, n)).await;
+            let values = match r {
                 Ok(Ok(v)) => v,
                 // Unreachable or slow: the deadline decides (checked each tick and by LostSignal).
                 _ => return,
