@@ -3,10 +3,8 @@
 #   make test   the same set-up, then every test
 SHELL := /bin/bash
 CARGO ?= cargo
-MODULE := target/release/libdlock.so
-APT_PACKAGES := redis-server redis-tools redis-sentinel libclang-dev clang
 
-.PHONY: all setup build run test test-long unit-test test-valkey bench seckill clean
+.PHONY: all setup build run test test-long test-valkey bench seckill clean
 
 all: build
 
@@ -37,10 +35,11 @@ run: build
 test: build
 	$(CARGO) test --release --workspace
 
-# The reliability suite's long variants (tests/reliability_*.rs read DLOCK_LONG=1), then 60 s of
-# libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
+# The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
+# then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
 test-long: build
 	DLOCK_LONG=1 $(CARGO) test --release --test 'reliability_*' -- --nocapture
+	DLOCK_LONG=1 $(CARGO) test --release -p dlock-client --test failover -- --nocapture
 	@if $(CARGO) +nightly fuzz --version >/dev/null 2>&1; then \
 		$(CARGO) +nightly fuzz run parsers -- -max_total_time=60; \
 	else \
