@@ -1,7 +1,9 @@
 //! The command handlers: parse, open the key, serve its queue, apply the lock logic, store,
 //! reply. The lock rules themselves are in `logic`; waiting and grants in `waiters`.
 
-use redis_module::{raw, Context, RedisError, RedisResult, RedisString, RedisValue};
+use std::os::raw::c_int;
+
+use redis_module::{raw, Context, RedisError, RedisValue};
 
 use crate::args::{self, AcquireArgs};
 use crate::blocking;
@@ -14,55 +16,95 @@ use crate::stats::{Stats, STATS};
 use crate::store::{self, LockKey};
 use crate::waiters::{self, count_grant};
 
-/// Runs a handler over the raw argument bytes (command name stripped) and turns its error
-/// into the reply, counting it.
-fn run(
-    ctx: &Context,
+/// Runs a handler over the argument bytes (command name stripped), straight from Redis's argv
+/// (no per-argument wrapper objects), and replies, counting errors.
+///
+/// # Safety
+/// `argv` holds `argc` (>= 1) valid strings, as Redis passes them to a command.
+unsafe fn dispatch(
+    ctx: *mut raw::RedisModuleCtx,
+    argv: *mut *mut raw::RedisModuleString,
+    argc: c_int,
     name: &str,
-    args: Vec<RedisString>,
     handler: impl FnOnce(&Context, &[&[u8]]) -> Result<RedisValue, LockError>,
-) -> RedisResult {
-    let argv: Vec<&[u8]> = args.iter().skip(1).map(|a| a.as_slice()).collect();
-    match handler(ctx, &argv) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            Stats::add(&STATS.errors, 1);
-            match e {
-                LockError::WrongArity => Err(RedisError::WrongArity),
-                other => Err(RedisError::String(other.message(name))),
-            }
+) -> c_int {
+    let context = Context::new(ctx);
+    let raw_args = std::slice::from_raw_parts(argv, argc.max(0) as usize);
+    // Valid commands have at most 7 words: keep them on the stack.
+    let mut small: [&[u8]; 8] = [&[]; 8];
+    let heap: Vec<&[u8]>;
+    let words: &[&[u8]] = if raw_args.len() <= small.len() {
+        for (slot, arg) in small.iter_mut().zip(raw_args) {
+            *slot = store::bytes_of(*arg);
         }
+        &small[..raw_args.len()]
+    } else {
+        heap = raw_args.iter().map(|a| store::bytes_of(*a)).collect();
+        &heap
+    };
+    let result = handler(&context, words.get(1..).unwrap_or(&[])).map_err(|e| {
+        Stats::add(&STATS.errors, 1);
+        match e {
+            LockError::WrongArity => RedisError::WrongArity,
+            other => RedisError::String(other.message(name)),
+        }
+    });
+    context.reply(result) as c_int
+}
+
+/// Command entry points, registered in `lib.rs`.
+pub mod entry {
+    use super::*;
+
+    pub unsafe extern "C" fn acquire(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        dispatch(ctx, argv, argc, "dlock.acquire", |ctx, a| {
+            super::acquire(ctx, args::acquire(a)?)
+        })
     }
-}
 
-pub fn acquire_cmd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(ctx, "dlock.acquire", args, |ctx, argv| {
-        acquire(ctx, args::acquire(argv)?)
-    })
-}
+    pub unsafe extern "C" fn rwlock(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        dispatch(ctx, argv, argc, "dlock.rwlock", |ctx, a| {
+            super::acquire(ctx, args::rwlock(a)?)
+        })
+    }
 
-pub fn rwlock_cmd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(ctx, "dlock.rwlock", args, |ctx, argv| {
-        acquire(ctx, args::rwlock(argv)?)
-    })
-}
+    pub unsafe extern "C" fn release(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        dispatch(ctx, argv, argc, "dlock.release", |ctx, a| {
+            super::release(ctx, args::release(a)?)
+        })
+    }
 
-pub fn release_cmd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(ctx, "dlock.release", args, |ctx, argv| {
-        release(ctx, args::release(argv)?)
-    })
-}
+    pub unsafe extern "C" fn renew(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        dispatch(ctx, argv, argc, "dlock.renew", |ctx, a| {
+            super::renew(ctx, args::renew(a)?)
+        })
+    }
 
-pub fn renew_cmd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(ctx, "dlock.renew", args, |ctx, argv| {
-        renew(ctx, args::renew(argv)?)
-    })
-}
-
-pub fn info_cmd(ctx: &Context, args: Vec<RedisString>) -> RedisResult {
-    run(ctx, "dlock.info", args, |ctx, argv| {
-        info(ctx, &args::info(argv)?)
-    })
+    pub unsafe extern "C" fn info(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> c_int {
+        dispatch(ctx, argv, argc, "dlock.info", |ctx, a| {
+            super::info(ctx, &args::info(a)?)
+        })
+    }
 }
 
 fn grant_reply(count: i64, fence: Option<i64>) -> RedisValue {
@@ -77,12 +119,15 @@ fn grant_reply(count: i64, fence: Option<i64>) -> RedisValue {
 /// DLOCK.ACQUIRE and DLOCK.RWLOCK.
 fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, &a.key, true);
+    let mut lk = LockKey::open(ctx, &a.key, true, Some(&a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
     let queue_ahead = reg.waiters_on(db, &a.key) > 0;
-    let before = lk.value.clone();
+    // A fencing-counter error must leave the lock as it was. It can only happen when a fence
+    // is asked for or the grant is fresh, never on an exclusive lock re-entered without
+    // FENCE: skip the copy in that (hot) case.
+    let undo = (a.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
     let reply = match logic::acquire(
         &mut lk.value,
         &a.owner,
@@ -100,7 +145,9 @@ fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
                 Ok(grant_reply(count, fence))
             }
             Err(e) => {
-                lk.value = before;
+                if let Some(before) = undo {
+                    lk.value = before;
+                }
                 Err(e)
             }
         },
@@ -120,7 +167,7 @@ fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
 /// DLOCK.RELEASE.
 fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, &a.key, true);
+    let mut lk = LockKey::open(ctx, &a.key, true, Some(&a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
@@ -155,7 +202,7 @@ fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError>
 /// DLOCK.RENEW.
 fn renew(ctx: &Context, a: args::RenewArgs) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, &a.key, true);
+    let mut lk = LockKey::open(ctx, &a.key, true, Some(&a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
@@ -171,7 +218,7 @@ fn renew(ctx: &Context, a: args::RenewArgs) -> Result<RedisValue, LockError> {
 /// DLOCK.INFO: reads only (lapsed read-write holders are left out, not removed).
 fn info(ctx: &Context, key: &[u8]) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let lk = LockKey::open(ctx, key, false);
+    let lk = LockKey::open(ctx, key, false, None);
     let now = store::now_ms();
     let mut value = lk.value.clone();
     logic::prune_lapsed(&mut value, now);

@@ -1,6 +1,6 @@
 //! Module arguments: `loadmodule libdlock.so [name value ...]`.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -66,14 +66,15 @@ impl Config {
 }
 
 lazy_static::lazy_static! {
-    static ref CONFIG: RwLock<Config> = RwLock::new(Config::default());
+    static ref CONFIG: RwLock<Arc<Config>> = RwLock::new(Arc::new(Config::default()));
 }
 
 pub fn set(c: Config) {
-    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = c;
+    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
 }
 
-pub fn get() -> Config {
+/// The configuration in force (a shared handle: no copy on the hot path).
+pub fn get() -> Arc<Config> {
     CONFIG.read().unwrap_or_else(|e| e.into_inner()).clone()
 }
 

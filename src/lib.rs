@@ -18,62 +18,6 @@ pub mod stats;
 pub mod store;
 pub mod waiters;
 
-use std::ffi::CString;
-use std::os::raw::c_int;
-
-use redis_module::{raw, Context, RedisString, Status};
-
-use crate::stats::{Stats, STATS};
-
-fn init(ctx: &Context, args: &[RedisString]) -> Status {
-    let words: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
-    match config::Config::parse(&words) {
-        Ok(c) => config::set(c),
-        Err(line) => {
-            log_warning(ctx, &line);
-            return Status::Err;
-        }
-    }
-    if let Err(line) = events::subscribe(ctx) {
-        log_warning(ctx, &line);
-        return Status::Err;
-    }
-    // Registered here rather than through the macro's `info:` (which needs the proc-macro crate).
-    unsafe { raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(info)) };
-    Status::Ok
-}
-
-/// Logs through this load's own context (the crate's logger keeps the context of the first
-/// load, so after MODULE UNLOAD + LOAD its lines were lost).
-fn log_warning(ctx: &Context, line: &str) {
-    let level = CString::new("warning").unwrap();
-    let fmt = CString::new("%s").unwrap();
-    let text = store::cstring(line);
-    unsafe {
-        raw::RedisModule_Log.unwrap()(ctx.get_raw(), level.as_ptr(), fmt.as_ptr(), text.as_ptr())
-    };
-}
-
-/// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
-unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-    raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null_mut());
-    let fields = [
-        ("grants", Stats::get(&STATS.grants)),
-        ("reentrant_grants", Stats::get(&STATS.reentrant_grants)),
-        ("releases", Stats::get(&STATS.releases)),
-        ("renewals", Stats::get(&STATS.renewals)),
-        ("handoffs", Stats::get(&STATS.handoffs)),
-        ("waiters", waiters::waiting() as u64),
-        ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
-        ("leases_expired", Stats::get(&STATS.leases_expired)),
-        ("errors", Stats::get(&STATS.errors)),
-    ];
-    for (name, value) in fields {
-        let name = CString::new(name).unwrap();
-        raw::RedisModule_InfoAddFieldLongLong.unwrap()(ctx, name.as_ptr(), value as i64);
-    }
-}
-
 // Unit tests run without Redis, so they must not install Redis's allocator.
 //
 // Registration is written out instead of using `redis_module!`: the macro also creates a
@@ -81,15 +25,69 @@ unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: 
 // per reload), and subscribes to server events (cron, config, ...) that dlock does not use.
 #[cfg(not(test))]
 mod registration {
-    use std::ffi::CString;
+    use std::ffi::{CStr, CString};
     use std::os::raw::c_int;
 
-    use redis_module::{raw, redis_command, Context, Status};
+    use redis_module::{raw, Context, RedisString, Status};
 
-    use super::{commands, init};
+    use crate::stats::{Stats, STATS};
+    use crate::{commands, config, events, store, waiters};
 
     #[global_allocator]
     static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
+
+    fn init(ctx: &Context, args: &[RedisString]) -> Status {
+        let words: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
+        match config::Config::parse(&words) {
+            Ok(c) => config::set(c),
+            Err(line) => {
+                log_warning(ctx, &line);
+                return Status::Err;
+            }
+        }
+        if let Err(line) = events::subscribe(ctx) {
+            log_warning(ctx, &line);
+            return Status::Err;
+        }
+        unsafe { raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(info)) };
+        Status::Ok
+    }
+
+    /// Logs through this load's own context (the crate's logger keeps the context of the first
+    /// load, so after MODULE UNLOAD + LOAD its lines were lost).
+    fn log_warning(ctx: &Context, line: &str) {
+        let level = CString::new("warning").unwrap();
+        let fmt = CString::new("%s").unwrap();
+        let text = store::cstring(line);
+        unsafe {
+            raw::RedisModule_Log.unwrap()(
+                ctx.get_raw(),
+                level.as_ptr(),
+                fmt.as_ptr(),
+                text.as_ptr(),
+            )
+        };
+    }
+
+    /// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
+    unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
+        raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null_mut());
+        let fields = [
+            ("grants", Stats::get(&STATS.grants)),
+            ("reentrant_grants", Stats::get(&STATS.reentrant_grants)),
+            ("releases", Stats::get(&STATS.releases)),
+            ("renewals", Stats::get(&STATS.renewals)),
+            ("handoffs", Stats::get(&STATS.handoffs)),
+            ("waiters", waiters::waiting() as u64),
+            ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
+            ("leases_expired", Stats::get(&STATS.leases_expired)),
+            ("errors", Stats::get(&STATS.errors)),
+        ];
+        for (name, value) in fields {
+            let name = CString::new(name).unwrap();
+            raw::RedisModule_InfoAddFieldLongLong.unwrap()(ctx, name.as_ptr(), value as i64);
+        }
+    }
 
     /// Called by Redis on `loadmodule` / `MODULE LOAD`.
     ///
@@ -116,58 +114,45 @@ mod registration {
             return err;
         }
         // Legacy key positions (first 1, last 1, step 1): Redis derives the key spec, so
-        // COMMAND GETKEYS, ACL key patterns and cluster routing work. ACL categories stay ""
-        // (a category makes loading fail on Redis 7.0).
-        redis_command!(
-            ctx,
-            "dlock.acquire",
-            commands::acquire_cmd,
-            "write deny-oom",
-            1,
-            1,
-            1,
-            ""
-        );
-        redis_command!(
-            ctx,
-            "dlock.rwlock",
-            commands::rwlock_cmd,
-            "write deny-oom",
-            1,
-            1,
-            1,
-            ""
-        );
-        redis_command!(
-            ctx,
-            "dlock.release",
-            commands::release_cmd,
-            "write fast",
-            1,
-            1,
-            1,
-            ""
-        );
-        redis_command!(
-            ctx,
-            "dlock.renew",
-            commands::renew_cmd,
-            "write fast",
-            1,
-            1,
-            1,
-            ""
-        );
-        redis_command!(
-            ctx,
-            "dlock.info",
-            commands::info_cmd,
-            "readonly fast",
-            1,
-            1,
-            1,
-            ""
-        );
+        // COMMAND GETKEYS, ACL key patterns and cluster routing work. ACL categories are not
+        // set (a category makes loading fail on Redis 7.0).
+        let table: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 5] = [
+            (
+                c"dlock.acquire",
+                Some(commands::entry::acquire),
+                c"write deny-oom",
+            ),
+            (
+                c"dlock.rwlock",
+                Some(commands::entry::rwlock),
+                c"write deny-oom",
+            ),
+            (
+                c"dlock.release",
+                Some(commands::entry::release),
+                c"write fast",
+            ),
+            (c"dlock.renew", Some(commands::entry::renew), c"write fast"),
+            (c"dlock.info", Some(commands::entry::info), c"readonly fast"),
+        ];
+        for (name, handler, flags) in table {
+            if raw::RedisModule_CreateCommand.unwrap()(
+                ctx,
+                name.as_ptr(),
+                handler,
+                flags.as_ptr(),
+                1,
+                1,
+                1,
+            ) == err
+            {
+                log_warning(
+                    &Context::new(ctx),
+                    &format!("cannot create command {name:?}"),
+                );
+                return err;
+            }
+        }
         raw::Status::Ok as c_int
     }
 }

@@ -78,7 +78,8 @@ pub struct LockKey {
     name: RStr,
     handle: *mut raw::RedisModuleKey,
     pub key: Vec<u8>,
-    loaded: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// The hash fields as stored (empty: no key, or not a lock).
+    loaded: Vec<(Vec<u8>, Vec<u8>)>,
     loaded_expire: Option<i64>,
     /// The value as loaded, then as changed by the lock logic; `save` stores it.
     pub value: LockValue,
@@ -94,10 +95,22 @@ unsafe extern "C" fn collect_field(
     out.push((bytes_of(field).to_vec(), bytes_of(value).to_vec()));
 }
 
+/// A number as a Redis string (no Rust formatting, one allocation inside Redis).
+fn number(ctx: *mut raw::RedisModuleCtx, n: i64) -> RStr {
+    let ptr = unsafe { raw::RedisModule_CreateStringFromLongLong.unwrap()(ctx, n) };
+    RStr {
+        ctx,
+        ptr: NonNull::new(ptr).expect("RedisModule_CreateStringFromLongLong"),
+    }
+}
+
 impl LockKey {
     /// Opens `key` in the context's selected database. Opening for writing deletes an expired
     /// key first (and Redis propagates that DEL before anything we write).
-    pub fn open(ctx: &Context, key: &[u8], write: bool) -> LockKey {
+    ///
+    /// `owner`: when the key is a one-field hash whose field is this owner (a holder renewing,
+    /// re-entering or releasing), one HashGet reads it instead of a scan of the hash.
+    pub fn open(ctx: &Context, key: &[u8], write: bool, owner: Option<&[u8]>) -> LockKey {
         let raw_ctx = ctx.get_raw();
         let name = RStr::new(raw_ctx, key);
         let mode = if write {
@@ -115,12 +128,38 @@ impl LockKey {
             LockValue::decode(Stored::Absent)
         } else if key_type == raw::REDISMODULE_KEYTYPE_HASH {
             unsafe {
-                let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
-                let out = (&mut fields as *mut Vec<(Vec<u8>, Vec<u8>)>).cast::<c_void>();
-                while raw::RedisModule_ScanKey.unwrap()(handle, cursor, Some(collect_field), out)
-                    != 0
-                {}
-                raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+                if let Some(owner) =
+                    owner.filter(|_| raw::RedisModule_ValueLength.unwrap()(handle) == 1)
+                {
+                    let field = RStr::new(raw_ctx, owner);
+                    let mut got: *mut raw::RedisModuleString = std::ptr::null_mut();
+                    raw::RedisModule_HashGet.unwrap()(
+                        handle,
+                        raw::REDISMODULE_HASH_NONE as c_int,
+                        field.as_ptr(),
+                        &mut got as *mut *mut raw::RedisModuleString,
+                        std::ptr::null_mut::<c_void>(),
+                    );
+                    if let Some(got) = NonNull::new(got) {
+                        let got = RStr {
+                            ctx: raw_ctx,
+                            ptr: got,
+                        };
+                        fields.push((owner.to_vec(), bytes_of(got.as_ptr()).to_vec()));
+                    }
+                }
+                if fields.is_empty() {
+                    let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
+                    let out = (&mut fields as *mut Vec<(Vec<u8>, Vec<u8>)>).cast::<c_void>();
+                    while raw::RedisModule_ScanKey.unwrap()(
+                        handle,
+                        cursor,
+                        Some(collect_field),
+                        out,
+                    ) != 0
+                    {}
+                    raw::RedisModule_ScanCursorDestroy.unwrap()(cursor);
+                }
                 let at = raw::RedisModule_GetAbsExpire.unwrap()(handle);
                 expire_at = (at >= 0).then_some(at);
             }
@@ -131,16 +170,15 @@ impl LockKey {
         } else {
             LockValue::decode(Stored::Other)
         };
-        let loaded = match value {
-            LockValue::NotALock => BTreeMap::new(),
-            _ => fields.into_iter().collect(),
-        };
+        if value == LockValue::NotALock {
+            fields.clear();
+        }
         LockKey {
             ctx: raw_ctx,
             name,
             handle,
             key: key.to_vec(),
-            loaded,
+            loaded: fields,
             loaded_expire: expire_at,
             value,
         }
@@ -159,57 +197,61 @@ impl LockKey {
         }
     }
 
+    /// HSET of `changed` then HDEL of `removed` (sets first, so the hash never passes through
+    /// empty, which would delete it), each written and propagated as one command.
+    fn write_fields(&self, changed: &[(RStr, RStr)], removed: &[RStr]) {
+        let key = self.name.as_ptr();
+        if !changed.is_empty() {
+            let mut args = Vec::with_capacity(1 + 2 * changed.len());
+            args.push(key);
+            for (f, v) in changed {
+                self.hash_set(f, Some(v));
+                args.extend([f.as_ptr(), v.as_ptr()]);
+            }
+            replicate(self.ctx, c"HSET", &args);
+        }
+        if !removed.is_empty() {
+            let mut args = Vec::with_capacity(1 + removed.len());
+            args.push(key);
+            for f in removed {
+                self.hash_set(f, None);
+                args.push(f.as_ptr());
+            }
+            replicate(self.ctx, c"HDEL", &args);
+        }
+    }
+
     /// Writes what changed since `open` (or the last `save`) and propagates it.
     pub fn save(&mut self) {
-        if self.value == LockValue::NotALock {
-            return; // never touch a user's value
-        }
-        let fields = self.value.encode();
         let expire_at = self.value.expire_at();
-        if fields == self.loaded && (fields.is_empty() || expire_at == self.loaded_expire) {
-            return;
-        }
+        let now_empty = match &self.value {
+            LockValue::NotALock => return, // never touch a user's value
+            LockValue::Free => true,
+            _ => false,
+        };
+        let was_empty = self.loaded.is_empty();
         let key = self.name.as_ptr();
-        if fields.is_empty() {
+        if now_empty {
+            if was_empty {
+                return;
+            }
             unsafe { raw::RedisModule_DeleteKey.unwrap()(self.handle) };
             replicate(self.ctx, c"DEL", &[key]);
+            self.loaded.clear();
         } else {
-            // Sets before deletes, so the hash never passes through empty (deleted).
-            let changed: Vec<(RStr, RStr)> = fields
-                .iter()
-                .filter(|(f, v)| self.loaded.get(*f) != Some(*v))
-                .map(|(f, v)| (RStr::new(self.ctx, f), RStr::new(self.ctx, v)))
-                .collect();
-            if !changed.is_empty() {
-                let mut args = Vec::with_capacity(1 + 2 * changed.len());
-                args.push(key);
-                for (f, v) in &changed {
-                    self.hash_set(f, Some(v));
-                    args.extend([f.as_ptr(), v.as_ptr()]);
-                }
-                replicate(self.ctx, c"HSET", &args);
+            let fields = self.changed_fields();
+            if fields.is_none() && expire_at == self.loaded_expire {
+                return;
             }
-            let removed: Vec<RStr> = self
-                .loaded
-                .keys()
-                .filter(|f| !fields.contains_key(*f))
-                .map(|f| RStr::new(self.ctx, f))
-                .collect();
-            if !removed.is_empty() {
-                let mut args = Vec::with_capacity(1 + removed.len());
-                args.push(key);
-                for f in &removed {
-                    self.hash_set(f, None);
-                    args.push(f.as_ptr());
-                }
-                replicate(self.ctx, c"HDEL", &args);
+            if let Some((changed, removed, stored)) = fields {
+                self.write_fields(&changed, &removed);
+                self.loaded = stored;
             }
-            let recreated = self.loaded.is_empty();
-            if expire_at != self.loaded_expire || recreated {
+            if expire_at != self.loaded_expire || was_empty {
                 match expire_at {
                     Some(at) => {
                         unsafe { raw::RedisModule_SetAbsExpire.unwrap()(self.handle, at) };
-                        let at = RStr::new(self.ctx, at.to_string().as_bytes());
+                        let at = number(self.ctx, at);
                         replicate(self.ctx, c"PEXPIREAT", &[key, at.as_ptr()]);
                     }
                     None => {
@@ -224,12 +266,57 @@ impl LockKey {
                 }
             }
         }
-        if self.loaded.is_empty() != fields.is_empty() {
+        if was_empty != now_empty {
             let db = unsafe { raw::RedisModule_GetSelectedDb.unwrap()(self.ctx) };
-            crate::stats::track_held(db, &self.key, !fields.is_empty());
+            crate::stats::track_held(db, &self.key, !now_empty);
         }
-        self.loaded = fields;
         self.loaded_expire = expire_at;
+    }
+
+    /// The field writes that turn the stored hash into `value`: (fields to set, fields to
+    /// delete, the hash afterwards), or `None` when the fields are unchanged.
+    #[allow(clippy::type_complexity)]
+    fn changed_fields(&self) -> Option<(Vec<(RStr, RStr)>, Vec<RStr>, Vec<(Vec<u8>, Vec<u8>)>)> {
+        // The common case, an exclusive lock with one holder before and after, without
+        // encoding the whole value.
+        if let LockValue::Exclusive(x) = &self.value {
+            if x.holders.len() == 1 && self.loaded.len() <= 1 {
+                let (owner, count) = x.holders.iter().next().unwrap();
+                let same_owner = self.loaded.first().filter(|(f, _)| f == owner);
+                if let Some((_, v)) = same_owner {
+                    if v.as_slice() == count.to_string().as_bytes() {
+                        return None;
+                    }
+                }
+                let changed = vec![(RStr::new(self.ctx, owner), number(self.ctx, *count))];
+                let removed = match (same_owner, self.loaded.first()) {
+                    (None, Some((f, _))) => vec![RStr::new(self.ctx, f)],
+                    _ => vec![],
+                };
+                let stored = vec![(owner.clone(), count.to_string().into_bytes())];
+                return Some((changed, removed, stored));
+            }
+        }
+        let fields = self.value.encode();
+        let loaded: BTreeMap<&[u8], &[u8]> = self
+            .loaded
+            .iter()
+            .map(|(f, v)| (f.as_slice(), v.as_slice()))
+            .collect();
+        let changed: Vec<(RStr, RStr)> = fields
+            .iter()
+            .filter(|(f, v)| loaded.get(f.as_slice()) != Some(&v.as_slice()))
+            .map(|(f, v)| (RStr::new(self.ctx, f), RStr::new(self.ctx, v)))
+            .collect();
+        let removed: Vec<RStr> = loaded
+            .keys()
+            .filter(|f| !fields.contains_key(**f))
+            .map(|f| RStr::new(self.ctx, f))
+            .collect();
+        if changed.is_empty() && removed.is_empty() {
+            return None;
+        }
+        Some((changed, removed, fields.into_iter().collect()))
     }
 }
 
@@ -238,7 +325,6 @@ impl Drop for LockKey {
         if !self.handle.is_null() {
             unsafe { raw::RedisModule_CloseKey.unwrap()(self.handle) };
         }
-        let _ = &self.name;
     }
 }
 

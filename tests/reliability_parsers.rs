@@ -202,8 +202,8 @@ fn ref_config(words: &[String]) -> Result<Cfg, Vec<String>> {
     let mut c = Cfg {
         prefix: "redisson_lock__channel".into(),
         publish: true,
-        per_key: 10_000,
-        total: 100_000,
+        per_key: 1_000,
+        total: 10_000,
     };
     let count = |name: &str, v: &str| -> Result<usize, Vec<String>> {
         let digits = v.strip_prefix('+').unwrap_or(v);
