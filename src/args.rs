@@ -30,9 +30,9 @@ pub enum Mode {
 
 /// DLOCK.ACQUIRE / DLOCK.RWLOCK.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AcquireArgs {
-    pub key: Vec<u8>,
-    pub owner: Vec<u8>,
+pub struct AcquireArgs<'a> {
+    pub key: &'a [u8],
+    pub owner: &'a [u8],
     pub want: Want,
     pub lease_ms: i64,
     /// `WAIT timeout-ms`: `Some(0)` waits without limit.
@@ -42,28 +42,28 @@ pub struct AcquireArgs {
 
 /// DLOCK.RELEASE.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReleaseArgs {
-    pub key: Vec<u8>,
-    pub owner: Vec<u8>,
+pub struct ReleaseArgs<'a> {
+    pub key: &'a [u8],
+    pub owner: &'a [u8],
     pub mode: Option<Mode>,
 }
 
 /// DLOCK.RENEW.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RenewArgs {
-    pub key: Vec<u8>,
-    pub owner: Vec<u8>,
+pub struct RenewArgs<'a> {
+    pub key: &'a [u8],
+    pub owner: &'a [u8],
     pub lease_ms: i64,
 }
 
-fn owner(arg: &[u8]) -> Result<Vec<u8>, LockError> {
+fn owner(arg: &[u8]) -> Result<&[u8], LockError> {
     if arg.is_empty() || arg.len() > MAX_OWNER_LEN {
         return Err(LockError::Msg("ERR owner must be 1 to 512 bytes".into()));
     }
     if arg == b"mode" {
         return Err(LockError::Msg("ERR owner name 'mode' is reserved".into()));
     }
-    Ok(arg.to_vec())
+    Ok(arg)
 }
 
 fn parse_i64(arg: &[u8]) -> Option<i64> {
@@ -120,7 +120,7 @@ fn options(rest: &[&[u8]]) -> Result<(Option<i64>, bool), LockError> {
 }
 
 /// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]` (argv without the command name).
-pub fn acquire(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
+pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 3 {
         return Err(LockError::WrongArity);
     }
@@ -128,7 +128,7 @@ pub fn acquire(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
     let lease_ms = lease(argv[2])?;
     let (wait_ms, fence) = options(&argv[3..])?;
     Ok(AcquireArgs {
-        key: argv[0].to_vec(),
+        key: argv[0],
         owner,
         want: Want::Exclusive,
         lease_ms,
@@ -138,7 +138,7 @@ pub fn acquire(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
 }
 
 /// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE]`.
-pub fn rwlock(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
+pub fn rwlock<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 4 {
         return Err(LockError::WrongArity);
     }
@@ -151,7 +151,7 @@ pub fn rwlock(argv: &[&[u8]]) -> Result<AcquireArgs, LockError> {
     let lease_ms = lease(argv[3])?;
     let (wait_ms, fence) = options(&argv[4..])?;
     Ok(AcquireArgs {
-        key: argv[0].to_vec(),
+        key: argv[0],
         owner,
         want,
         lease_ms,
@@ -171,7 +171,7 @@ fn mode(word: &[u8]) -> Option<Mode> {
 }
 
 /// `DLOCK.RELEASE key owner [READ|WRITE]`.
-pub fn release(argv: &[&[u8]]) -> Result<ReleaseArgs, LockError> {
+pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
     if !(2..=3).contains(&argv.len()) {
         return Err(LockError::WrongArity);
     }
@@ -181,32 +181,32 @@ pub fn release(argv: &[&[u8]]) -> Result<ReleaseArgs, LockError> {
         Some(word) => Some(mode(word).ok_or(LockError::Syntax)?),
     };
     Ok(ReleaseArgs {
-        key: argv[0].to_vec(),
+        key: argv[0],
         owner,
         mode,
     })
 }
 
 /// `DLOCK.RENEW key owner lease-ms`.
-pub fn renew(argv: &[&[u8]]) -> Result<RenewArgs, LockError> {
+pub fn renew<'a>(argv: &[&'a [u8]]) -> Result<RenewArgs<'a>, LockError> {
     if argv.len() != 3 {
         return Err(LockError::WrongArity);
     }
     let owner = owner(argv[1])?;
     let lease_ms = lease(argv[2])?;
     Ok(RenewArgs {
-        key: argv[0].to_vec(),
+        key: argv[0],
         owner,
         lease_ms,
     })
 }
 
 /// `DLOCK.INFO key`.
-pub fn info(argv: &[&[u8]]) -> Result<Vec<u8>, LockError> {
+pub fn info<'a>(argv: &[&'a [u8]]) -> Result<&'a [u8], LockError> {
     if argv.len() != 1 {
         return Err(LockError::WrongArity);
     }
-    Ok(argv[0].to_vec())
+    Ok(argv[0])
 }
 
 #[cfg(test)]
@@ -216,9 +216,8 @@ mod tests {
     fn v(words: &[&str]) -> Vec<Vec<u8>> {
         words.iter().map(|w| w.as_bytes().to_vec()).collect()
     }
-    fn a(words: &[&str]) -> Result<AcquireArgs, LockError> {
-        let owned = v(words);
-        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+    fn a<'w>(words: &[&'w str]) -> Result<AcquireArgs<'w>, LockError> {
+        let refs: Vec<&'w [u8]> = words.iter().map(|w| w.as_bytes()).collect();
         acquire(&refs)
     }
     fn msg(r: Result<AcquireArgs, LockError>) -> String {

@@ -102,7 +102,7 @@ pub mod entry {
         argc: c_int,
     ) -> c_int {
         dispatch(ctx, argv, argc, "dlock.info", |ctx, a| {
-            super::info(ctx, &args::info(a)?)
+            super::info(ctx, args::info(a)?)
         })
     }
 }
@@ -119,27 +119,20 @@ fn grant_reply(count: i64, fence: Option<i64>) -> RedisValue {
 /// DLOCK.ACQUIRE and DLOCK.RWLOCK.
 fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, &a.key, true, Some(&a.owner));
+    let mut lk = LockKey::open(ctx, a.key, true, Some(a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
-    let queue_ahead = reg.waiters_on(db, &a.key) > 0;
+    let queue_ahead = reg.waiters_on(db, a.key) > 0;
     // A fencing-counter error must leave the lock as it was. It can only happen when a fence
     // is asked for or the grant is fresh, never on an exclusive lock re-entered without
     // FENCE: skip the copy in that (hot) case.
     let undo = (a.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
-    let reply = match logic::acquire(
-        &mut lk.value,
-        &a.owner,
-        a.want,
-        a.lease_ms,
-        now,
-        queue_ahead,
-    ) {
+    let reply = match logic::acquire(&mut lk.value, a.owner, a.want, a.lease_ms, now, queue_ahead) {
         Grant::Granted {
             count,
             fresh_exclusive,
-        } => match waiters::fence_on_grant(ctx, &a.key, fresh_exclusive, a.fence) {
+        } => match waiters::fence_on_grant(ctx, a.key, fresh_exclusive, a.fence) {
             Ok(fence) => {
                 count_grant(count);
                 Ok(grant_reply(count, fence))
@@ -167,12 +160,12 @@ fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
 /// DLOCK.RELEASE.
 fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, &a.key, true, Some(&a.owner));
+    let mut lk = LockKey::open(ctx, a.key, true, Some(a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
     let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
-    let result = logic::release(&mut lk.value, &a.owner, a.mode);
+    let result = logic::release(&mut lk.value, a.owner, a.mode);
     if let Ok(Released::Last | Released::Decremented) = result {
         Stats::add(&STATS.releases, 1);
     }
@@ -186,7 +179,7 @@ fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError>
         if cfg.publish {
             store::publish(
                 ctx,
-                &names::unlock_channel(&cfg.channel_prefix, &a.key),
+                &names::unlock_channel(&cfg.channel_prefix, a.key),
                 b"0",
             );
         }
@@ -202,11 +195,11 @@ fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError>
 /// DLOCK.RENEW.
 fn renew(ctx: &Context, a: args::RenewArgs) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, &a.key, true, Some(&a.owner));
+    let mut lk = LockKey::open(ctx, a.key, true, Some(a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
-    let result = logic::renew(&mut lk.value, &a.owner, a.lease_ms, now);
+    let result = logic::renew(&mut lk.value, a.owner, a.lease_ms, now);
     lk.save();
     waiters::rearm(ctx, &mut reg, db, &lk, now);
     if result == Ok(true) {

@@ -1,6 +1,6 @@
 //! Counters for the `INFO dlock` section.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -43,7 +43,17 @@ lazy_static::lazy_static! {
 /// Bounded by the number of held locks; never locked while calling Redis.
 #[derive(Default)]
 struct Held {
-    keys: HashSet<(i32, Vec<u8>)>,
+    /// Per database, so that removal needs no owned copy of the key.
+    keys: HashMap<i32, HashSet<Vec<u8>>>,
+    count: usize,
+}
+
+impl Held {
+    fn remove(&mut self, db: i32, key: &[u8]) -> bool {
+        let removed = self.keys.get_mut(&db).is_some_and(|set| set.remove(key));
+        self.count -= removed as usize;
+        removed
+    }
 }
 
 lazy_static::lazy_static! {
@@ -59,11 +69,12 @@ fn held() -> std::sync::MutexGuard<'static, Held> {
 pub fn track_held(db: i32, key: &[u8], is_held: bool) {
     let mut h = held();
     if is_held {
-        h.keys.insert((db, key.to_vec()));
+        let added = h.keys.entry(db).or_default().insert(key.to_vec());
+        h.count += added as usize;
     } else {
-        h.keys.remove(&(db, key.to_vec()));
+        h.remove(db, key);
     }
-    HELD_COUNT.store(h.keys.len(), Ordering::Relaxed);
+    HELD_COUNT.store(h.count, Ordering::Relaxed);
 }
 
 /// A keyspace event on `key`: an expiry of a held lock counts; any other change makes the key
@@ -73,15 +84,16 @@ pub fn on_key_event(db: i32, key: &[u8], expired: bool) {
         return;
     }
     let mut h = held();
-    if h.keys.remove(&(db, key.to_vec())) && expired {
+    if h.remove(db, key) && expired {
         Stats::add(&STATS.leases_expired, 1);
     }
-    HELD_COUNT.store(h.keys.len(), Ordering::Relaxed);
+    HELD_COUNT.store(h.count, Ordering::Relaxed);
 }
 
 /// FLUSHDB/FLUSHALL/SWAPDB: forget what was held.
 pub fn forget_held() {
     let mut h = held();
     h.keys.clear();
+    h.count = 0;
     HELD_COUNT.store(0, Ordering::Relaxed);
 }

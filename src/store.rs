@@ -73,11 +73,11 @@ pub fn replicate(ctx: *mut raw::RedisModuleCtx, cmd: &CStr, args: &[*mut raw::Re
 
 /// An open lock key: its value as loaded, the value commands change, and the handle that
 /// writes the difference back.
-pub struct LockKey {
+pub struct LockKey<'k> {
     ctx: *mut raw::RedisModuleCtx,
     name: RStr,
     handle: *mut raw::RedisModuleKey,
-    pub key: Vec<u8>,
+    pub key: &'k [u8],
     /// The hash fields as stored (empty: no key, or not a lock).
     loaded: Vec<(Vec<u8>, Vec<u8>)>,
     loaded_expire: Option<i64>,
@@ -104,13 +104,13 @@ fn number(ctx: *mut raw::RedisModuleCtx, n: i64) -> RStr {
     }
 }
 
-impl LockKey {
+impl<'k> LockKey<'k> {
     /// Opens `key` in the context's selected database. Opening for writing deletes an expired
     /// key first (and Redis propagates that DEL before anything we write).
     ///
     /// `owner`: when the key is a one-field hash whose field is this owner (a holder renewing,
     /// re-entering or releasing), one HashGet reads it instead of a scan of the hash.
-    pub fn open(ctx: &Context, key: &[u8], write: bool, owner: Option<&[u8]>) -> LockKey {
+    pub fn open(ctx: &Context, key: &'k [u8], write: bool, owner: Option<&[u8]>) -> LockKey<'k> {
         let raw_ctx = ctx.get_raw();
         let name = RStr::new(raw_ctx, key);
         let mode = if write {
@@ -177,7 +177,7 @@ impl LockKey {
             ctx: raw_ctx,
             name,
             handle,
-            key: key.to_vec(),
+            key,
             loaded: fields,
             loaded_expire: expire_at,
             value,
@@ -239,13 +239,8 @@ impl LockKey {
             replicate(self.ctx, c"DEL", &[key]);
             self.loaded.clear();
         } else {
-            let fields = self.changed_fields();
-            if fields.is_none() && expire_at == self.loaded_expire {
+            if !self.write_changes() && expire_at == self.loaded_expire {
                 return;
-            }
-            if let Some((changed, removed, stored)) = fields {
-                self.write_fields(&changed, &removed);
-                self.loaded = stored;
             }
             if expire_at != self.loaded_expire || was_empty {
                 match expire_at {
@@ -268,33 +263,44 @@ impl LockKey {
         }
         if was_empty != now_empty {
             let db = unsafe { raw::RedisModule_GetSelectedDb.unwrap()(self.ctx) };
-            crate::stats::track_held(db, &self.key, !now_empty);
+            crate::stats::track_held(db, self.key, !now_empty);
         }
         self.loaded_expire = expire_at;
     }
 
-    /// The field writes that turn the stored hash into `value`: (fields to set, fields to
-    /// delete, the hash afterwards), or `None` when the fields are unchanged.
-    #[allow(clippy::type_complexity)]
-    fn changed_fields(&self) -> Option<(Vec<(RStr, RStr)>, Vec<RStr>, Vec<(Vec<u8>, Vec<u8>)>)> {
-        // The common case, an exclusive lock with one holder before and after, without
-        // encoding the whole value.
+    /// Writes (and propagates) the field changes that turn the stored hash into `value`.
+    /// Returns whether anything was written.
+    fn write_changes(&mut self) -> bool {
+        // The common case, an exclusive lock with one holder before and after: written
+        // directly, without encoding the whole value.
         if let LockValue::Exclusive(x) = &self.value {
             if x.holders.len() == 1 && self.loaded.len() <= 1 {
                 let (owner, count) = x.holders.iter().next().unwrap();
-                let same_owner = self.loaded.first().filter(|(f, _)| f == owner);
-                if let Some((_, v)) = same_owner {
-                    if v.as_slice() == count.to_string().as_bytes() {
-                        return None;
+                let text = count.to_string().into_bytes();
+                if self
+                    .loaded
+                    .first()
+                    .is_some_and(|(f, v)| f == owner && *v == text)
+                {
+                    return false;
+                }
+                let key = self.name.as_ptr();
+                let (f, v) = (RStr::new(self.ctx, owner), number(self.ctx, *count));
+                self.hash_set(&f, Some(&v));
+                replicate(self.ctx, c"HSET", &[key, f.as_ptr(), v.as_ptr()]);
+                match self.loaded.first_mut() {
+                    Some(entry) if entry.0 == *owner => entry.1 = text,
+                    previous => {
+                        if let Some((old, _)) = previous {
+                            let old = RStr::new(self.ctx, old);
+                            self.hash_set(&old, None);
+                            replicate(self.ctx, c"HDEL", &[key, old.as_ptr()]);
+                        }
+                        self.loaded.clear();
+                        self.loaded.push((owner.clone(), text));
                     }
                 }
-                let changed = vec![(RStr::new(self.ctx, owner), number(self.ctx, *count))];
-                let removed = match (same_owner, self.loaded.first()) {
-                    (None, Some((f, _))) => vec![RStr::new(self.ctx, f)],
-                    _ => vec![],
-                };
-                let stored = vec![(owner.clone(), count.to_string().into_bytes())];
-                return Some((changed, removed, stored));
+                return true;
             }
         }
         let fields = self.value.encode();
@@ -314,13 +320,15 @@ impl LockKey {
             .map(|f| RStr::new(self.ctx, f))
             .collect();
         if changed.is_empty() && removed.is_empty() {
-            return None;
+            return false;
         }
-        Some((changed, removed, fields.into_iter().collect()))
+        self.write_fields(&changed, &removed);
+        self.loaded = fields.into_iter().collect();
+        true
     }
 }
 
-impl Drop for LockKey {
+impl Drop for LockKey<'_> {
     fn drop(&mut self) {
         if !self.handle.is_null() {
             unsafe { raw::RedisModule_CloseKey.unwrap()(self.handle) };

@@ -126,14 +126,14 @@ impl Registry {
                 wait_ms,
                 TimerJob::WaitTimeout {
                     db,
-                    key: args.key.clone(),
+                    key: args.key.to_vec(),
                     seq,
                 },
             )
         });
         let waiter = Waiter {
             bc,
-            owner: args.owner.clone(),
+            owner: args.owner.to_vec(),
             want: args.want,
             lease_ms: args.lease_ms,
             fence: args.fence,
@@ -142,11 +142,11 @@ impl Registry {
         self.queues
             .entry(db)
             .or_default()
-            .entry(args.key.clone())
+            .entry(args.key.to_vec())
             .or_default()
             .waiters
             .insert(seq, waiter);
-        self.clients.insert(bc, (db, args.key.clone(), seq));
+        self.clients.insert(bc, (db, args.key.to_vec(), seq));
         WAITING.store(self.clients.len(), Ordering::Relaxed);
         Ok(())
     }
@@ -226,7 +226,7 @@ pub fn count_grant(count: i64) {
 /// must keep waiting. The caller saves `lk` afterwards.
 pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
     loop {
-        let Some(queue) = reg.queue(db, &lk.key) else {
+        let Some(queue) = reg.queue(db, lk.key) else {
             return;
         };
         let Some((&seq, head)) = queue.waiters.first_key_value() else {
@@ -245,7 +245,7 @@ pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: 
             Grant::Granted {
                 count,
                 fresh_exclusive,
-            } => match fence_on_grant(ctx, &lk.key, fresh_exclusive, head.fence) {
+            } => match fence_on_grant(ctx, lk.key, fresh_exclusive, head.fence) {
                 Ok(fence) => {
                     count_grant(count);
                     Stats::add(&STATS.handoffs, 1);
@@ -261,7 +261,7 @@ pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: 
         if let Outcome::Error(_) = outcome {
             Stats::add(&STATS.errors, 1);
         }
-        let waiter = reg.remove(ctx, db, &lk.key, seq).expect("head waiter");
+        let waiter = reg.remove(ctx, db, lk.key, seq).expect("head waiter");
         waiter.bc.unblock(Some(outcome));
     }
 }
@@ -278,7 +278,7 @@ pub fn prepare(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now
 /// out: a lease that expires with waiters queued is handed on within milliseconds, not on
 /// Redis's 100 ms expiry cycle.
 pub fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
-    let Some(queue) = reg.queue_mut(db, &lk.key) else {
+    let Some(queue) = reg.queue_mut(db, lk.key) else {
         return;
     };
     // Redis expires a key once now > deadline: wake 1 ms after it.
@@ -296,7 +296,7 @@ pub fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64)
                 (w - now).max(1),
                 TimerJob::LeaseCheck {
                     db,
-                    key: lk.key.clone(),
+                    key: lk.key.to_vec(),
                 },
             );
             queue.lease_timer = Some((id, w));
