@@ -1454,34 +1454,38 @@ impl Lock {
     ) -> Result<Option<(Instant, Option<u64>, Option<u64>)>> {
         let inner = &self.client.inner;
         let guard = inner.config.min_replicas;
-        let cmd = self.grant_cmd(owner, lease_ms, None);
-        let sent = Instant::now();
-        let (v, acks) = if guard.is_some() {
-            inner.node_call(&self.name, &cmd, guard, None).await?
-        } else {
-            let v: Value = cmd
-                .query_async(&mut inner.conn.clone())
-                .await
-                .map_err(|e| Error::from_redis(&self.name, e))?;
-            (v, None)
-        };
-        if let Some((c, t)) = parse_grant(&self.name, v)? {
-            self.check_replicas(owner, acks).await?;
-            return Ok(Some((sent, Some(c), t)));
-        }
         let wait_ms = match wait {
-            Wait::No => return Ok(None),
+            Wait::No => None,
             Wait::For(d) => {
                 let left = d.saturating_sub(started.elapsed());
-                if left.is_zero() {
-                    return Ok(None);
-                }
-                left.as_millis().max(1) as u64
+                (!left.is_zero()).then(|| left.as_millis().max(1) as u64)
             }
-            Wait::Forever => 0,
+            Wait::Forever => Some(0),
         };
-        // Server-side FIFO wait on a dedicated connection to the key's node (a blocked
-        // reply would stall the shared multiplexed one).
+        let Some(wait_ms) = wait_ms else {
+            // No wait: one try on the shared connection.
+            let cmd = self.grant_cmd(owner, lease_ms, None);
+            let sent = Instant::now();
+            let (v, acks) = if guard.is_some() {
+                inner.node_call(&self.name, &cmd, guard, None).await?
+            } else {
+                let v: Value = cmd
+                    .query_async(&mut inner.conn.clone())
+                    .await
+                    .map_err(|e| Error::from_redis(&self.name, e))?;
+                (v, None)
+            };
+            return match parse_grant(&self.name, v)? {
+                Some((c, t)) => {
+                    self.check_replicas(owner, acks).await?;
+                    Ok(Some((sent, Some(c), t)))
+                }
+                None => Ok(None),
+            };
+        };
+        // With a wait, one command does it all: the server grants at once when it can, else
+        // queues the request (one command per grant, no separate first try). It goes on a
+        // dedicated connection to the key's node: a blocked reply would stall the shared one.
         let cmd = self.grant_cmd(owner, lease_ms, Some(wait_ms));
         let limit = (wait_ms != 0)
             .then(|| Duration::from_millis(wait_ms) + inner.config.response_timeout * 2);
