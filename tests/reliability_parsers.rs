@@ -247,8 +247,8 @@ fn want_name(w: args::Want) -> &'static str {
 
 fn mod_acq(r: Result<args::AcquireArgs, error::LockError>, cmd: &str) -> Result<Acq, String> {
     r.map(|a| Acq {
-        key: a.key,
-        owner: a.owner,
+        key: a.key.to_vec(),
+        owner: a.owner.to_vec(),
         want: want_name(a.want),
         lease: a.lease_ms,
         wait: a.wait_ms,
@@ -394,15 +394,15 @@ fn release_renew_info_parsers_match_the_reference() {
                     args::Mode::Read => "read",
                     args::Mode::Write => "write",
                 });
-                (r.key, r.owner, mode)
+                (r.key.to_vec(), r.owner.to_vec(), mode)
             })
             .map_err(|e| e.message("dlock.release"));
         assert_eq!(got, ref_release(a), "DLOCK.RELEASE {a:?}");
         let got = args::renew(a)
-            .map(|r| (r.key, r.owner, r.lease_ms))
+            .map(|r| (r.key.to_vec(), r.owner.to_vec(), r.lease_ms))
             .map_err(|e| e.message("dlock.renew"));
         assert_eq!(got, ref_renew(a), "DLOCK.RENEW {a:?}");
-        let got = args::info(a).map_err(|e| e.message("dlock.info"));
+        let got = args::info(a).map(<[u8]>::to_vec).map_err(|e| e.message("dlock.info"));
         assert_eq!(got, ref_info(a), "DLOCK.INFO {a:?}");
     });
 }

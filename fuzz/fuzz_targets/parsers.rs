@@ -53,7 +53,7 @@ fn check_acquire(r: Result<args::AcquireArgs, error::LockError>, argv: &[&[u8]],
     match r {
         Ok(a) => {
             check_owner(&a.owner);
-            assert_eq!(a.key.as_slice(), argv[0]);
+            assert_eq!(a.key, argv[0]);
             assert!((1..=MAX_MS).contains(&a.lease_ms), "lease {}", a.lease_ms);
             if let Some(w) = a.wait_ms {
                 assert!((0..=MAX_MS).contains(&w), "wait {w}");
@@ -86,7 +86,7 @@ fuzz_target!(|data: &[u8]| {
             Err(e) => check_err(e, "dlock.renew"),
         },
         4 => match args::info(&argv) {
-            Ok(k) => assert_eq!(k.as_slice(), argv[0]),
+            Ok(k) => assert_eq!(k, argv[0]),
             Err(e) => check_err(e, "dlock.info"),
         },
         _ => {
