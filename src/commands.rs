@@ -2,6 +2,7 @@
 //! reply. The lock rules themselves are in `logic`; waiting and grants in `waiters`.
 
 use std::os::raw::c_int;
+use std::ptr::NonNull;
 
 use redis_module::{raw, Context, RedisError, RedisValue};
 
@@ -26,7 +27,7 @@ unsafe fn dispatch(
     argv: *mut *mut raw::RedisModuleString,
     argc: c_int,
     name: &str,
-    handler: impl FnOnce(&Context, &[&[u8]]) -> Result<RedisValue, LockError>,
+    handler: impl FnOnce(&Context, &[&[u8]], KeyArg) -> Result<RedisValue, LockError>,
 ) -> c_int {
     let context = Context::new(ctx);
     let raw_args = std::slice::from_raw_parts(argv, argc.max(0) as usize);
@@ -42,7 +43,8 @@ unsafe fn dispatch(
         heap = raw_args.iter().map(|a| store::bytes_of(*a)).collect();
         &heap
     };
-    let result = handler(&context, words.get(1..).unwrap_or(&[])).map_err(|e| {
+    let key_arg = raw_args.get(1).and_then(|k| NonNull::new(*k));
+    let result = handler(&context, words.get(1..).unwrap_or(&[]), key_arg).map_err(|e| {
         Stats::add(&STATS.errors, 1);
         match e {
             LockError::WrongArity => RedisError::WrongArity,
@@ -51,6 +53,9 @@ unsafe fn dispatch(
     });
     context.reply(result) as c_int
 }
+
+/// The key argument's own string (argv[1]), shared with the key API instead of copied.
+type KeyArg = Option<NonNull<raw::RedisModuleString>>;
 
 /// Command entry points, registered in `lib.rs`.
 pub mod entry {
@@ -61,8 +66,8 @@ pub mod entry {
         argv: *mut *mut raw::RedisModuleString,
         argc: c_int,
     ) -> c_int {
-        dispatch(ctx, argv, argc, "dlock.acquire", |ctx, a| {
-            super::acquire(ctx, args::acquire(a)?)
+        dispatch(ctx, argv, argc, "dlock.acquire", |ctx, a, k| {
+            super::acquire(ctx, args::acquire(a)?, k)
         })
     }
 
@@ -71,8 +76,8 @@ pub mod entry {
         argv: *mut *mut raw::RedisModuleString,
         argc: c_int,
     ) -> c_int {
-        dispatch(ctx, argv, argc, "dlock.rwlock", |ctx, a| {
-            super::acquire(ctx, args::rwlock(a)?)
+        dispatch(ctx, argv, argc, "dlock.rwlock", |ctx, a, k| {
+            super::acquire(ctx, args::rwlock(a)?, k)
         })
     }
 
@@ -81,8 +86,8 @@ pub mod entry {
         argv: *mut *mut raw::RedisModuleString,
         argc: c_int,
     ) -> c_int {
-        dispatch(ctx, argv, argc, "dlock.release", |ctx, a| {
-            super::release(ctx, args::release(a)?)
+        dispatch(ctx, argv, argc, "dlock.release", |ctx, a, k| {
+            super::release(ctx, args::release(a)?, k)
         })
     }
 
@@ -91,8 +96,8 @@ pub mod entry {
         argv: *mut *mut raw::RedisModuleString,
         argc: c_int,
     ) -> c_int {
-        dispatch(ctx, argv, argc, "dlock.renew", |ctx, a| {
-            super::renew(ctx, args::renew(a)?)
+        dispatch(ctx, argv, argc, "dlock.renew", |ctx, a, k| {
+            super::renew(ctx, args::renew(a)?, k)
         })
     }
 
@@ -101,8 +106,8 @@ pub mod entry {
         argv: *mut *mut raw::RedisModuleString,
         argc: c_int,
     ) -> c_int {
-        dispatch(ctx, argv, argc, "dlock.info", |ctx, a| {
-            super::info(ctx, args::info(a)?)
+        dispatch(ctx, argv, argc, "dlock.info", |ctx, a, k| {
+            super::info(ctx, args::info(a)?, k)
         })
     }
 }
@@ -117,9 +122,9 @@ fn grant_reply(count: i64, fence: Option<i64>) -> RedisValue {
 }
 
 /// DLOCK.ACQUIRE and DLOCK.RWLOCK.
-fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
+fn acquire(ctx: &Context, a: AcquireArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, a.key, true, Some(a.owner));
+    let mut lk = LockKey::open(ctx, a.key, name, true, Some(a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
@@ -158,9 +163,9 @@ fn acquire(ctx: &Context, a: AcquireArgs) -> Result<RedisValue, LockError> {
 }
 
 /// DLOCK.RELEASE.
-fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError> {
+fn release(ctx: &Context, a: args::ReleaseArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, a.key, true, Some(a.owner));
+    let mut lk = LockKey::open(ctx, a.key, name, true, Some(a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
@@ -193,9 +198,9 @@ fn release(ctx: &Context, a: args::ReleaseArgs) -> Result<RedisValue, LockError>
 }
 
 /// DLOCK.RENEW.
-fn renew(ctx: &Context, a: args::RenewArgs) -> Result<RedisValue, LockError> {
+fn renew(ctx: &Context, a: args::RenewArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, a.key, true, Some(a.owner));
+    let mut lk = LockKey::open(ctx, a.key, name, true, Some(a.owner));
     let now = store::now_ms();
     let mut reg = waiters::registry();
     waiters::prepare(ctx, &mut reg, db, &mut lk, now);
@@ -209,9 +214,9 @@ fn renew(ctx: &Context, a: args::RenewArgs) -> Result<RedisValue, LockError> {
 }
 
 /// DLOCK.INFO: reads only (lapsed read-write holders are left out, not removed).
-fn info(ctx: &Context, key: &[u8]) -> Result<RedisValue, LockError> {
+fn info(ctx: &Context, key: &[u8], name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let lk = LockKey::open(ctx, key, false, None);
+    let lk = LockKey::open(ctx, key, name, false, None);
     let now = store::now_ms();
     let mut value = lk.value.clone();
     logic::prune_lapsed(&mut value, now);

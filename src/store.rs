@@ -32,6 +32,12 @@ impl RStr {
             ptr: NonNull::new(ptr).expect("RedisModule_CreateString"),
         }
     }
+    /// Shares a string Redis handed the module (e.g. a command argument) instead of copying
+    /// it: one more reference, dropped with this value.
+    pub fn retained(ctx: *mut raw::RedisModuleCtx, ptr: NonNull<raw::RedisModuleString>) -> RStr {
+        unsafe { raw::RedisModule_RetainString.unwrap()(ctx, ptr.as_ptr()) };
+        RStr { ctx, ptr }
+    }
     pub fn as_ptr(&self) -> *mut raw::RedisModuleString {
         self.ptr.as_ptr()
     }
@@ -108,11 +114,21 @@ impl<'k> LockKey<'k> {
     /// Opens `key` in the context's selected database. Opening for writing deletes an expired
     /// key first (and Redis propagates that DEL before anything we write).
     ///
+    /// `name`: the key as the command's own argument string, shared instead of copied.
     /// `owner`: when the key is a one-field hash whose field is this owner (a holder renewing,
     /// re-entering or releasing), one HashGet reads it instead of a scan of the hash.
-    pub fn open(ctx: &Context, key: &'k [u8], write: bool, owner: Option<&[u8]>) -> LockKey<'k> {
+    pub fn open(
+        ctx: &Context,
+        key: &'k [u8],
+        name: Option<NonNull<raw::RedisModuleString>>,
+        write: bool,
+        owner: Option<&[u8]>,
+    ) -> LockKey<'k> {
         let raw_ctx = ctx.get_raw();
-        let name = RStr::new(raw_ctx, key);
+        let name = match name {
+            Some(arg) => RStr::retained(raw_ctx, arg),
+            None => RStr::new(raw_ctx, key),
+        };
         let mode = if write {
             raw::REDISMODULE_READ | raw::REDISMODULE_WRITE
         } else {

@@ -318,7 +318,7 @@ fn wake_key(ctx: &Context, db: i32, key: &[u8]) {
         return;
     }
     store::select_db(ctx, db);
-    let mut lk = LockKey::open(ctx, key, true, None);
+    let mut lk = LockKey::open(ctx, key, None, true, None);
     let now = store::now_ms();
     let mut reg = registry();
     prepare(ctx, &mut reg, db, &mut lk, now);
