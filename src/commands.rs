@@ -58,6 +58,10 @@ unsafe fn dispatch(
 type KeyArg = Option<NonNull<raw::RedisModuleString>>;
 
 /// Command entry points, registered in `lib.rs`.
+///
+/// # Safety
+/// Called by Redis only, with a valid context and `argc` valid argument strings.
+#[allow(clippy::missing_safety_doc)]
 pub mod entry {
     use super::*;
 
@@ -223,42 +227,42 @@ fn info(ctx: &Context, key: &[u8], name: KeyArg) -> Result<RedisValue, LockError
     let waiters = waiters::registry().waiters_on(db, key);
     let fence = store::FenceKey::of(key).get(ctx)?;
     let remaining = |at: i64| (at - now).max(0);
-    let (kind, mode, lease, holders): (&str, Option<&str>, i64, Vec<(Vec<u8>, &str, i64, i64)>) =
-        match &value {
-            LockValue::NotALock => return Err(LockError::WrongType),
-            LockValue::Free => ("none", None, -2, vec![]),
-            LockValue::Exclusive(x) => {
-                let lease = x.expire_at.map_or(-1, remaining);
-                let holders = x
-                    .holders
-                    .iter()
-                    .map(|(o, c)| (o.clone(), "exclusive", *c, lease))
-                    .collect();
-                ("lock", Some("exclusive"), lease, holders)
-            }
-            LockValue::ReadWrite(rw) => {
-                let mut holders = vec![];
-                for (o, h) in &rw.holders {
-                    if h.write > 0 {
-                        holders.push((o.clone(), "write", h.write, remaining(h.deadline)));
-                    }
-                    if h.read > 0 {
-                        holders.push((o.clone(), "read", h.read, remaining(h.deadline)));
-                    }
+    type Holder<'m> = (Vec<u8>, &'m str, i64, i64); // owner, mode, count, remaining ms
+    let (kind, mode, lease, holders): (&str, Option<&str>, i64, Vec<Holder>) = match &value {
+        LockValue::NotALock => return Err(LockError::WrongType),
+        LockValue::Free => ("none", None, -2, vec![]),
+        LockValue::Exclusive(x) => {
+            let lease = x.expire_at.map_or(-1, remaining);
+            let holders = x
+                .holders
+                .iter()
+                .map(|(o, c)| (o.clone(), "exclusive", *c, lease))
+                .collect();
+            ("lock", Some("exclusive"), lease, holders)
+        }
+        LockValue::ReadWrite(rw) => {
+            let mut holders = vec![];
+            for (o, h) in &rw.holders {
+                if h.write > 0 {
+                    holders.push((o.clone(), "write", h.write, remaining(h.deadline)));
                 }
-                let mode = if rw.is_write_locked() {
-                    "write"
-                } else {
-                    "read"
-                };
-                (
-                    "rwlock",
-                    Some(mode),
-                    value.expire_at().map_or(-1, remaining),
-                    holders,
-                )
+                if h.read > 0 {
+                    holders.push((o.clone(), "read", h.read, remaining(h.deadline)));
+                }
             }
-        };
+            let mode = if rw.is_write_locked() {
+                "write"
+            } else {
+                "read"
+            };
+            (
+                "rwlock",
+                Some(mode),
+                value.expire_at().map_or(-1, remaining),
+                holders,
+            )
+        }
+    };
     // Written by hand to keep the field order; RESP2 clients get the map as a flat array.
     let raw_ctx = ctx.get_raw();
     unsafe {

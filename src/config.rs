@@ -34,7 +34,7 @@ fn count(name: &str, value: &str) -> Result<usize, String> {
 impl Config {
     /// Parses `name value` pairs (names case-insensitive). The error is the log line.
     pub fn parse(args: &[String]) -> Result<Config, String> {
-        if args.len() % 2 != 0 {
+        if !args.len().is_multiple_of(2) {
             return Err(format!(
                 "module argument '{}' has no value (arguments come in 'name value' pairs)",
                 args[args.len() - 1]

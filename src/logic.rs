@@ -96,7 +96,7 @@ pub fn acquire(
             }
         }
         (Want::Read, LockValue::ReadWrite(rw)) => {
-            let held = rw.holders.get(owner).is_some();
+            let held = rw.holders.contains_key(owner);
             // A reader's or the writer's READ is reentrant; a newcomer needs read mode and
             // nobody queued ahead (a waiting writer holds back later readers).
             if !held && (rw.is_write_locked() || queue_ahead) {

@@ -5,6 +5,10 @@
 //! expiry, so this file owns the few raw calls needed. Redis wraps what one command (or one
 //! timer callback) propagates in MULTI/EXEC.
 
+// The raw pointers these helpers take are Redis's own handles (context, strings), valid for
+// the duration of the module call that passes them: this file is the FFI boundary.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 use std::collections::BTreeMap;
 use std::ffi::{c_void, CStr, CString};
 use std::os::raw::c_int;

@@ -104,7 +104,7 @@ impl Registry {
         wait_ms: i64,
     ) -> Result<(), LockError> {
         let cfg = config::get();
-        let here = self.waiters_on(db, &args.key);
+        let here = self.waiters_on(db, args.key);
         if cfg.max_waiters_per_key > 0 && here >= cfg.max_waiters_per_key {
             return Err(LockError::Msg(format!(
                 "ERR too many waiters on this key (max-waiters-per-key {})",
