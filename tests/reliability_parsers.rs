@@ -402,7 +402,9 @@ fn release_renew_info_parsers_match_the_reference() {
             .map(|r| (r.key.to_vec(), r.owner.to_vec(), r.lease_ms))
             .map_err(|e| e.message("dlock.renew"));
         assert_eq!(got, ref_renew(a), "DLOCK.RENEW {a:?}");
-        let got = args::info(a).map(<[u8]>::to_vec).map_err(|e| e.message("dlock.info"));
+        let got = args::info(a)
+            .map(<[u8]>::to_vec)
+            .map_err(|e| e.message("dlock.info"));
         assert_eq!(got, ref_info(a), "DLOCK.INFO {a:?}");
     });
 }

@@ -51,7 +51,13 @@ pub struct ServerBuilder {
 
 impl Default for ServerBuilder {
     fn default() -> Self {
-        ServerBuilder { load_module: true, module_args: vec![], extra: vec![], dir: None, port: None }
+        ServerBuilder {
+            load_module: true,
+            module_args: vec![],
+            extra: vec![],
+            dir: None,
+            port: None,
+        }
     }
 }
 
@@ -97,22 +103,42 @@ impl ServerBuilder {
         cmd.arg("--port")
             .arg(port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
-            .args(["--repl-diskless-sync-delay", "0", "--enable-debug-command", "yes"])
+            .args([
+                "--repl-diskless-sync-delay",
+                "0",
+                "--enable-debug-command",
+                "yes",
+            ])
             .arg("--dir")
             .arg(&dir)
             .arg("--logfile")
             .arg(&log);
         if self.load_module {
-            cmd.arg("--loadmodule").arg(module_path()).args(&self.module_args);
+            cmd.arg("--loadmodule")
+                .arg(module_path())
+                .args(&self.module_args);
         }
         cmd.args(&self.extra);
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-        let child = cmd.spawn().map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
-        let mut server = Server { child, port, log, _tmp: tmp, dir };
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
+        let mut server = Server {
+            child,
+            port,
+            log,
+            _tmp: tmp,
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!("server exited at start ({status}); log:\n{}", server.log()));
+                return Err(format!(
+                    "server exited at start ({status}); log:\n{}",
+                    server.log()
+                ));
             }
             if let Ok(mut c) = server.try_connection() {
                 if redis::cmd("PING").query::<String>(&mut c).is_ok() {
@@ -120,7 +146,10 @@ impl ServerBuilder {
                 }
             }
             if Instant::now() > deadline {
-                return Err(format!("server did not answer PING in 20 s; log:\n{}", server.log()));
+                return Err(format!(
+                    "server did not answer PING in 20 s; log:\n{}",
+                    server.log()
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
