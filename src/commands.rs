@@ -128,62 +128,60 @@ fn grant_reply(count: i64, fence: Option<i64>) -> RedisValue {
 /// DLOCK.ACQUIRE and DLOCK.RWLOCK.
 fn acquire(ctx: &Context, a: AcquireArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, a.key, name, true, Some(a.owner));
-    let now = store::now_ms();
-    let mut reg = waiters::registry();
-    waiters::prepare(ctx, &mut reg, db, &mut lk, now);
-    let queue_ahead = reg.waiters_on(db, a.key) > 0;
-    // A fencing-counter error must leave the lock as it was. It can only happen when a fence
-    // is asked for or the grant is fresh, never on an exclusive lock re-entered without
-    // FENCE: skip the copy in that (hot) case.
-    let undo = (a.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
-    let reply = match logic::acquire(&mut lk.value, a.owner, a.want, a.lease_ms, now, queue_ahead) {
-        Grant::Granted {
-            count,
-            fresh_exclusive,
-        } => match waiters::fence_on_grant(ctx, a.key, fresh_exclusive, a.fence) {
-            Ok(fence) => {
-                count_grant(count);
-                Ok(grant_reply(count, fence))
-            }
-            Err(e) => {
-                if let Some(before) = undo {
-                    lk.value = before;
+    waiters::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
+        let queue_ahead = reg.waiters_on(db, a.key) > 0;
+        // A fencing-counter error must leave the lock as it was. It can only happen when a
+        // fence is asked for or the grant is fresh, never on an exclusive lock re-entered
+        // without FENCE: skip the copy in that (hot) case.
+        let undo =
+            (a.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
+        match logic::acquire(&mut lk.value, a.owner, a.want, a.lease_ms, now, queue_ahead) {
+            Grant::Granted {
+                count,
+                fresh_exclusive,
+            } => match waiters::fence_on_grant(ctx, a.key, fresh_exclusive, a.fence) {
+                Ok(fence) => {
+                    count_grant(count);
+                    Ok(grant_reply(count, fence))
                 }
-                Err(e)
-            }
-        },
-        Grant::Busy => match a.wait_ms {
-            Some(wait_ms) if blocking::may_block(ctx) => reg
-                .enqueue(ctx, db, &a, wait_ms)
-                .map(|()| RedisValue::NoReply),
-            _ => Ok(RedisValue::Null),
-        },
-        Grant::Refused(e) => Err(e),
-    };
-    lk.save();
-    waiters::rearm(ctx, &mut reg, db, &lk, now);
-    reply
+                Err(e) => {
+                    if let Some(before) = undo {
+                        lk.value = before;
+                    }
+                    Err(e)
+                }
+            },
+            Grant::Busy => match a.wait_ms {
+                Some(wait_ms) if blocking::may_block(ctx) => reg
+                    .enqueue(ctx, db, &a, wait_ms)
+                    .map(|()| RedisValue::NoReply),
+                _ => Ok(RedisValue::Null),
+            },
+            Grant::Refused(e) => Err(e),
+        }
+    })
 }
 
 /// DLOCK.RELEASE.
 fn release(ctx: &Context, a: args::ReleaseArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, a.key, name, true, Some(a.owner));
-    let now = store::now_ms();
-    let mut reg = waiters::registry();
-    waiters::prepare(ctx, &mut reg, db, &mut lk, now);
-    let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
-    let result = logic::release(&mut lk.value, a.owner, a.mode);
+    let (result, freed_exclusive) =
+        waiters::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
+            let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
+            let result = logic::release(&mut lk.value, a.owner, a.mode);
+            if let Ok(Released::Last) = result {
+                // Hand-off inside this command: no window for another client or script.
+                waiters::serve(ctx, reg, db, lk, now);
+            }
+            let freed =
+                result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free;
+            (result, freed)
+        });
     if let Ok(Released::Last | Released::Decremented) = result {
         Stats::add(&STATS.releases, 1);
     }
-    if let Ok(Released::Last) = result {
-        // Hand-off inside this command: no window for another client or script.
-        waiters::serve(ctx, &mut reg, db, &mut lk, now);
-    }
-    lk.save();
-    if result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free {
+    if freed_exclusive {
+        // Nobody in the queue took it: wake Redisson-style waiters (same MULTI as the DEL).
         let cfg = config::get();
         if cfg.publish {
             store::publish(
@@ -193,7 +191,6 @@ fn release(ctx: &Context, a: args::ReleaseArgs, name: KeyArg) -> Result<RedisVal
             );
         }
     }
-    waiters::rearm(ctx, &mut reg, db, &lk, now);
     match result? {
         Released::Last => Ok(RedisValue::Integer(1)),
         Released::Decremented => Ok(RedisValue::Integer(0)),
@@ -204,13 +201,9 @@ fn release(ctx: &Context, a: args::ReleaseArgs, name: KeyArg) -> Result<RedisVal
 /// DLOCK.RENEW.
 fn renew(ctx: &Context, a: args::RenewArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
-    let mut lk = LockKey::open(ctx, a.key, name, true, Some(a.owner));
-    let now = store::now_ms();
-    let mut reg = waiters::registry();
-    waiters::prepare(ctx, &mut reg, db, &mut lk, now);
-    let result = logic::renew(&mut lk.value, a.owner, a.lease_ms, now);
-    lk.save();
-    waiters::rearm(ctx, &mut reg, db, &lk, now);
+    let result = waiters::with_lock(ctx, db, a.key, name, Some(a.owner), |_, lk, now| {
+        logic::renew(&mut lk.value, a.owner, a.lease_ms, now)
+    });
     if result == Ok(true) {
         Stats::add(&STATS.renewals, 1);
     }

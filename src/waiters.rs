@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use redis_module::Context;
+use std::ptr::NonNull;
+
+use redis_module::{raw, Context};
 
 use crate::args::{AcquireArgs, Want};
 use crate::blocking::{self, BlockedClient, Outcome, TimerId, TimerJob};
@@ -309,6 +311,27 @@ pub fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64)
     }
 }
 
+/// One unit of work on the lock at `key`: open it, serve its queue (lapsed holders, a lock
+/// freed behind the module's back), apply `step`, store the result (replicated), re-arm the
+/// lease timer. Every writing command and every timer wake goes through here.
+pub fn with_lock<R>(
+    ctx: &Context,
+    db: i32,
+    key: &[u8],
+    name: Option<NonNull<raw::RedisModuleString>>,
+    owner: Option<&[u8]>,
+    step: impl FnOnce(&mut Registry, &mut LockKey, i64) -> R,
+) -> R {
+    let mut lk = LockKey::open(ctx, key, name, true, owner);
+    let now = store::now_ms();
+    let mut reg = registry();
+    prepare(ctx, &mut reg, db, &mut lk, now);
+    let result = step(&mut reg, &mut lk, now);
+    lk.save();
+    rearm(ctx, &mut reg, db, &lk, now);
+    result
+}
+
 /// Re-examines `key` outside any command (timers): lapsed holders, free lock, overwritten value.
 fn wake_key(ctx: &Context, db: i32, key: &[u8]) {
     if !blocking::may_write(ctx) {
@@ -318,12 +341,7 @@ fn wake_key(ctx: &Context, db: i32, key: &[u8]) {
         return;
     }
     store::select_db(ctx, db);
-    let mut lk = LockKey::open(ctx, key, None, true, None);
-    let now = store::now_ms();
-    let mut reg = registry();
-    prepare(ctx, &mut reg, db, &mut lk, now);
-    lk.save();
-    rearm(ctx, &mut reg, db, &lk, now);
+    with_lock(ctx, db, key, None, None, |_, _, _| ());
 }
 
 /// A blocked client left on its own (disconnect, CLIENT UNBLOCK, server turned replica).
