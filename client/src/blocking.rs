@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::{ClientBuilder, LostReason, LostSignal, Owner, Result, Wait};
+use crate::{ClientBuilder, LockKind, LostReason, LostSignal, Owner, Result, Wait};
 
 /// A blocking client: wraps an async [`crate::Client`] and its own runtime.
 ///
@@ -84,6 +84,25 @@ impl Client {
             client: self.clone(),
             name: name.into(),
             fence: false,
+            kind: LockKind::Exclusive,
+        }
+    }
+
+    /// A read-write lock handle on `name` (`DLOCK.RWLOCK`); its owner is the calling
+    /// thread's at each call, so a thread that writes may also read.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let config = client.rwlock("config");
+    /// let r = config.read().acquire()?;
+    /// r.release()?;
+    /// let w = config.write().acquire()?;
+    /// w.release()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        RwLock {
+            client: self.clone(),
+            name: name.into(),
         }
     }
 
@@ -123,14 +142,63 @@ pub struct Lock {
     client: Client,
     name: String,
     fence: bool,
+    kind: LockKind,
+}
+
+/// A blocking read-write lock handle: [`read`](RwLock::read) and [`write`](RwLock::write)
+/// give [`Lock`] handles with the whole lock API (try, wait, lease or watchdog, `lost()`,
+/// fencing on `write`).
+/// ```no_run
+/// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+/// let w = client.rwlock("config").write().acquire()?;
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone)]
+pub struct RwLock {
+    client: Client,
+    name: String,
+}
+
+impl RwLock {
+    /// The read side (shared).
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let r = client.rwlock("config").read().acquire()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn read(&self) -> Lock {
+        self.side(LockKind::Read)
+    }
+
+    /// The write side (exclusive).
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let w = client.rwlock("config").write().acquire()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn write(&self) -> Lock {
+        self.side(LockKind::Write)
+    }
+
+    fn side(&self, kind: LockKind) -> Lock {
+        Lock {
+            client: self.client.clone(),
+            name: self.name.clone(),
+            fence: false,
+            kind,
+        }
+    }
 }
 
 impl Lock {
     fn handle(&self) -> crate::Lock {
-        let l = self
-            .client
-            .inner
-            .lock_as(self.name.clone(), &self.client.thread_owner());
+        let owner = self.client.thread_owner();
+        let name = self.name.clone();
+        let l = match self.kind {
+            LockKind::Exclusive => self.client.inner.lock_as(name, &owner),
+            LockKind::Read => self.client.inner.rwlock_as(name, &owner).read(),
+            LockKind::Write => self.client.inner.rwlock_as(name, &owner).write(),
+        };
         if self.fence {
             l.fenced()
         } else {

@@ -105,3 +105,50 @@ fn native_per_thread_reentrancy() {
 fn script_per_thread_reentrancy() {
     per_thread_reentrancy(Backend::Script)
 }
+
+/// The blocking read-write lock: readers on two threads share it, a writer thread waits for
+/// both, and the writer's own thread may also read (same owner).
+fn per_thread_rwlock(b: Backend) {
+    let s = server(b);
+    let c = bclient(&s, b);
+    let rw = c.rwlock("cfg");
+    let r1 = rw.read().acquire().unwrap();
+    let rw2 = rw.clone();
+    let r2_held = std::thread::spawn(move || {
+        let g = rw2.read().try_acquire().unwrap().expect("readers share");
+        g.release().unwrap()
+    })
+    .join()
+    .unwrap();
+    assert!(r2_held, "the second reader held and released its own hold");
+    // A writer on another thread waits until the reader releases.
+    let rw3 = rw.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = std::thread::spawn(move || {
+        let w = rw3.write().acquire().unwrap();
+        tx.send(()).unwrap();
+        // The writer's thread may read too (same owner), and then releases both.
+        let r = rw3.read().try_acquire().unwrap().expect("writer may read");
+        assert!(r.release().unwrap());
+        w.release().unwrap()
+    });
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "writer granted while a reader holds"
+    );
+    assert!(r1.release().unwrap());
+    rx.recv_timeout(Duration::from_secs(5))
+        .expect("writer granted after the reader released");
+    assert!(writer.join().unwrap());
+    assert!(!rw.read().is_locked().unwrap());
+}
+
+#[test]
+fn native_per_thread_rwlock() {
+    per_thread_rwlock(Backend::Native)
+}
+
+#[test]
+fn script_per_thread_rwlock() {
+    per_thread_rwlock(Backend::Script)
+}
