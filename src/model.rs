@@ -56,8 +56,9 @@ const READ_PREFIX: &[u8] = b"read:";
 const WRITE_PREFIX: &[u8] = b"write:";
 const LEASE_PREFIX: &[u8] = b"lease:";
 
-/// A positive decimal integer as Redis writes it (HINCRBY results).
-fn positive(value: &[u8]) -> Option<i64> {
+/// A positive decimal integer as Redis writes it (HINCRBY results): a hold count or a
+/// deadline; anything else makes the hash not a lock.
+pub fn positive(value: &[u8]) -> Option<i64> {
     let n: i64 = std::str::from_utf8(value).ok()?.parse().ok()?;
     (n > 0 && !value.starts_with(b"+")).then_some(n)
 }

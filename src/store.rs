@@ -18,7 +18,7 @@ use redis_module::raw;
 use redis_module::Context;
 
 use crate::error::LockError;
-use crate::model::{LockValue, Stored};
+use crate::model::{Exclusive, LockValue, Stored};
 
 /// A RedisModuleString this module created; freed on drop.
 pub struct RStr {
@@ -88,8 +88,8 @@ pub struct LockKey<'k> {
     name: RStr,
     handle: *mut raw::RedisModuleKey,
     pub key: &'k [u8],
-    /// The hash fields as stored (empty: no key, or not a lock).
-    loaded: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The hash as stored now.
+    loaded: Loaded,
     loaded_expire: Option<i64>,
     /// The value as loaded, then as changed by the lock logic; `save` stores it.
     pub value: LockValue,
@@ -103,6 +103,32 @@ unsafe extern "C" fn collect_field(
 ) {
     let out = &mut *(privdata as *mut Vec<(Vec<u8>, Vec<u8>)>);
     out.push((bytes_of(field).to_vec(), bytes_of(value).to_vec()));
+}
+
+/// What the key holds in Redis (as loaded, then as last written).
+enum Loaded {
+    /// No key, or not a lock (never written).
+    Empty,
+    /// An exclusive lock with one holder: `owner -> count` (the common case, kept without
+    /// copies of the stored strings).
+    Single(Vec<u8>, i64),
+    /// Any other lock hash, field by field.
+    Fields(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+impl Loaded {
+    fn is_empty(&self) -> bool {
+        matches!(self, Loaded::Empty)
+    }
+
+    /// The stored fields, for the general diff.
+    fn fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        match self {
+            Loaded::Empty => vec![],
+            Loaded::Single(owner, count) => vec![(owner.clone(), count.to_string().into_bytes())],
+            Loaded::Fields(f) => f.clone(),
+        }
+    }
 }
 
 /// A number as a Redis string (no Rust formatting, one allocation inside Redis).
@@ -143,6 +169,9 @@ impl<'k> LockKey<'k> {
                 .cast::<raw::RedisModuleKey>();
         let key_type = unsafe { raw::RedisModule_KeyType.unwrap()(handle) } as isize;
         let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        // The owner's own one-field lock, read with HashGet: its count, `Some(None)` when the
+        // value is not a positive integer (then the hash is not a lock).
+        let mut single: Option<Option<i64>> = None;
         let mut expire_at = None;
         let value = if handle.is_null() || key_type == raw::REDISMODULE_KEYTYPE_EMPTY {
             LockValue::decode(Stored::Absent)
@@ -165,10 +194,10 @@ impl<'k> LockKey<'k> {
                             ctx: raw_ctx,
                             ptr: got,
                         };
-                        fields.push((owner.to_vec(), bytes_of(got.as_ptr()).to_vec()));
+                        single = Some(crate::model::positive(bytes_of(got.as_ptr())));
                     }
                 }
-                if fields.is_empty() {
+                if single.is_none() {
                     let cursor = raw::RedisModule_ScanCursorCreate.unwrap()();
                     let out = (&mut fields as *mut Vec<(Vec<u8>, Vec<u8>)>).cast::<c_void>();
                     while raw::RedisModule_ScanKey.unwrap()(
@@ -183,22 +212,38 @@ impl<'k> LockKey<'k> {
                 let at = raw::RedisModule_GetAbsExpire.unwrap()(handle);
                 expire_at = (at >= 0).then_some(at);
             }
-            LockValue::decode(Stored::Hash {
-                fields: &fields,
-                expire_at,
-            })
+            match (single, owner) {
+                (Some(Some(count)), Some(owner)) => {
+                    let mut x = Exclusive {
+                        expire_at,
+                        ..Default::default()
+                    };
+                    x.holders.insert(owner.to_vec(), count);
+                    LockValue::Exclusive(x)
+                }
+                (Some(None), _) => LockValue::NotALock,
+                _ => LockValue::decode(Stored::Hash {
+                    fields: &fields,
+                    expire_at,
+                }),
+            }
         } else {
             LockValue::decode(Stored::Other)
         };
-        if value == LockValue::NotALock {
-            fields.clear();
-        }
+        let loaded = match &value {
+            LockValue::NotALock | LockValue::Free => Loaded::Empty,
+            LockValue::Exclusive(x) if x.holders.len() == 1 => {
+                let (owner, count) = x.holders.iter().next().unwrap();
+                Loaded::Single(owner.clone(), *count)
+            }
+            _ => Loaded::Fields(fields),
+        };
         LockKey {
             ctx: raw_ctx,
             name,
             handle,
             key,
-            loaded: fields,
+            loaded,
             loaded_expire: expire_at,
             value,
         }
@@ -257,7 +302,7 @@ impl<'k> LockKey<'k> {
             }
             unsafe { raw::RedisModule_DeleteKey.unwrap()(self.handle) };
             replicate(self.ctx, c"DEL", &[key]);
-            self.loaded.clear();
+            self.loaded = Loaded::Empty;
         } else {
             if !self.write_changes() && expire_at == self.loaded_expire {
                 return;
@@ -294,38 +339,39 @@ impl<'k> LockKey<'k> {
         // The common case, an exclusive lock with one holder before and after: written
         // directly, without encoding the whole value.
         if let LockValue::Exclusive(x) = &self.value {
-            if x.holders.len() == 1 && self.loaded.len() <= 1 {
-                let (owner, count) = x.holders.iter().next().unwrap();
-                let text = count.to_string().into_bytes();
-                if self
-                    .loaded
-                    .first()
-                    .is_some_and(|(f, v)| f == owner && *v == text)
-                {
-                    return false;
-                }
+            if x.holders.len() == 1 && matches!(self.loaded, Loaded::Empty | Loaded::Single(..)) {
+                let (owner, &count) = x.holders.iter().next().unwrap();
+                let same_owner = match &self.loaded {
+                    Loaded::Single(o, c) if o == owner => {
+                        if *c == count {
+                            return false;
+                        }
+                        true
+                    }
+                    _ => false,
+                };
                 let key = self.name.as_ptr();
-                let (f, v) = (RStr::new(self.ctx, owner), number(self.ctx, *count));
+                let (f, v) = (RStr::new(self.ctx, owner), number(self.ctx, count));
                 self.hash_set(&f, Some(&v));
                 replicate(self.ctx, c"HSET", &[key, f.as_ptr(), v.as_ptr()]);
-                match self.loaded.first_mut() {
-                    Some(entry) if entry.0 == *owner => entry.1 = text,
-                    previous => {
-                        if let Some((old, _)) = previous {
-                            let old = RStr::new(self.ctx, old);
-                            self.hash_set(&old, None);
-                            replicate(self.ctx, c"HDEL", &[key, old.as_ptr()]);
-                        }
-                        self.loaded.clear();
-                        self.loaded.push((owner.clone(), text));
+                if same_owner {
+                    if let Loaded::Single(_, c) = &mut self.loaded {
+                        *c = count;
                     }
+                } else {
+                    if let Loaded::Single(old, _) = &self.loaded {
+                        let old = RStr::new(self.ctx, old);
+                        self.hash_set(&old, None);
+                        replicate(self.ctx, c"HDEL", &[key, old.as_ptr()]);
+                    }
+                    self.loaded = Loaded::Single(owner.clone(), count);
                 }
                 return true;
             }
         }
         let fields = self.value.encode();
-        let loaded: BTreeMap<&[u8], &[u8]> = self
-            .loaded
+        let stored = self.loaded.fields();
+        let loaded: BTreeMap<&[u8], &[u8]> = stored
             .iter()
             .map(|(f, v)| (f.as_slice(), v.as_slice()))
             .collect();
@@ -343,7 +389,7 @@ impl<'k> LockKey<'k> {
             return false;
         }
         self.write_fields(&changed, &removed);
-        self.loaded = fields.into_iter().collect();
+        self.loaded = Loaded::Fields(fields.into_iter().collect());
         true
     }
 }
