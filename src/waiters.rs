@@ -25,12 +25,12 @@ use crate::stats::{Stats, STATS};
 use crate::store::{self, FenceKey, LockKey};
 
 /// One queued client.
-pub struct Waiter {
-    pub bc: BlockedClient,
-    pub owner: Vec<u8>,
-    pub want: Want,
-    pub lease_ms: i64,
-    pub fence: bool,
+struct Waiter {
+    bc: BlockedClient,
+    owner: Vec<u8>,
+    want: Want,
+    lease_ms: i64,
+    fence: bool,
     /// Its WAIT time-out timer (none for `WAIT 0`).
     timer: Option<TimerId>,
 }
@@ -270,7 +270,7 @@ pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: 
 
 /// Drops lapsed read-write holders, then serves the queue. Every command that changes a lock
 /// starts with this, so commands arriving between an event and its timer respect the queue.
-pub fn prepare(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
+fn prepare(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
     let lapsed = logic::prune_lapsed(&mut lk.value, now);
     Stats::add(&STATS.leases_expired, lapsed as u64);
     serve(ctx, reg, db, lk, now);
@@ -279,7 +279,7 @@ pub fn prepare(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now
 /// Arms (or moves earlier) the timer that wakes the queue of `lk` when its next lease may run
 /// out: a lease that expires with waiters queued is handed on within milliseconds, not on
 /// Redis's 100 ms expiry cycle.
-pub fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
+fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
     let Some(queue) = reg.queue_mut(db, lk.key) else {
         return;
     };
