@@ -10,12 +10,12 @@ use crate::args::{self, AcquireArgs};
 use crate::blocking;
 use crate::config;
 use crate::error::LockError;
-use crate::logic::{self, Grant, Released};
+use crate::logic::{self, Released};
 use crate::model::LockValue;
 use crate::names;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, LockKey};
-use crate::waiters::{self, count_grant};
+use crate::waiters;
 
 /// Runs a handler over the argument bytes (command name stripped), straight from Redis's argv
 /// (no per-argument wrapper objects), and replies, counting errors.
@@ -130,34 +130,25 @@ fn acquire(ctx: &Context, a: AcquireArgs, name: KeyArg) -> Result<RedisValue, Lo
     let db = store::selected_db(ctx);
     waiters::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
         let queue_ahead = reg.waiters_on(db, a.key) > 0;
-        // A fencing-counter error must leave the lock as it was. It can only happen when a
-        // fence is asked for or the grant is fresh, never on an exclusive lock re-entered
-        // without FENCE: skip the copy in that (hot) case.
-        let undo =
-            (a.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
-        match logic::acquire(&mut lk.value, a.owner, a.want, a.lease_ms, now, queue_ahead) {
-            Grant::Granted {
-                count,
-                fresh_exclusive,
-            } => match waiters::fence_on_grant(ctx, a.key, fresh_exclusive, a.fence) {
-                Ok(fence) => {
-                    count_grant(count);
-                    Ok(grant_reply(count, fence))
-                }
-                Err(e) => {
-                    if let Some(before) = undo {
-                        lk.value = before;
-                    }
-                    Err(e)
-                }
-            },
-            Grant::Busy => match a.wait_ms {
+        let grant = waiters::try_grant(
+            ctx,
+            lk,
+            a.owner,
+            a.want,
+            a.lease_ms,
+            now,
+            queue_ahead,
+            a.fence,
+        );
+        match grant {
+            Ok(Some((count, fence))) => Ok(grant_reply(count, fence)),
+            Ok(None) => match a.wait_ms {
                 Some(wait_ms) if blocking::may_block(ctx) => reg
                     .enqueue(ctx, db, &a, wait_ms)
                     .map(|()| RedisValue::NoReply),
                 _ => Ok(RedisValue::Null),
             },
-            Grant::Refused(e) => Err(e),
+            Err(e) => Err(e),
         }
     })
 }

@@ -21,6 +21,7 @@ use crate::blocking::{self, BlockedClient, Outcome, TimerId, TimerJob};
 use crate::config;
 use crate::error::LockError;
 use crate::logic::{self, Grant};
+use crate::model::LockValue;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, FenceKey, LockKey};
 
@@ -211,16 +212,51 @@ pub fn fence_on_grant(
     Ok(if want_fence { next } else { None })
 }
 
-/// Counts a grant in INFO.
-pub fn count_grant(count: i64) {
-    Stats::add(
-        if count == 1 {
-            &STATS.grants
-        } else {
-            &STATS.reentrant_grants
+/// One request against the lock: the grant rules, then the fencing counter on a grant.
+/// `Ok(Some((count, fence)))` granted (counted in INFO), `Ok(None)` must wait, `Err` refused.
+/// A counter error undoes the grant, so an error changes nothing. Shared by the commands and
+/// the queue.
+#[allow(clippy::too_many_arguments)]
+pub fn try_grant(
+    ctx: &Context,
+    lk: &mut LockKey,
+    owner: &[u8],
+    want: Want,
+    lease_ms: i64,
+    now: i64,
+    queue_ahead: bool,
+    want_fence: bool,
+) -> Result<Option<(i64, Option<i64>)>, LockError> {
+    // The counter can only fail when a fence is asked for or the grant is fresh, never on an
+    // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
+    let undo =
+        (want_fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
+    match logic::acquire(&mut lk.value, owner, want, lease_ms, now, queue_ahead) {
+        Grant::Granted {
+            count,
+            fresh_exclusive,
+        } => match fence_on_grant(ctx, lk.key, fresh_exclusive, want_fence) {
+            Ok(fence) => {
+                Stats::add(
+                    if count == 1 {
+                        &STATS.grants
+                    } else {
+                        &STATS.reentrant_grants
+                    },
+                    1,
+                );
+                Ok(Some((count, fence)))
+            }
+            Err(e) => {
+                if let Some(before) = undo {
+                    lk.value = before;
+                }
+                Err(e)
+            }
         },
-        1,
-    );
+        Grant::Busy => Ok(None),
+        Grant::Refused(e) => Err(e),
+    }
 }
 
 /// Serves the queue of `lk`: grants to the head while the lock allows it (consecutive readers
@@ -234,31 +270,22 @@ pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: 
         let Some((&seq, head)) = queue.waiters.first_key_value() else {
             return;
         };
-        let before = lk.value.clone();
-        let outcome = match logic::acquire(
-            &mut lk.value,
+        let outcome = match try_grant(
+            ctx,
+            lk,
             &head.owner,
             head.want,
             head.lease_ms,
             now,
             false,
+            head.fence,
         ) {
-            Grant::Busy => return,
-            Grant::Granted {
-                count,
-                fresh_exclusive,
-            } => match fence_on_grant(ctx, lk.key, fresh_exclusive, head.fence) {
-                Ok(fence) => {
-                    count_grant(count);
-                    Stats::add(&STATS.handoffs, 1);
-                    Outcome::Granted { count, fence }
-                }
-                Err(e) => {
-                    lk.value = before;
-                    Outcome::Error(e.message("dlock"))
-                }
-            },
-            Grant::Refused(e) => Outcome::Error(e.message("dlock")),
+            Ok(None) => return,
+            Ok(Some((count, fence))) => {
+                Stats::add(&STATS.handoffs, 1);
+                Outcome::Granted { count, fence }
+            }
+            Err(e) => Outcome::Error(e.message("dlock")),
         };
         if let Outcome::Error(_) = outcome {
             Stats::add(&STATS.errors, 1);
