@@ -72,6 +72,7 @@ mod registration {
     /// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
     unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
         raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null_mut());
+        let (p50, p99, p999, max) = crate::stats::wait_percentiles();
         let fields = [
             ("grants", Stats::get(&STATS.grants)),
             ("reentrant_grants", Stats::get(&STATS.reentrant_grants)),
@@ -82,6 +83,10 @@ mod registration {
             ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
             ("leases_expired", Stats::get(&STATS.leases_expired)),
             ("errors", Stats::get(&STATS.errors)),
+            ("wait_p50_us", p50),
+            ("wait_p99_us", p99),
+            ("wait_p999_us", p999),
+            ("wait_max_us", max),
         ];
         for (name, value) in fields {
             let name = CString::new(name).unwrap();

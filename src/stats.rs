@@ -3,6 +3,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
 
 #[derive(Default)]
 pub struct Stats {
@@ -36,6 +39,49 @@ impl Stats {
 
 lazy_static::lazy_static! {
     pub static ref STATS: Stats = Stats::default();
+}
+
+/// How long waiters that were granted had waited, in microseconds, since the module was
+/// loaded: the `dlock_wait_*_us` fields of `INFO dlock`. Recorded only when the queue grants
+/// (never on a direct grant), so the fast path does not pay for it.
+struct WaitTimes {
+    /// Three significant digits; grows as longer waits are seen (`WAIT 0` has no bound).
+    hist: Histogram<u64>,
+    /// The longest wait exactly (the histogram rounds to its precision).
+    max_us: u64,
+}
+
+lazy_static::lazy_static! {
+    static ref WAIT_TIMES: Mutex<WaitTimes> = Mutex::new(WaitTimes {
+        hist: Histogram::new(3).expect("3 significant digits is a valid precision"),
+        max_us: 0,
+    });
+}
+
+fn wait_times() -> std::sync::MutexGuard<'static, WaitTimes> {
+    WAIT_TIMES.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A waiter was granted after waiting `waited`.
+pub fn record_wait(waited: Duration) {
+    let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX).max(1);
+    let mut w = wait_times();
+    // `record` grows the histogram (it only fails beyond i64::MAX µs); `saturating_record`
+    // would clamp to its current size instead.
+    if w.hist.record(us).is_err() {
+        w.hist.saturating_record(us);
+    }
+    w.max_us = w.max_us.max(us);
+}
+
+/// `(p50, p99, p999, max)` of the recorded waits in microseconds; zeros before the first.
+pub fn wait_percentiles() -> (u64, u64, u64, u64) {
+    let w = wait_times();
+    if w.hist.is_empty() {
+        return (0, 0, 0, 0);
+    }
+    let q = |p: f64| w.hist.value_at_quantile(p).min(w.max_us);
+    (q(0.50), q(0.99), q(0.999), w.max_us)
 }
 
 /// Lock keys this server granted and that still exist, so that an `expired` keyspace event

@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use std::ptr::NonNull;
+use std::time::Instant;
 
 use redis_module::{raw, Context};
 
@@ -34,6 +35,8 @@ struct Waiter {
     fence: bool,
     /// Its WAIT time-out timer (none for `WAIT 0`).
     timer: Option<TimerId>,
+    /// When it joined the queue (for the wait-time percentiles).
+    since: Instant,
 }
 
 #[derive(Default)]
@@ -141,6 +144,7 @@ impl Registry {
             lease_ms: args.lease_ms,
             fence: args.fence,
             timer,
+            since: Instant::now(),
         };
         self.queues
             .entry(db)
@@ -291,6 +295,9 @@ pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: 
             Stats::add(&STATS.errors, 1);
         }
         let waiter = reg.remove(ctx, db, lk.key, seq).expect("head waiter");
+        if let Outcome::Granted { .. } = outcome {
+            crate::stats::record_wait(waiter.since.elapsed());
+        }
         waiter.bc.unblock(Some(outcome));
     }
 }
