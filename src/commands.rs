@@ -6,16 +6,16 @@ use std::ptr::NonNull;
 
 use redis_module::{raw, Context, RedisError, RedisValue};
 
-use crate::args::{self, AcquireArgs};
 use crate::blocking;
 use crate::config;
-use crate::error::LockError;
-use crate::logic::{self, Released};
-use crate::model::LockValue;
-use crate::names;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, LockKey};
 use crate::waiters;
+use dlock_core::args::{self, AcquireArgs};
+use dlock_core::error::LockError;
+use dlock_core::model::LockValue;
+use dlock_core::names;
+use dlock_core::rules::{self, Released};
 
 /// Runs a handler over the argument bytes (command name stripped), straight from Redis's argv
 /// (no per-argument wrapper objects), and replies, counting errors.
@@ -159,7 +159,7 @@ fn release(ctx: &Context, a: args::ReleaseArgs, name: KeyArg) -> Result<RedisVal
     let (result, freed_exclusive) =
         waiters::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
             let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
-            let result = logic::release(&mut lk.value, a.owner, a.mode);
+            let result = rules::release(&mut lk.value, a.owner, a.mode);
             if let Ok(Released::Last) = result {
                 // Hand-off inside this command: no window for another client or script.
                 waiters::serve(ctx, reg, db, lk, now);
@@ -193,7 +193,7 @@ fn release(ctx: &Context, a: args::ReleaseArgs, name: KeyArg) -> Result<RedisVal
 fn renew(ctx: &Context, a: args::RenewArgs, name: KeyArg) -> Result<RedisValue, LockError> {
     let db = store::selected_db(ctx);
     let result = waiters::with_lock(ctx, db, a.key, name, Some(a.owner), |_, lk, now| {
-        logic::renew(&mut lk.value, a.owner, a.lease_ms, now)
+        rules::renew(&mut lk.value, a.owner, a.lease_ms, now)
     });
     if result == Ok(true) {
         Stats::add(&STATS.renewals, 1);
@@ -207,7 +207,7 @@ fn info(ctx: &Context, key: &[u8], name: KeyArg) -> Result<RedisValue, LockError
     let lk = LockKey::open(ctx, key, name, false, None);
     let now = store::now_ms();
     let mut value = lk.value.clone();
-    logic::prune_lapsed(&mut value, now);
+    rules::prune_lapsed(&mut value, now);
     let waiters = waiters::registry().waiters_on(db, key);
     let fence = store::FenceKey::of(key).get(ctx)?;
     let remaining = |at: i64| (at - now).max(0);

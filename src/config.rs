@@ -1,69 +1,9 @@
-//! Module arguments: `loadmodule libdlock.so [name value ...]`.
+//! The configuration in force, set once per load from the module arguments
+//! (parsed by `dlock_core::config`).
 
 use std::sync::{Arc, RwLock};
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Config {
-    /// Prefix of Redisson's unlock channel.
-    pub channel_prefix: String,
-    /// Publish `0` on the unlock channel when a release frees a lock nobody waits for.
-    pub publish: bool,
-    /// Most clients queued on one key; 0 = no limit.
-    pub max_waiters_per_key: usize,
-    /// Most clients queued in total; 0 = no limit.
-    pub max_waiters: usize,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            channel_prefix: "redisson_lock__channel".into(),
-            publish: true,
-            max_waiters_per_key: 1_000,
-            max_waiters: 10_000,
-        }
-    }
-}
-
-fn count(name: &str, value: &str) -> Result<usize, String> {
-    value
-        .parse::<usize>()
-        .map_err(|_| format!("{name} must be a non-negative integer, got '{value}'"))
-}
-
-impl Config {
-    /// Parses `name value` pairs (names case-insensitive). The error is the log line.
-    pub fn parse(args: &[String]) -> Result<Config, String> {
-        if !args.len().is_multiple_of(2) {
-            return Err(format!(
-                "module argument '{}' has no value (arguments come in 'name value' pairs)",
-                args[args.len() - 1]
-            ));
-        }
-        let mut c = Config::default();
-        for pair in args.chunks(2) {
-            let (name, value) = (pair[0].to_ascii_lowercase(), pair[1].as_str());
-            match name.as_str() {
-                "channel-prefix" if !value.is_empty() => c.channel_prefix = value.to_string(),
-                "channel-prefix" => return Err("channel-prefix must not be empty".into()),
-                "publish" => {
-                    c.publish = match value.to_ascii_lowercase().as_str() {
-                        "yes" => true,
-                        "no" => false,
-                        _ => return Err(format!("publish must be yes or no, got '{value}'")),
-                    }
-                }
-                "max-waiters-per-key" => c.max_waiters_per_key = count(&name, value)?,
-                "max-waiters" => c.max_waiters = count(&name, value)?,
-                _ => return Err(format!(
-                    "unknown module argument '{}' (known: channel-prefix, publish, max-waiters-per-key, max-waiters)",
-                    pair[0]
-                )),
-            }
-        }
-        Ok(c)
-    }
-}
+pub use dlock_core::config::Config;
 
 lazy_static::lazy_static! {
     static ref CONFIG: RwLock<Arc<Config>> = RwLock::new(Arc::new(Config::default()));
@@ -76,35 +16,4 @@ pub fn set(c: Config) {
 /// The configuration in force (a shared handle: no copy on the hot path).
 pub fn get() -> Arc<Config> {
     CONFIG.read().unwrap_or_else(|e| e.into_inner()).clone()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(words: &[&str]) -> Result<Config, String> {
-        Config::parse(&words.iter().map(|w| w.to_string()).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn defaults_and_overrides() {
-        assert_eq!(p(&[]).unwrap(), Config::default());
-        let c = p(&["publish", "NO", "MAX-WAITERS", "0", "channel-prefix", "x"]).unwrap();
-        assert!(!c.publish);
-        assert_eq!((c.max_waiters, c.channel_prefix.as_str()), (0, "x"));
-    }
-
-    #[test]
-    fn bad_arguments_are_explained() {
-        assert!(p(&["publish"])
-            .unwrap_err()
-            .contains("'publish' has no value"));
-        assert!(p(&["publish", "maybe"]).unwrap_err().contains("yes or no"));
-        assert!(p(&["max-waiters", "-1"])
-            .unwrap_err()
-            .contains("max-waiters"));
-        assert!(p(&["colour", "red"])
-            .unwrap_err()
-            .contains("unknown module argument 'colour'"));
-    }
 }

@@ -1,19 +1,15 @@
 //! dlock: distributed locks done natively inside Redis.
 //!
-//! This file only registers; see `docs/DESIGN.md` for how the parts fit:
-//! `args` (parsing) → `commands` (handlers) → `logic` (grant rules over `model`) with
-//! `store` (key I/O + replication), `waiters` (queues and the one grant path), `blocking`
-//! (raw blocking/timer layer), `events` (wake sources), `config`, `stats`, `names`.
+//! This file only registers; see `docs/DESIGN.md` for how the parts fit. The rules without
+//! Redis (arguments, error texts, lock model, grant rules, names) are in the `dlock-core`
+//! crate; here: `commands` (handlers) with `store` (key I/O + replication), `waiters` (queues
+//! and the one grant path), `blocking` (raw blocking/timer layer), `events` (wake sources),
+//! `config`, `stats`.
 
-pub mod args;
 pub mod blocking;
 pub mod commands;
 pub mod config;
-pub mod error;
 pub mod events;
-pub mod logic;
-pub mod model;
-pub mod names;
 pub mod stats;
 pub mod store;
 pub mod waiters;

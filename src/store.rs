@@ -17,8 +17,8 @@ use std::ptr::NonNull;
 use redis_module::raw;
 use redis_module::Context;
 
-use crate::error::LockError;
-use crate::model::{Exclusive, LockValue, Stored};
+use dlock_core::error::LockError;
+use dlock_core::model::{Exclusive, LockValue, Stored};
 
 /// A RedisModuleString this module created; freed on drop.
 pub struct RStr {
@@ -194,7 +194,7 @@ impl<'k> LockKey<'k> {
                             ctx: raw_ctx,
                             ptr: got,
                         };
-                        single = Some(crate::model::positive(bytes_of(got.as_ptr())));
+                        single = Some(dlock_core::model::positive(bytes_of(got.as_ptr())));
                     }
                 }
                 if single.is_none() {
@@ -410,15 +410,12 @@ pub struct FenceKey {
 impl FenceKey {
     pub fn of(lock_key: &[u8]) -> FenceKey {
         FenceKey {
-            name: crate::names::fence_key(lock_key),
+            name: dlock_core::names::fence_key(lock_key),
         }
     }
 
     fn corrupt(&self) -> LockError {
-        LockError::Msg(format!(
-            "ERR fencing counter '{}' is not an integer",
-            String::from_utf8_lossy(&self.name)
-        ))
+        LockError::FenceNotInteger(self.name.clone())
     }
 
     /// The counter, `None` when it does not exist.

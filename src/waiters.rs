@@ -17,14 +17,14 @@ use std::time::Instant;
 
 use redis_module::{raw, Context};
 
-use crate::args::{AcquireArgs, Want};
 use crate::blocking::{self, BlockedClient, Outcome, TimerId, TimerJob};
 use crate::config;
-use crate::error::LockError;
-use crate::logic::{self, Grant};
-use crate::model::LockValue;
 use crate::stats::{Stats, STATS};
 use crate::store::{self, FenceKey, LockKey};
+use dlock_core::args::{AcquireArgs, Want};
+use dlock_core::error::LockError;
+use dlock_core::model::LockValue;
+use dlock_core::rules::{self, Grant};
 
 /// One queued client.
 struct Waiter {
@@ -112,16 +112,10 @@ impl Registry {
         let cfg = config::get();
         let here = self.waiters_on(db, args.key);
         if cfg.max_waiters_per_key > 0 && here >= cfg.max_waiters_per_key {
-            return Err(LockError::Msg(format!(
-                "ERR too many waiters on this key (max-waiters-per-key {})",
-                cfg.max_waiters_per_key
-            )));
+            return Err(LockError::TooManyWaitersOnKey(cfg.max_waiters_per_key));
         }
         if cfg.max_waiters > 0 && self.clients.len() >= cfg.max_waiters {
-            return Err(LockError::Msg(format!(
-                "ERR too many waiters (max-waiters {})",
-                cfg.max_waiters
-            )));
+            return Err(LockError::TooManyWaiters(cfg.max_waiters));
         }
         let bc = BlockedClient::block(ctx);
         let seq = self.next_seq;
@@ -202,10 +196,7 @@ pub fn fence_on_grant(
     let current = fence.get(ctx)?;
     let next = match current {
         // Once the counter exists, every fresh exclusive grant advances it.
-        Some(n) if fresh_exclusive => Some(
-            n.checked_add(1)
-                .ok_or_else(|| LockError::Msg("ERR fencing counter overflow".into()))?,
-        ),
+        Some(n) if fresh_exclusive => Some(n.checked_add(1).ok_or(LockError::FenceOverflow)?),
         None if fresh_exclusive && want_fence => Some(1),
         None if want_fence => Some(0),
         other => other,
@@ -235,7 +226,7 @@ pub fn try_grant(
     // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
     let undo =
         (want_fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
-    match logic::acquire(&mut lk.value, owner, want, lease_ms, now, queue_ahead) {
+    match rules::acquire(&mut lk.value, owner, want, lease_ms, now, queue_ahead) {
         Grant::Granted {
             count,
             fresh_exclusive,
@@ -305,7 +296,7 @@ pub fn serve(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: 
 /// Drops lapsed read-write holders, then serves the queue. Every command that changes a lock
 /// starts with this, so commands arriving between an event and its timer respect the queue.
 fn prepare(ctx: &Context, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
-    let lapsed = logic::prune_lapsed(&mut lk.value, now);
+    let lapsed = rules::prune_lapsed(&mut lk.value, now);
     Stats::add(&STATS.leases_expired, lapsed as u64);
     serve(ctx, reg, db, lk, now);
 }
@@ -318,7 +309,7 @@ fn rearm(ctx: &Context, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
         return;
     };
     // Redis expires a key once now > deadline: wake 1 ms after it.
-    let wanted = logic::next_change(&lk.value).map(|at| at.saturating_add(1));
+    let wanted = rules::next_change(&lk.value).map(|at| at.saturating_add(1));
     match (queue.lease_timer, wanted) {
         (Some((_, at)), Some(w)) if at <= w => {} // an earlier timer re-checks and re-arms
         (old, Some(w)) => {

@@ -8,21 +8,9 @@
 //! panic fails the test. Bounded: 2 s per parser in `make test`, 30 s under `DLOCK_LONG=1`;
 //! `DLOCK_SEED` replays a run.
 //!
-//! The parser sources are compiled into this test (`#[path]`) rather than linked from the
-//! `dlock` rlib: the rlib installs Redis's allocator as the global allocator
-//! (`redis_module!`), which aborts in any process that is not Redis.
+//! The parsers come from the `dlock-core` crate, the very code the module runs.
 
-#[allow(dead_code)]
-#[path = "../src/error.rs"]
-mod error;
-
-#[allow(dead_code)]
-#[path = "../src/args.rs"]
-mod args;
-
-#[allow(dead_code)]
-#[path = "../src/config.rs"]
-mod config;
+use dlock_core::{args, config, error};
 
 mod reliability_common;
 

@@ -11,19 +11,8 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[allow(dead_code)]
-#[path = "../../src/error.rs"]
-mod error;
-
-#[allow(dead_code)]
-#[path = "../../src/args.rs"]
-mod args;
-
-#[allow(dead_code)]
-#[path = "../../src/config.rs"]
-mod config;
-
-const MAX_MS: i64 = 315_360_000_000;
+use dlock_core::args::{self, MAX_MS};
+use dlock_core::{config, error};
 
 fn words(data: &[u8]) -> Vec<&[u8]> {
     let mut out = vec![];

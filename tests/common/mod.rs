@@ -137,7 +137,8 @@ pub fn assert_err(r: &Reply, prefix: &str) {
     }
 }
 
-pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+#[allow(unused_imports)]
+pub use dlock_core::error::WRONGTYPE;
 
 pub fn acquire(con: &mut Connection, key: &str, owner: &str, lease: u64) -> Reply {
     cmd(con, &["DLOCK.ACQUIRE", key, owner, &lease.to_string()])
@@ -355,66 +356,22 @@ pub fn resp_encode(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// Redis Cluster hash slot of a key (CRC16/XMODEM of the hash tag or the whole key).
+/// Redis Cluster hash slot of a key (the module's own rule, from `dlock-core`).
 pub fn key_slot(key: &[u8]) -> u16 {
-    let mut k = key;
-    if let Some(s) = key.iter().position(|&b| b == b'{') {
-        if let Some(e) = key[s + 1..].iter().position(|&b| b == b'}') {
-            if e > 0 {
-                k = &key[s + 1..s + 1 + e];
-            }
-        }
-    }
-    crc16(k) % 16384
+    dlock_core::names::key_slot(key)
 }
 
-fn crc16(data: &[u8]) -> u16 {
-    let mut crc: u16 = 0;
-    for &b in data {
-        crc ^= (b as u16) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc
-}
-
-/// The fencing counter's key name for lock `k` (DECISIONS-DRAFT).
+/// The fencing counter's key name for lock `k`.
 pub fn fence_key(k: &str) -> String {
-    let b = k.as_bytes();
-    let has_brace = k.contains('{') || k.contains('}');
-    if !has_brace {
-        return format!("dlock:fence:{{{k}}}");
-    }
-    // valid hash tag: a '{' followed later by '}' with at least one byte between
-    if let Some(s) = b.iter().position(|&c| c == b'{') {
-        if let Some(e) = b[s + 1..].iter().position(|&c| c == b'}') {
-            if e > 0 {
-                return format!("dlock:fence:{k}");
-            }
-        }
-    }
-    let slot = key_slot(b);
-    let n = (0u64..)
-        .find(|n| key_slot(n.to_string().as_bytes()) == slot)
-        .unwrap();
-    format!("dlock:fence:{{{n}}}:{k}")
+    String::from_utf8(dlock_core::names::fence_key(k.as_bytes())).expect("UTF-8 key")
 }
 
 /// Redisson's unlock channel for `k` with the default prefix.
 pub fn channel(k: &str) -> String {
-    channel_with("redisson_lock__channel", k)
+    channel_with(&dlock_core::config::Config::default().channel_prefix, k)
 }
 pub fn channel_with(prefix: &str, k: &str) -> String {
-    if k.contains('{') {
-        format!("{prefix}:{k}")
-    } else {
-        format!("{prefix}:{{{k}}}")
-    }
+    String::from_utf8(dlock_core::names::unlock_channel(prefix, k.as_bytes())).expect("UTF-8 key")
 }
 
 pub const SEC: Duration = Duration::from_secs(1);

@@ -8,6 +8,24 @@ use std::collections::BTreeMap;
 
 pub type Owner = Vec<u8>;
 
+/// What kind of hold a request asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Want {
+    /// DLOCK.ACQUIRE: the exclusive (Redisson-layout) lock.
+    Exclusive,
+    /// DLOCK.RWLOCK ... READ
+    Read,
+    /// DLOCK.RWLOCK ... WRITE
+    Write,
+}
+
+/// A mode named on a read-write lock (DLOCK.RELEASE's optional word).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Read,
+    Write,
+}
+
 /// The decoded value of a lock key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LockValue {
@@ -51,10 +69,14 @@ pub enum Stored<'a> {
     Other,
 }
 
-const MODE: &[u8] = b"mode";
-const READ_PREFIX: &[u8] = b"read:";
-const WRITE_PREFIX: &[u8] = b"write:";
-const LEASE_PREFIX: &[u8] = b"lease:";
+/// Read-write layout: the field naming the mode (`read` or `write`); no owner may be called so.
+pub const MODE_FIELD: &[u8] = b"mode";
+/// Read-write layout: `read:<owner>` holds that owner's READ count.
+pub const READ_PREFIX: &[u8] = b"read:";
+/// Read-write layout: `write:<owner>` holds that owner's WRITE count.
+pub const WRITE_PREFIX: &[u8] = b"write:";
+/// Read-write layout: `lease:<owner>` holds the absolute end of that owner's lease (unix ms).
+pub const LEASE_PREFIX: &[u8] = b"lease:";
 
 /// A positive decimal integer as Redis writes it (HINCRBY results): a hold count or a
 /// deadline; anything else makes the hash not a lock.
@@ -69,7 +91,7 @@ impl LockValue {
             Stored::Absent => LockValue::Free,
             Stored::Other => LockValue::NotALock,
             Stored::Hash { fields, expire_at } => {
-                if fields.iter().any(|(f, _)| f == MODE) {
+                if fields.iter().any(|(f, _)| f == MODE_FIELD) {
                     decode_rw(fields).map_or(LockValue::NotALock, LockValue::ReadWrite)
                 } else {
                     decode_exclusive(fields, expire_at)
@@ -97,7 +119,7 @@ impl LockValue {
                 } else {
                     b"read"
                 };
-                out.insert(MODE.to_vec(), mode.to_vec());
+                out.insert(MODE_FIELD.to_vec(), mode.to_vec());
                 for (owner, h) in &rw.holders {
                     let field = |prefix: &[u8]| [prefix, owner.as_slice()].concat();
                     if h.read > 0 {
@@ -154,7 +176,7 @@ fn decode_rw(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<ReadWrite> {
     let mut holders: BTreeMap<Owner, RwHolder> = BTreeMap::new();
     let mut leases: BTreeMap<Owner, i64> = BTreeMap::new();
     for (f, v) in fields {
-        if f == MODE {
+        if f == MODE_FIELD {
             if v != b"read" && v != b"write" {
                 return None;
             }

@@ -1,11 +1,10 @@
 //! The grant rules of SPEC.md as plain functions over a decoded [`LockValue`].
 //!
-//! No Redis here: the command layer loads the value, calls these, and stores the result; the
-//! waiter queue calls the same functions when it serves a waiter. `now` is unix ms.
+//! No Redis here: the module's engine loads the value, calls these, and stores the result,
+//! for a command and for a queued waiter alike. `now` is unix ms.
 
-use crate::args::{Mode, Want};
 use crate::error::LockError;
-use crate::model::{Exclusive, LockValue, ReadWrite, RwHolder};
+use crate::model::{Exclusive, LockValue, Mode, ReadWrite, RwHolder, Want};
 
 /// The answer to "may `owner` have this hold now?".
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,9 +118,7 @@ pub fn acquire(
                     fresh_exclusive: false,
                 }
             }
-            Some(_) => Grant::Refused(LockError::Msg(
-                "ERR cannot upgrade a READ hold to WRITE (it would deadlock)".into(),
-            )),
+            Some(_) => Grant::Refused(LockError::Upgrade),
             None => Grant::Busy,
         },
     }
@@ -154,11 +151,7 @@ pub fn release(
             };
             let mode = match mode {
                 Some(m) => m,
-                None if h.read > 0 && h.write > 0 => {
-                    return Err(LockError::Msg(
-                        "ERR owner holds READ and WRITE: name the mode to release".into(),
-                    ))
-                }
+                None if h.read > 0 && h.write > 0 => return Err(LockError::NameTheMode),
                 None if h.write > 0 => Mode::Write,
                 None => Mode::Read,
             };
@@ -337,7 +330,7 @@ mod tests {
         assert_eq!(acquire(&mut v, C, Want::Write, 100, 0, false), Grant::Busy);
         assert!(matches!(
             acquire(&mut v, A, Want::Write, 100, 0, false),
-            Grant::Refused(LockError::Msg(_))
+            Grant::Refused(LockError::Upgrade)
         ));
         assert_eq!(
             v.expire_at(),
@@ -368,7 +361,7 @@ mod tests {
             granted(2, false)
         );
         assert!(
-            matches!(release(&mut v, A, None), Err(LockError::Msg(_))),
+            matches!(release(&mut v, A, None), Err(LockError::NameTheMode)),
             "holds both: must name one"
         );
         assert_eq!(

@@ -4,29 +4,13 @@
 //! WRONGTYPE (SPEC: "Arguments are checked before the key is looked at").
 
 use crate::error::LockError;
+use crate::model::MODE_FIELD;
+pub use crate::model::{Mode, Want};
 
 /// The longest lease or wait a command accepts: ten years in milliseconds.
 pub const MAX_MS: i64 = 315_360_000_000;
 /// The longest owner name in bytes.
 pub const MAX_OWNER_LEN: usize = 512;
-
-/// What kind of hold a request asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Want {
-    /// DLOCK.ACQUIRE: the exclusive (Redisson-layout) lock.
-    Exclusive,
-    /// DLOCK.RWLOCK ... READ
-    Read,
-    /// DLOCK.RWLOCK ... WRITE
-    Write,
-}
-
-/// A mode named on a read-write lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Read,
-    Write,
-}
 
 /// DLOCK.ACQUIRE / DLOCK.RWLOCK.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,10 +42,10 @@ pub struct RenewArgs<'a> {
 
 fn owner(arg: &[u8]) -> Result<&[u8], LockError> {
     if arg.is_empty() || arg.len() > MAX_OWNER_LEN {
-        return Err(LockError::Msg("ERR owner must be 1 to 512 bytes".into()));
+        return Err(LockError::OwnerLength);
     }
-    if arg == b"mode" {
-        return Err(LockError::Msg("ERR owner name 'mode' is reserved".into()));
+    if arg == MODE_FIELD {
+        return Err(LockError::OwnerReserved);
     }
     Ok(arg)
 }
@@ -77,25 +61,17 @@ fn parse_i64(arg: &[u8]) -> Option<i64> {
 
 fn lease(arg: &[u8]) -> Result<i64, LockError> {
     match parse_i64(arg) {
-        Some(v) if v > MAX_MS => Err(LockError::Msg(format!(
-            "ERR lease-ms must be at most {MAX_MS}"
-        ))),
+        Some(v) if v > MAX_MS => Err(LockError::LeaseTooLong),
         Some(v) if v > 0 => Ok(v),
-        _ => Err(LockError::Msg(
-            "ERR lease-ms must be a positive integer".into(),
-        )),
+        _ => Err(LockError::LeaseNotPositive),
     }
 }
 
 fn timeout(arg: &[u8]) -> Result<i64, LockError> {
     match parse_i64(arg) {
-        Some(v) if v > MAX_MS => Err(LockError::Msg(format!(
-            "ERR timeout-ms must be at most {MAX_MS}"
-        ))),
+        Some(v) if v > MAX_MS => Err(LockError::TimeoutTooLong),
         Some(v) if v >= 0 => Ok(v),
-        _ => Err(LockError::Msg(
-            "ERR timeout-ms must be a non-negative integer".into(),
-        )),
+        _ => Err(LockError::TimeoutNegative),
     }
 }
 
@@ -146,7 +122,7 @@ pub fn rwlock<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     let want = match mode(argv[2]) {
         Some(Mode::Read) => Want::Read,
         Some(Mode::Write) => Want::Write,
-        None => return Err(LockError::Msg("ERR mode must be READ or WRITE".into())),
+        None => return Err(LockError::ModeWord),
     };
     let lease_ms = lease(argv[3])?;
     let (wait_ms, fence) = options(&argv[4..])?;

@@ -1,0 +1,103 @@
+//! Every error a DLOCK command answers with, and its text. Every one is a reply; none changes
+//! anything. The texts are part of the protocol (SPEC.md): clients and tests match on them.
+
+use crate::args::MAX_MS;
+
+/// An error reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockError {
+    /// Redis's own arity text, naming the command.
+    WrongArity,
+    /// `ERR syntax error`
+    Syntax,
+    /// The key holds a value that is not a lock of the kind the command works on.
+    WrongType,
+    /// The owner argument is empty or longer than 512 bytes.
+    OwnerLength,
+    /// The owner is `mode`, a field name of the read-write layout.
+    OwnerReserved,
+    /// `lease-ms` is not a positive integer.
+    LeaseNotPositive,
+    /// `lease-ms` is above [`MAX_MS`].
+    LeaseTooLong,
+    /// `WAIT timeout-ms` is not a non-negative integer.
+    TimeoutNegative,
+    /// `WAIT timeout-ms` is above [`MAX_MS`].
+    TimeoutTooLong,
+    /// DLOCK.RWLOCK's mode is neither READ nor WRITE.
+    ModeWord,
+    /// A reader asked for WRITE on the same lock.
+    Upgrade,
+    /// DLOCK.RELEASE without a mode by an owner holding READ and WRITE.
+    NameTheMode,
+    /// The queue of this key is full (the `max-waiters-per-key` module argument).
+    TooManyWaitersOnKey(usize),
+    /// All queues together are full (the `max-waiters` module argument).
+    TooManyWaiters(usize),
+    /// The fencing counter is at `i64::MAX`.
+    FenceOverflow,
+    /// The fencing counter key (named here) holds something that is not an integer.
+    FenceNotInteger(Vec<u8>),
+}
+
+/// The text of [`LockError::WrongType`] (Redis's own).
+pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+impl LockError {
+    /// The text of the error reply for `command` (lower-case command name, used by the arity
+    /// text only).
+    pub fn message(&self, command: &str) -> String {
+        match self {
+            LockError::WrongArity => {
+                format!("ERR wrong number of arguments for '{command}' command")
+            }
+            LockError::Syntax => "ERR syntax error".into(),
+            LockError::WrongType => WRONGTYPE.into(),
+            LockError::OwnerLength => "ERR owner must be 1 to 512 bytes".into(),
+            LockError::OwnerReserved => "ERR owner name 'mode' is reserved".into(),
+            LockError::LeaseNotPositive => "ERR lease-ms must be a positive integer".into(),
+            LockError::LeaseTooLong => format!("ERR lease-ms must be at most {MAX_MS}"),
+            LockError::TimeoutNegative => "ERR timeout-ms must be a non-negative integer".into(),
+            LockError::TimeoutTooLong => format!("ERR timeout-ms must be at most {MAX_MS}"),
+            LockError::ModeWord => "ERR mode must be READ or WRITE".into(),
+            LockError::Upgrade => {
+                "ERR cannot upgrade a READ hold to WRITE (it would deadlock)".into()
+            }
+            LockError::NameTheMode => {
+                "ERR owner holds READ and WRITE: name the mode to release".into()
+            }
+            LockError::TooManyWaitersOnKey(max) => {
+                format!("ERR too many waiters on this key (max-waiters-per-key {max})")
+            }
+            LockError::TooManyWaiters(max) => {
+                format!("ERR too many waiters (max-waiters {max})")
+            }
+            LockError::FenceOverflow => "ERR fencing counter overflow".into(),
+            LockError::FenceNotInteger(name) => format!(
+                "ERR fencing counter '{}' is not an integer",
+                String::from_utf8_lossy(name)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_are_redis_errors() {
+        assert_eq!(
+            LockError::WrongArity.message("dlock.renew"),
+            "ERR wrong number of arguments for 'dlock.renew' command"
+        );
+        assert_eq!(
+            LockError::FenceNotInteger(b"dlock:fence:{k}".to_vec()).message("x"),
+            "ERR fencing counter 'dlock:fence:{k}' is not an integer"
+        );
+        assert_eq!(
+            LockError::TooManyWaiters(3).message("x"),
+            "ERR too many waiters (max-waiters 3)"
+        );
+    }
+}

@@ -1,0 +1,18 @@
+//! dlock's rules without Redis, shared by the module (`dlock`), the client (`dlock-client`),
+//! the fuzz target and the tests, so that no rule is written twice.
+//!
+//! - [`args`]: the one parser of command arguments (argv -> typed requests), checked before
+//!   any key is looked at.
+//! - [`config`]: the module arguments (`loadmodule libdlock.so [name value ...]`).
+//! - [`error`]: every error reply and its text.
+//! - [`model`]: the lock kinds and their hash layouts (Redisson's `owner -> count` for the
+//!   exclusive lock; `mode`, `read:`, `write:`, `lease:` fields for the read-write lock).
+//! - [`rules`]: the grant rules of SPEC.md as pure functions over a decoded lock.
+//! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
+
+pub mod args;
+pub mod config;
+pub mod error;
+pub mod model;
+pub mod names;
+pub mod rules;
