@@ -90,6 +90,17 @@ mod registration {
         }
     }
 
+    /// Called by Redis on `MODULE UNLOAD` (refused while clients wait). Frees what lives in
+    /// statics and would otherwise outlive the unloaded library.
+    ///
+    /// # Safety
+    /// Called by Redis only, on its main thread.
+    #[no_mangle]
+    pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
+        crate::stats::free_wait_times();
+        raw::Status::Ok as c_int
+    }
+
     /// Called by Redis on `loadmodule` / `MODULE LOAD`.
     ///
     /// # Safety

@@ -51,21 +51,22 @@ struct WaitTimes {
     max_us: u64,
 }
 
-lazy_static::lazy_static! {
-    static ref WAIT_TIMES: Mutex<WaitTimes> = Mutex::new(WaitTimes {
-        hist: Histogram::new(3).expect("3 significant digits is a valid precision"),
-        max_us: 0,
-    });
-}
+/// Made at the first waited grant, freed on MODULE UNLOAD (`free_wait_times`): Redis does
+/// not run Rust's static destructors, and the histogram (tens of KB) would leak per reload.
+static WAIT_TIMES: Mutex<Option<WaitTimes>> = Mutex::new(None);
 
-fn wait_times() -> std::sync::MutexGuard<'static, WaitTimes> {
+fn wait_times() -> std::sync::MutexGuard<'static, Option<WaitTimes>> {
     WAIT_TIMES.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A waiter was granted after waiting `waited`.
 pub fn record_wait(waited: Duration) {
     let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX).max(1);
-    let mut w = wait_times();
+    let mut guard = wait_times();
+    let w = guard.get_or_insert_with(|| WaitTimes {
+        hist: Histogram::new(3).expect("3 significant digits is a valid precision"),
+        max_us: 0,
+    });
     // `record` grows the histogram (it only fails beyond i64::MAX µs); `saturating_record`
     // would clamp to its current size instead.
     if w.hist.record(us).is_err() {
@@ -76,12 +77,18 @@ pub fn record_wait(waited: Duration) {
 
 /// `(p50, p99, p999, max)` of the recorded waits in microseconds; zeros before the first.
 pub fn wait_percentiles() -> (u64, u64, u64, u64) {
-    let w = wait_times();
-    if w.hist.is_empty() {
-        return (0, 0, 0, 0);
+    match &*wait_times() {
+        Some(w) if !w.hist.is_empty() => {
+            let q = |p: f64| w.hist.value_at_quantile(p).min(w.max_us);
+            (q(0.50), q(0.99), q(0.999), w.max_us)
+        }
+        _ => (0, 0, 0, 0),
     }
-    let q = |p: f64| w.hist.value_at_quantile(p).min(w.max_us);
-    (q(0.50), q(0.99), q(0.999), w.max_us)
+}
+
+/// MODULE UNLOAD: gives the histogram's memory back to Redis.
+pub fn free_wait_times() {
+    *wait_times() = None;
 }
 
 /// Lock keys this server granted and that still exist, so that an `expired` keyspace event
