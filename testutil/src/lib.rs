@@ -4,10 +4,13 @@
 //! directory and is killed by PID when dropped, so a failing test still cleans up.
 //!
 //! Environment:
-//! - `REDIS_SERVER`: the server binary (default `redis-server`; `make test-valkey` sets
-//!   `valkey-server`).
+//! - `REDIS_SERVER`: the server binary (default `redis-server`; `make test-matrix` runs the
+//!   suite once per server of the matrix). `version` tells tests which server it is.
 //! - `DLOCK_MODULE`: path of the module (default `<workspace>/target/release/libdlock.so`,
 //!   which `make test` builds first).
+
+mod version;
+pub use version::{server_version, skip, Flavor, ServerVersion};
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

