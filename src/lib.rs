@@ -7,6 +7,7 @@
 //! `config`, `stats`.
 
 pub mod blocking;
+pub mod command_docs;
 pub mod commands;
 pub mod config;
 pub mod events;
@@ -27,7 +28,7 @@ mod registration {
     use redis_module::{raw, Context, RedisString, Status};
 
     use crate::stats::{Stats, STATS};
-    use crate::{commands, config, events, store, waiters};
+    use crate::{command_docs, commands, config, events, store, waiters};
 
     #[global_allocator]
     static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
@@ -125,9 +126,9 @@ mod registration {
         if init(&Context::new(ctx), &args) == Status::Err {
             return err;
         }
-        // Legacy key positions (first 1, last 1, step 1): Redis derives the key spec, so
-        // COMMAND GETKEYS, ACL key patterns and cluster routing work. ACL categories are not
-        // set (a category makes loading fail on Redis 7.0).
+        // Legacy key positions (first 1, last 1, step 1); `command_docs` then replaces the
+        // derived key spec with one carrying the right access flags (COMMAND GETKEYS, ACL key
+        // patterns and cluster routing work either way).
         let table: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 5] = [
             (
                 c"dlock.acquire",
@@ -164,6 +165,11 @@ mod registration {
                 );
                 return err;
             }
+        }
+        // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
+        if let Err(line) = command_docs::describe(ctx) {
+            log_warning(&Context::new(ctx), &line);
+            return err;
         }
         raw::Status::Ok as c_int
     }
