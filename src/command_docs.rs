@@ -271,7 +271,10 @@ impl RawArgs {
 
 /// Hands every registered command's entry to Redis. Call from `RedisModule_OnLoad`, after the
 /// commands are created (Redis accepts command info only while the module loads).
-pub fn describe(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
+///
+/// # Safety
+/// `ctx` is the context Redis passed to `RedisModule_OnLoad`.
+pub unsafe fn describe(ctx: *mut raw::RedisModuleCtx) -> Result<(), String> {
     // The sizes let Redis walk arrays of our struct layout, whatever its own version is.
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,

@@ -167,7 +167,7 @@ mod registration {
             }
         }
         // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
-        if let Err(line) = command_docs::describe(ctx) {
+        if let Err(line) = unsafe { command_docs::describe(ctx) } {
             log_warning(&Context::new(ctx), &line);
             return err;
         }
