@@ -5,15 +5,20 @@ use std::sync::{Arc, RwLock};
 
 pub use dlock_core::config::Config;
 
-lazy_static::lazy_static! {
-    static ref CONFIG: RwLock<Arc<Config>> = RwLock::new(Arc::new(Config::default()));
-}
+/// `None` until loaded and after MODULE UNLOAD.
+static CONFIG: RwLock<Option<Arc<Config>>> = RwLock::new(None);
 
 pub fn set(c: Config) {
-    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(c);
+    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(c));
 }
 
 /// The configuration in force (a shared handle: no copy on the hot path).
 pub fn get() -> Arc<Config> {
-    CONFIG.read().unwrap_or_else(|e| e.into_inner()).clone()
+    let cfg = CONFIG.read().unwrap_or_else(|e| e.into_inner());
+    cfg.clone().unwrap_or_default()
+}
+
+/// MODULE UNLOAD: frees the configuration.
+pub fn free() {
+    *CONFIG.write().unwrap_or_else(|e| e.into_inner()) = None;
 }

@@ -1,19 +1,21 @@
 //! dlock: distributed locks done natively inside Redis.
 //!
-//! This file only registers; see `docs/DESIGN.md` for how the parts fit. The rules without
-//! Redis (arguments, error texts, lock model, grant rules, names) are in the `dlock-core`
-//! crate; here: `commands` (handlers) with `store` (key I/O + replication), `waiters` (queues
-//! and the one grant path), `blocking` (raw blocking/timer layer), `events` (wake sources),
-//! `config`, `stats`.
+//! This file only registers; see `docs/DESIGN.md` for how the parts fit. Layers, each using
+//! only the ones below it:
+//! - `dlock-core` (its own crate): arguments, error texts, lock model, grant rules, names;
+//! - `ffi`: the only code that calls `RedisModule_*`;
+//! - `engine`: waiter queues, the unit of work, lock storage, wake-ups;
+//! - `commands` (one file per command) and `events` (keyspace/server events) on top;
+//! - `config` and `stats` beside them.
+#![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod blocking;
-pub mod command_docs;
-pub mod commands;
-pub mod config;
-pub mod events;
-pub mod stats;
-pub mod store;
-pub mod waiters;
+mod command_docs;
+mod commands;
+mod config;
+mod engine;
+mod events;
+mod ffi;
+mod stats;
 
 // Unit tests run without Redis, so they must not install Redis's allocator.
 //
@@ -22,85 +24,15 @@ pub mod waiters;
 // per reload), and subscribes to server events (cron, config, ...) that dlock does not use.
 #[cfg(not(test))]
 mod registration {
-    use std::ffi::{CStr, CString};
     use std::os::raw::c_int;
 
-    use redis_module::{raw, Context, RedisString, Status};
+    use redis_module::raw;
 
-    use crate::stats::{Stats, STATS};
-    use crate::{command_docs, commands, config, events, store, waiters};
+    use crate::ffi::{command, info, module, Ctx};
+    use crate::{command_docs, commands, config, engine, events, stats};
 
     #[global_allocator]
     static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
-
-    fn init(ctx: &Context, args: &[RedisString]) -> Status {
-        let words: Vec<String> = args.iter().map(|a| a.to_string_lossy()).collect();
-        match config::Config::parse(&words) {
-            Ok(c) => config::set(c),
-            Err(line) => {
-                log_warning(ctx, &line);
-                return Status::Err;
-            }
-        }
-        if let Err(line) = events::subscribe(ctx) {
-            log_warning(ctx, &line);
-            return Status::Err;
-        }
-        unsafe { raw::RedisModule_RegisterInfoFunc.unwrap()(ctx.get_raw(), Some(info)) };
-        Status::Ok
-    }
-
-    /// Logs through this load's own context (the crate's logger keeps the context of the first
-    /// load, so after MODULE UNLOAD + LOAD its lines were lost).
-    fn log_warning(ctx: &Context, line: &str) {
-        let level = CString::new("warning").unwrap();
-        let fmt = CString::new("%s").unwrap();
-        let text = store::cstring(line);
-        unsafe {
-            raw::RedisModule_Log.unwrap()(
-                ctx.get_raw(),
-                level.as_ptr(),
-                fmt.as_ptr(),
-                text.as_ptr(),
-            )
-        };
-    }
-
-    /// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
-    unsafe extern "C" fn info(ctx: *mut raw::RedisModuleInfoCtx, _for_crash_report: c_int) {
-        raw::RedisModule_InfoAddSection.unwrap()(ctx, std::ptr::null_mut());
-        let (p50, p99, p999, max) = crate::stats::wait_percentiles();
-        let fields = [
-            ("grants", Stats::get(&STATS.grants)),
-            ("reentrant_grants", Stats::get(&STATS.reentrant_grants)),
-            ("releases", Stats::get(&STATS.releases)),
-            ("renewals", Stats::get(&STATS.renewals)),
-            ("handoffs", Stats::get(&STATS.handoffs)),
-            ("waiters", waiters::waiting() as u64),
-            ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
-            ("leases_expired", Stats::get(&STATS.leases_expired)),
-            ("errors", Stats::get(&STATS.errors)),
-            ("wait_p50_us", p50),
-            ("wait_p99_us", p99),
-            ("wait_p999_us", p999),
-            ("wait_max_us", max),
-        ];
-        for (name, value) in fields {
-            let name = CString::new(name).unwrap();
-            raw::RedisModule_InfoAddFieldLongLong.unwrap()(ctx, name.as_ptr(), value as i64);
-        }
-    }
-
-    /// Called by Redis on `MODULE UNLOAD` (refused while clients wait). Frees what lives in
-    /// statics and would otherwise outlive the unloaded library.
-    ///
-    /// # Safety
-    /// Called by Redis only, on its main thread.
-    #[no_mangle]
-    pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
-        crate::stats::free_wait_times();
-        raw::Status::Ok as c_int
-    }
 
     /// Called by Redis on `loadmodule` / `MODULE LOAD`.
     ///
@@ -112,65 +44,58 @@ mod registration {
         argv: *mut *mut raw::RedisModuleString,
         argc: c_int,
     ) -> c_int {
-        let err = raw::Status::Err as c_int;
-        if raw::Export_RedisModule_Init(
-            ctx,
-            c"dlock".as_ptr(),
-            1,
-            raw::REDISMODULE_APIVER_1 as c_int,
-        ) == err
-        {
-            return err;
+        // SAFETY: Redis's OnLoad arguments (see above) are what these calls need.
+        match unsafe { load(ctx, argv, argc) } {
+            Ok(()) => raw::REDISMODULE_OK as c_int,
+            Err(()) => raw::REDISMODULE_ERR as c_int,
         }
-        let args = redis_module::decode_args(ctx, argv, argc);
-        if init(&Context::new(ctx), &args) == Status::Err {
-            return err;
-        }
+    }
+
+    /// # Safety
+    /// As `RedisModule_OnLoad`.
+    unsafe fn load(
+        ctx: *mut raw::RedisModuleCtx,
+        argv: *mut *mut raw::RedisModuleString,
+        argc: c_int,
+    ) -> Result<(), ()> {
+        // SAFETY: the OnLoad context, first call.
+        unsafe { module::init(ctx)? };
+        // SAFETY: the OnLoad context, initialised.
+        let c = unsafe { Ctx::from_raw(ctx) };
+        // SAFETY: the OnLoad arguments.
+        let words = unsafe { module::args(argv, argc) };
+        let fail = |line: String| c.log_warning(&line);
+        config::set(config::Config::parse(&words).map_err(fail)?);
+        events::subscribe(c).map_err(fail)?;
+        // SAFETY (registration calls below): the OnLoad context.
+        unsafe { info::register::<stats::Info>(ctx) };
         // Legacy key positions (first 1, last 1, step 1); `command_docs` then replaces the
-        // derived key spec with one carrying the right access flags (COMMAND GETKEYS, ACL key
-        // patterns and cluster routing work either way).
-        let table: [(&CStr, raw::RedisModuleCmdFunc, &CStr); 5] = [
-            (
-                c"dlock.acquire",
-                Some(commands::entry::acquire),
-                c"write deny-oom",
-            ),
-            (
-                c"dlock.rwlock",
-                Some(commands::entry::rwlock),
-                c"write deny-oom",
-            ),
-            (
-                c"dlock.release",
-                Some(commands::entry::release),
-                c"write fast",
-            ),
-            (c"dlock.renew", Some(commands::entry::renew), c"write fast"),
-            (c"dlock.info", Some(commands::entry::info), c"readonly fast"),
-        ];
-        for (name, handler, flags) in table {
-            if raw::RedisModule_CreateCommand.unwrap()(
-                ctx,
-                name.as_ptr(),
-                handler,
-                flags.as_ptr(),
-                1,
-                1,
-                1,
-            ) == err
-            {
-                log_warning(
-                    &Context::new(ctx),
-                    &format!("cannot create command {name:?}"),
-                );
-                return err;
-            }
+        // derived key spec with one carrying the right access flags.
+        let w = c"write deny-oom";
+        let wf = c"write fast";
+        unsafe {
+            command::create::<commands::Acquire>(ctx, c"dlock.acquire", w).map_err(fail)?;
+            command::create::<commands::RwLock>(ctx, c"dlock.rwlock", w).map_err(fail)?;
+            command::create::<commands::Release>(ctx, c"dlock.release", wf).map_err(fail)?;
+            command::create::<commands::Renew>(ctx, c"dlock.renew", wf).map_err(fail)?;
+            command::create::<commands::Info>(ctx, c"dlock.info", c"readonly fast")
+                .map_err(fail)?;
+            // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
+            command_docs::describe(ctx).map_err(fail)?;
         }
-        // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
-        if let Err(line) = unsafe { command_docs::describe(ctx) } {
-            log_warning(&Context::new(ctx), &line);
-            return err;
-        }
-        raw::Status::Ok as c_int
+        Ok(())
+    }
+
+    /// Called by Redis on `MODULE UNLOAD` (which it refuses while a client is blocked or a
+    /// timer is armed): frees everything the module allocated, so that reloading does not leak.
+    ///
+    /// # Safety
+    /// Called by Redis only.
+    #[no_mangle]
+    pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
+        engine::free_all();
+        stats::free_all();
+        config::free();
+        raw::REDISMODULE_OK as c_int
     }
 }

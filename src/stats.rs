@@ -51,8 +51,7 @@ struct WaitTimes {
     max_us: u64,
 }
 
-/// Made at the first waited grant, freed on MODULE UNLOAD (`free_wait_times`): Redis does
-/// not run Rust's static destructors, and the histogram (tens of KB) would leak per reload.
+/// `None` until the first wait and after MODULE UNLOAD.
 static WAIT_TIMES: Mutex<Option<WaitTimes>> = Mutex::new(None);
 
 fn wait_times() -> std::sync::MutexGuard<'static, Option<WaitTimes>> {
@@ -62,8 +61,8 @@ fn wait_times() -> std::sync::MutexGuard<'static, Option<WaitTimes>> {
 /// A waiter was granted after waiting `waited`.
 pub fn record_wait(waited: Duration) {
     let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX).max(1);
-    let mut guard = wait_times();
-    let w = guard.get_or_insert_with(|| WaitTimes {
+    let mut w = wait_times();
+    let w = w.get_or_insert_with(|| WaitTimes {
         hist: Histogram::new(3).expect("3 significant digits is a valid precision"),
         max_us: 0,
     });
@@ -77,18 +76,12 @@ pub fn record_wait(waited: Duration) {
 
 /// `(p50, p99, p999, max)` of the recorded waits in microseconds; zeros before the first.
 pub fn wait_percentiles() -> (u64, u64, u64, u64) {
-    match &*wait_times() {
-        Some(w) if !w.hist.is_empty() => {
-            let q = |p: f64| w.hist.value_at_quantile(p).min(w.max_us);
-            (q(0.50), q(0.99), q(0.999), w.max_us)
-        }
-        _ => (0, 0, 0, 0),
-    }
-}
-
-/// MODULE UNLOAD: gives the histogram's memory back to Redis.
-pub fn free_wait_times() {
-    *wait_times() = None;
+    let w = wait_times();
+    let Some(w) = w.as_ref().filter(|w| !w.hist.is_empty()) else {
+        return (0, 0, 0, 0);
+    };
+    let q = |p: f64| w.hist.value_at_quantile(p).min(w.max_us);
+    (q(0.50), q(0.99), q(0.999), w.max_us)
 }
 
 /// Lock keys this server granted and that still exist, so that an `expired` keyspace event
@@ -109,25 +102,28 @@ impl Held {
     }
 }
 
-lazy_static::lazy_static! {
-    static ref HELD: Mutex<Held> = Mutex::new(Held::default());
-}
+/// `None` until the first grant and after MODULE UNLOAD.
+static HELD: Mutex<Option<Held>> = Mutex::new(None);
 static HELD_COUNT: AtomicUsize = AtomicUsize::new(0);
 
-fn held() -> std::sync::MutexGuard<'static, Held> {
-    HELD.lock().unwrap_or_else(|e| e.into_inner())
+fn with_held<R>(f: impl FnOnce(&mut Held) -> R) -> R {
+    let mut h = HELD.lock().unwrap_or_else(|e| e.into_inner());
+    let h = h.get_or_insert_with(Held::default);
+    let r = f(h);
+    HELD_COUNT.store(h.count, Ordering::Relaxed);
+    r
 }
 
 /// A lock key went from free to held (`true`) or back (`false`) through dlock.
 pub fn track_held(db: i32, key: &[u8], is_held: bool) {
-    let mut h = held();
-    if is_held {
-        let added = h.keys.entry(db).or_default().insert(key.to_vec());
-        h.count += added as usize;
-    } else {
-        h.remove(db, key);
-    }
-    HELD_COUNT.store(h.count, Ordering::Relaxed);
+    with_held(|h| {
+        if is_held {
+            let added = h.keys.entry(db).or_default().insert(key.to_vec());
+            h.count += added as usize;
+        } else {
+            h.remove(db, key);
+        }
+    });
 }
 
 /// A keyspace event on `key`: an expiry of a held lock counts; any other change makes the key
@@ -136,17 +132,43 @@ pub fn on_key_event(db: i32, key: &[u8], expired: bool) {
     if HELD_COUNT.load(Ordering::Relaxed) == 0 {
         return;
     }
-    let mut h = held();
-    if h.remove(db, key) && expired {
+    if with_held(|h| h.remove(db, key)) && expired {
         Stats::add(&STATS.leases_expired, 1);
     }
-    HELD_COUNT.store(h.count, Ordering::Relaxed);
 }
 
 /// FLUSHDB/FLUSHALL/SWAPDB: forget what was held.
 pub fn forget_held() {
-    let mut h = held();
-    h.keys.clear();
-    h.count = 0;
+    with_held(|h| *h = Held::default());
+}
+
+/// MODULE UNLOAD: frees the held set and the wait times.
+pub fn free_all() {
+    *HELD.lock().unwrap_or_else(|e| e.into_inner()) = None;
     HELD_COUNT.store(0, Ordering::Relaxed);
+    *wait_times() = None;
+}
+
+/// The `INFO dlock` section; Redis prefixes each field with the module name (`dlock_grants`).
+pub struct Info;
+
+impl crate::ffi::info::InfoSection for Info {
+    fn fields() -> Vec<(&'static str, u64)> {
+        let (p50, p99, p999, max) = wait_percentiles();
+        vec![
+            ("grants", Stats::get(&STATS.grants)),
+            ("reentrant_grants", Stats::get(&STATS.reentrant_grants)),
+            ("releases", Stats::get(&STATS.releases)),
+            ("renewals", Stats::get(&STATS.renewals)),
+            ("handoffs", Stats::get(&STATS.handoffs)),
+            ("waiters", crate::engine::waiting() as u64),
+            ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
+            ("leases_expired", Stats::get(&STATS.leases_expired)),
+            ("errors", Stats::get(&STATS.errors)),
+            ("wait_p50_us", p50),
+            ("wait_p99_us", p99),
+            ("wait_p999_us", p999),
+            ("wait_max_us", max),
+        ]
+    }
 }

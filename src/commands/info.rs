@@ -1,0 +1,103 @@
+//! DLOCK.INFO: what a lock key holds, read only (lapsed read-write holders are left out, not
+//! removed).
+
+use dlock_core::args;
+use dlock_core::error::LockError;
+use dlock_core::model::LockValue;
+use dlock_core::rules;
+
+use crate::engine::registry;
+use crate::engine::store::{FenceKey, LockKey};
+use crate::ffi::command::Command;
+use crate::ffi::context::now_ms;
+use crate::ffi::reply::Replier;
+use crate::ffi::string::ArgStr;
+use crate::ffi::{Ctx, Reply};
+
+/// `DLOCK.INFO key`
+pub struct Info;
+
+impl Command for Info {
+    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+        super::reply(
+            "dlock.info",
+            args::info(argv).and_then(|k| info(ctx, k, key)),
+        )
+    }
+}
+
+fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> {
+    let db = ctx.selected_db();
+    let lk = LockKey::open(ctx, key, name, false, None);
+    let now = now_ms();
+    let mut value = lk.value.clone();
+    rules::prune_lapsed(&mut value, now);
+    let waiters = registry().waiters_on(db, key);
+    let fence = FenceKey::of(key).get(ctx)?;
+    let remaining = |at: i64| (at - now).max(0);
+    type Holder<'m> = (Vec<u8>, &'m str, i64, i64); // owner, mode, count, remaining ms
+    let (kind, mode, lease, holders): (&str, Option<&str>, i64, Vec<Holder>) = match &value {
+        LockValue::NotALock => return Err(LockError::WrongType),
+        LockValue::Free => ("none", None, -2, vec![]),
+        LockValue::Exclusive(x) => {
+            let lease = x.expire_at.map_or(-1, remaining);
+            let holders = x
+                .holders
+                .iter()
+                .map(|(o, c)| (o.clone(), "exclusive", *c, lease))
+                .collect();
+            ("lock", Some("exclusive"), lease, holders)
+        }
+        LockValue::ReadWrite(rw) => {
+            let mut holders = vec![];
+            for (o, h) in &rw.holders {
+                if h.write > 0 {
+                    holders.push((o.clone(), "write", h.write, remaining(h.deadline)));
+                }
+                if h.read > 0 {
+                    holders.push((o.clone(), "read", h.read, remaining(h.deadline)));
+                }
+            }
+            let mode = if rw.is_write_locked() {
+                "write"
+            } else {
+                "read"
+            };
+            (
+                "rwlock",
+                Some(mode),
+                value.expire_at().map_or(-1, remaining),
+                holders,
+            )
+        }
+    };
+    // Written by hand to keep the field order; RESP2 clients get the map as a flat array.
+    let r = Replier(ctx);
+    r.map(6);
+    r.bytes(b"kind");
+    r.bytes(kind.as_bytes());
+    r.bytes(b"mode");
+    match mode {
+        Some(m) => r.bytes(m.as_bytes()),
+        None => r.null(),
+    }
+    r.bytes(b"lease-ms");
+    r.int(lease);
+    r.bytes(b"holders");
+    r.array(holders.len());
+    for (owner, mode, count, lease) in &holders {
+        r.array(4);
+        r.bytes(owner);
+        r.bytes(mode.as_bytes());
+        r.int(*count);
+        r.int(*lease);
+    }
+    r.bytes(b"waiters");
+    r.int(waiters as i64);
+    r.bytes(b"fence");
+    match fence {
+        Some(token) => r.int(token),
+        None => r.null(),
+    }
+    Ok(Reply::None)
+}

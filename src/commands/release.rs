@@ -1,0 +1,60 @@
+//! DLOCK.RELEASE: one hold less; the last one hands the lock to the queue inside the command.
+
+use dlock_core::args;
+use dlock_core::error::LockError;
+use dlock_core::model::LockValue;
+use dlock_core::names;
+use dlock_core::rules::{self, Released};
+
+use crate::engine::{store, work};
+use crate::ffi::command::Command;
+use crate::ffi::string::ArgStr;
+use crate::ffi::{Ctx, Reply};
+use crate::stats::{Stats, STATS};
+
+/// `DLOCK.RELEASE key owner [READ|WRITE]`
+pub struct Release;
+
+impl Command for Release {
+    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+        super::reply(
+            "dlock.release",
+            args::release(argv).and_then(|a| release(ctx, a, key)),
+        )
+    }
+}
+
+fn release(ctx: Ctx, a: args::ReleaseArgs, name: Option<ArgStr>) -> Result<Reply, LockError> {
+    let db = ctx.selected_db();
+    let (result, freed_exclusive) =
+        work::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
+            let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
+            let result = rules::release(&mut lk.value, a.owner, a.mode);
+            if let Ok(Released::Last) = result {
+                // Hand-off inside this command: no window for another client or script.
+                work::serve(ctx, reg, db, lk, now);
+            }
+            let freed =
+                result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free;
+            (result, freed)
+        });
+    if let Ok(Released::Last | Released::Decremented) = result {
+        Stats::add(&STATS.releases, 1);
+    }
+    if freed_exclusive {
+        // Nobody in the queue took it: wake Redisson-style waiters (same MULTI as the DEL).
+        let cfg = crate::config::get();
+        if cfg.publish {
+            store::publish(
+                ctx,
+                &names::unlock_channel(&cfg.channel_prefix, a.key),
+                b"0",
+            );
+        }
+    }
+    Ok(match result? {
+        Released::Last => Reply::Int(1),
+        Released::Decremented => Reply::Int(0),
+        Released::NotHeld => Reply::Null,
+    })
+}

@@ -1,0 +1,246 @@
+//! The waiter queues: one per (db, key), strict FIFO by arrival, and an index from each
+//! blocked client to its place. Plain data: no Redis calls (timers and clients are only
+//! stored), so it is unit-tested without a server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
+
+use dlock_core::model::Want;
+
+use crate::ffi::blocked::{BlockedClient, ClientId};
+use crate::ffi::timer::TimerId;
+
+use super::wake::Job;
+
+/// A timer of the engine.
+pub type Timer = TimerId<Job>;
+
+/// One queued client and what it asked for.
+pub struct Waiter {
+    pub client: BlockedClient,
+    pub owner: Vec<u8>,
+    pub want: Want,
+    pub lease_ms: i64,
+    pub fence: bool,
+    /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
+    pub timer: Option<Timer>,
+    /// When it joined the queue (for the wait-time percentiles).
+    pub since: Instant,
+}
+
+#[derive(Default)]
+struct Queue {
+    /// By arrival sequence number: the first entry is the head.
+    waiters: BTreeMap<u64, Waiter>,
+    /// The timer armed for the next lease deadline on the key, and its firing time (unix ms).
+    lease_timer: Option<(Timer, i64)>,
+}
+
+/// What leaving the queue hands back: the waiter, and the key's lease timer when its queue
+/// is gone. The caller stops the timers and answers the client.
+pub struct Removed {
+    pub waiter: Waiter,
+    pub lease_timer: Option<Timer>,
+}
+
+/// Where a blocked client waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub db: i32,
+    pub key: Vec<u8>,
+    pub seq: u64,
+}
+
+#[derive(Default)]
+pub struct Registry {
+    queues: HashMap<i32, HashMap<Vec<u8>, Queue>>,
+    /// Where each blocked client waits, for disconnects and CLIENT UNBLOCK.
+    clients: HashMap<ClientId, Place>,
+    next_seq: u64,
+}
+
+impl Registry {
+    // The `queues.is_empty()` checks keep the common no-waiter case free of key hashing.
+    fn queue(&self, db: i32, key: &[u8]) -> Option<&Queue> {
+        if self.queues.is_empty() {
+            return None;
+        }
+        self.queues.get(&db)?.get(key)
+    }
+
+    fn queue_mut(&mut self, db: i32, key: &[u8]) -> Option<&mut Queue> {
+        if self.queues.is_empty() {
+            return None;
+        }
+        self.queues.get_mut(&db)?.get_mut(key)
+    }
+
+    /// Clients queued in all.
+    pub fn len(&self) -> usize {
+        self.clients.len()
+    }
+
+    pub fn waiters_on(&self, db: i32, key: &[u8]) -> usize {
+        self.queue(db, key).map_or(0, |q| q.waiters.len())
+    }
+
+    /// The head of the queue of `key` and its sequence number.
+    pub fn head(&self, db: i32, key: &[u8]) -> Option<(u64, &Waiter)> {
+        let (seq, w) = self.queue(db, key)?.waiters.first_key_value()?;
+        Some((*seq, w))
+    }
+
+    /// Puts `waiter` at the tail of the queue of `key`; returns its sequence number.
+    pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter) -> u64 {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.clients.insert(
+            waiter.client.id(),
+            Place {
+                db,
+                key: key.to_vec(),
+                seq,
+            },
+        );
+        self.queues
+            .entry(db)
+            .or_default()
+            .entry(key.to_vec())
+            .or_default()
+            .waiters
+            .insert(seq, waiter);
+        seq
+    }
+
+    /// The sequence number the next `push` will give (for the WAIT timer armed before it).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Takes waiter `seq` out of the queue of `key`; drops the queue once empty.
+    pub fn remove(&mut self, db: i32, key: &[u8], seq: u64) -> Option<Removed> {
+        let dbq = self.queues.get_mut(&db)?;
+        let queue = dbq.get_mut(key)?;
+        let waiter = queue.waiters.remove(&seq)?;
+        let mut lease_timer = None;
+        if queue.waiters.is_empty() {
+            lease_timer = queue.lease_timer.take().map(|(t, _)| t);
+            dbq.remove(key);
+            if dbq.is_empty() {
+                self.queues.remove(&db);
+            }
+        }
+        self.clients.remove(&waiter.client.id());
+        Some(Removed {
+            waiter,
+            lease_timer,
+        })
+    }
+
+    /// Where client `id` waits.
+    pub fn place_of(&self, id: ClientId) -> Option<&Place> {
+        self.clients.get(&id)
+    }
+
+    /// Forgets the WAIT timer of waiter `seq` (it fired: it must not be stopped again).
+    pub fn clear_wait_timer(&mut self, db: i32, key: &[u8], seq: u64) {
+        if let Some(w) = self
+            .queue_mut(db, key)
+            .and_then(|q| q.waiters.get_mut(&seq))
+        {
+            w.timer = None;
+        }
+    }
+
+    /// The lease timer of the queue of `key` (`None`: no queue).
+    pub fn lease_timer(&mut self, db: i32, key: &[u8]) -> Option<&mut Option<(Timer, i64)>> {
+        self.queue_mut(db, key).map(|q| &mut q.lease_timer)
+    }
+
+    /// Every key that has a queue.
+    pub fn all_keys(&self) -> Vec<(i32, Vec<u8>)> {
+        self.queues
+            .iter()
+            .flat_map(|(db, q)| q.keys().map(move |k| (*db, k.clone())))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(n: usize) -> Waiter {
+        Waiter {
+            client: BlockedClient::for_test(n),
+            owner: format!("o{n}").into_bytes(),
+            want: Want::Exclusive,
+            lease_ms: 100,
+            fence: false,
+            timer: None,
+            since: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn fifo_per_key() {
+        let mut r = Registry::default();
+        assert_eq!(r.waiters_on(0, b"k"), 0);
+        assert!(r.head(0, b"k").is_none());
+        let s1 = r.push(0, b"k", waiter(1));
+        let s2 = r.push(0, b"k", waiter(2));
+        let s3 = r.push(0, b"other", waiter(3));
+        r.push(1, b"k", waiter(4));
+        assert!(s1 < s2 && s2 < s3);
+        assert_eq!(
+            (r.waiters_on(0, b"k"), r.waiters_on(1, b"k"), r.len()),
+            (2, 1, 4)
+        );
+        assert_eq!(r.head(0, b"k").unwrap().1.owner, b"o1");
+        let out = r.remove(0, b"k", s1).unwrap();
+        assert_eq!(out.waiter.owner, b"o1");
+        assert_eq!(r.head(0, b"k").unwrap().0, s2);
+        assert!(r.remove(0, b"k", s1).is_none(), "a waiter leaves once");
+        let mut keys = r.all_keys();
+        keys.sort();
+        assert_eq!(
+            keys,
+            vec![
+                (0, b"k".to_vec()),
+                (0, b"other".to_vec()),
+                (1, b"k".to_vec())
+            ]
+        );
+    }
+
+    #[test]
+    fn clients_are_found_and_queues_dropped_when_empty() {
+        let mut r = Registry::default();
+        let seq = r.push(3, b"k", waiter(7));
+        let place = r
+            .place_of(BlockedClient::for_test(7).id())
+            .cloned()
+            .unwrap();
+        assert_eq!(
+            place,
+            Place {
+                db: 3,
+                key: b"k".to_vec(),
+                seq
+            }
+        );
+        assert!(r.lease_timer(3, b"k").is_some());
+        r.remove(3, b"k", seq).unwrap();
+        assert!(r.place_of(BlockedClient::for_test(7).id()).is_none());
+        assert!(r.lease_timer(3, b"k").is_none(), "no queue left");
+        assert_eq!(r.len(), 0);
+        assert!(r.all_keys().is_empty());
+    }
+
+    #[test]
+    fn next_seq_is_the_pushed_one() {
+        let mut r = Registry::default();
+        let expected = r.next_seq();
+        assert_eq!(r.push(0, b"k", waiter(1)), expected);
+    }
+}

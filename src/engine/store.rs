@@ -1,0 +1,290 @@
+//! Reading and writing lock keys, with every change propagated to replicas and the AOF as
+//! plain commands (HSET/HDEL/DEL/PEXPIREAT/PERSIST/SET/PUBLISH). Redis wraps what one command
+//! (or one timer callback) propagates in MULTI/EXEC.
+
+use std::collections::BTreeMap;
+
+use dlock_core::error::LockError;
+use dlock_core::model::{Exclusive, LockValue, Stored};
+
+use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::replicate::replicate;
+use crate::ffi::string::ArgStr;
+use crate::ffi::{Ctx, RStr};
+
+/// An open lock key: its value as loaded, the value commands change, and the handle that
+/// writes the difference back.
+pub struct LockKey<'k> {
+    ctx: Ctx,
+    name: RStr,
+    handle: Key,
+    pub key: &'k [u8],
+    /// The hash as stored now.
+    loaded: Loaded,
+    loaded_expire: Option<i64>,
+    /// The value as loaded, then as changed by the lock logic; `save` stores it.
+    pub value: LockValue,
+}
+
+/// What the key holds in Redis (as loaded, then as last written).
+enum Loaded {
+    /// No key, or not a lock (never written).
+    Empty,
+    /// An exclusive lock with one holder: `owner -> count` (the common case, kept without
+    /// copies of the stored strings).
+    Single(Vec<u8>, i64),
+    /// Any other lock hash, field by field.
+    Fields(Vec<(Vec<u8>, Vec<u8>)>),
+}
+
+impl Loaded {
+    fn is_empty(&self) -> bool {
+        matches!(self, Loaded::Empty)
+    }
+
+    /// The stored fields, for the general diff.
+    fn fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
+        match self {
+            Loaded::Empty => vec![],
+            Loaded::Single(owner, count) => vec![(owner.clone(), count.to_string().into_bytes())],
+            Loaded::Fields(f) => f.clone(),
+        }
+    }
+}
+
+impl<'k> LockKey<'k> {
+    /// Opens `key` in the context's selected database. Opening for writing deletes an expired
+    /// key first (and Redis propagates that DEL before anything we write).
+    ///
+    /// `name`: the key as the command's own argument string, shared instead of copied.
+    /// `owner`: when the key is a one-field hash whose field is this owner (a holder renewing,
+    /// re-entering or releasing), one HashGet reads it instead of a scan of the hash.
+    pub fn open(
+        ctx: Ctx,
+        key: &'k [u8],
+        name: Option<ArgStr>,
+        write: bool,
+        owner: Option<&[u8]>,
+    ) -> LockKey<'k> {
+        let name = match name {
+            Some(arg) => RStr::retained(ctx, arg),
+            None => RStr::new(ctx, key),
+        };
+        let handle = Key::open(ctx, &name, write);
+        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut expire_at = None;
+        let value = match handle.kind() {
+            KeyKind::Empty => LockValue::decode(Stored::Absent),
+            KeyKind::Hash => {
+                // The owner's own one-field lock, read with HashGet: its count, `Some(None)`
+                // when the value is not a positive integer (then the hash is not a lock).
+                let single = owner.filter(|_| handle.len() == 1).and_then(|owner| {
+                    let got = handle.hash_get(ctx, &RStr::new(ctx, owner))?;
+                    Some(dlock_core::model::positive(got.bytes()))
+                });
+                if single.is_none() {
+                    handle.hash_scan(|f, v| fields.push((f.to_vec(), v.to_vec())));
+                }
+                expire_at = handle.abs_expire();
+                match (single, owner) {
+                    (Some(Some(count)), Some(owner)) => {
+                        let mut x = Exclusive {
+                            expire_at,
+                            ..Default::default()
+                        };
+                        x.holders.insert(owner.to_vec(), count);
+                        LockValue::Exclusive(x)
+                    }
+                    (Some(None), _) => LockValue::NotALock,
+                    _ => LockValue::decode(Stored::Hash {
+                        fields: &fields,
+                        expire_at,
+                    }),
+                }
+            }
+            KeyKind::String | KeyKind::Other => LockValue::decode(Stored::Other),
+        };
+        let loaded = match &value {
+            LockValue::NotALock | LockValue::Free => Loaded::Empty,
+            LockValue::Exclusive(x) if x.holders.len() == 1 => {
+                let (owner, count) = x.holders.iter().next().unwrap();
+                Loaded::Single(owner.clone(), *count)
+            }
+            _ => Loaded::Fields(fields),
+        };
+        LockKey {
+            ctx,
+            name,
+            handle,
+            key,
+            loaded,
+            loaded_expire: expire_at,
+            value,
+        }
+    }
+
+    /// HSET of `changed` then HDEL of `removed` (sets first, so the hash never passes through
+    /// empty, which would delete it), each written and propagated as one command.
+    fn write_fields(&self, changed: &[(RStr, RStr)], removed: &[RStr]) {
+        let key = &self.name;
+        if !changed.is_empty() {
+            let mut args = Vec::with_capacity(1 + 2 * changed.len());
+            args.push(key);
+            for (f, v) in changed {
+                self.handle.hash_set(f, Some(v));
+                args.extend([f, v]);
+            }
+            replicate(self.ctx, c"HSET", &args);
+        }
+        if !removed.is_empty() {
+            let mut args = Vec::with_capacity(1 + removed.len());
+            args.push(key);
+            for f in removed {
+                self.handle.hash_set(f, None);
+                args.push(f);
+            }
+            replicate(self.ctx, c"HDEL", &args);
+        }
+    }
+
+    /// Writes what changed since `open` (or the last `save`) and propagates it.
+    pub fn save(&mut self) {
+        let expire_at = self.value.expire_at();
+        let now_empty = match &self.value {
+            LockValue::NotALock => return, // never touch a user's value
+            LockValue::Free => true,
+            _ => false,
+        };
+        let was_empty = self.loaded.is_empty();
+        let key = &self.name;
+        if now_empty {
+            if was_empty {
+                return;
+            }
+            self.handle.delete();
+            replicate(self.ctx, c"DEL", &[key]);
+            self.loaded = Loaded::Empty;
+        } else {
+            if !self.write_changes() && expire_at == self.loaded_expire {
+                return;
+            }
+            if expire_at != self.loaded_expire || was_empty {
+                self.handle.set_abs_expire(expire_at);
+                match expire_at {
+                    Some(at) => {
+                        let at = RStr::number(self.ctx, at);
+                        replicate(self.ctx, c"PEXPIREAT", &[&self.name, &at]);
+                    }
+                    None => replicate(self.ctx, c"PERSIST", &[&self.name]),
+                }
+            }
+        }
+        if was_empty != now_empty {
+            crate::stats::track_held(self.ctx.selected_db(), self.key, !now_empty);
+        }
+        self.loaded_expire = expire_at;
+    }
+
+    /// Writes (and propagates) the field changes that turn the stored hash into `value`.
+    /// Returns whether anything was written.
+    fn write_changes(&mut self) -> bool {
+        // The common case, an exclusive lock with one holder before and after: written
+        // directly, without encoding the whole value.
+        if let LockValue::Exclusive(x) = &self.value {
+            if x.holders.len() == 1 && matches!(self.loaded, Loaded::Empty | Loaded::Single(..)) {
+                let (owner, &count) = x.holders.iter().next().unwrap();
+                let same_owner = match &self.loaded {
+                    Loaded::Single(o, c) if o == owner => {
+                        if *c == count {
+                            return false;
+                        }
+                        true
+                    }
+                    _ => false,
+                };
+                let key = &self.name;
+                let (f, v) = (RStr::new(self.ctx, owner), RStr::number(self.ctx, count));
+                self.handle.hash_set(&f, Some(&v));
+                replicate(self.ctx, c"HSET", &[key, &f, &v]);
+                if same_owner {
+                    if let Loaded::Single(_, c) = &mut self.loaded {
+                        *c = count;
+                    }
+                } else {
+                    if let Loaded::Single(old, _) = &self.loaded {
+                        let old = RStr::new(self.ctx, old);
+                        self.handle.hash_set(&old, None);
+                        replicate(self.ctx, c"HDEL", &[key, &old]);
+                    }
+                    self.loaded = Loaded::Single(owner.clone(), count);
+                }
+                return true;
+            }
+        }
+        let fields = self.value.encode();
+        let stored = self.loaded.fields();
+        let loaded: BTreeMap<&[u8], &[u8]> = stored
+            .iter()
+            .map(|(f, v)| (f.as_slice(), v.as_slice()))
+            .collect();
+        let changed: Vec<(RStr, RStr)> = fields
+            .iter()
+            .filter(|(f, v)| loaded.get(f.as_slice()) != Some(&v.as_slice()))
+            .map(|(f, v)| (RStr::new(self.ctx, f), RStr::new(self.ctx, v)))
+            .collect();
+        let removed: Vec<RStr> = loaded
+            .keys()
+            .filter(|f| !fields.contains_key(**f))
+            .map(|f| RStr::new(self.ctx, f))
+            .collect();
+        if changed.is_empty() && removed.is_empty() {
+            return false;
+        }
+        self.write_fields(&changed, &removed);
+        self.loaded = Loaded::Fields(fields.into_iter().collect());
+        true
+    }
+}
+
+/// The fencing counter of a lock (see `names::fence_key`).
+pub struct FenceKey {
+    name: Vec<u8>,
+}
+
+impl FenceKey {
+    pub fn of(lock_key: &[u8]) -> FenceKey {
+        FenceKey {
+            name: dlock_core::names::fence_key(lock_key),
+        }
+    }
+
+    fn corrupt(&self) -> LockError {
+        LockError::FenceNotInteger(self.name.clone())
+    }
+
+    /// The counter, `None` when it does not exist.
+    pub fn get(&self, ctx: Ctx) -> Result<Option<i64>, LockError> {
+        let key = Key::open(ctx, &RStr::new(ctx, &self.name), false);
+        match key.kind() {
+            KeyKind::Empty => Ok(None),
+            KeyKind::String => key
+                .with_string_value(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+                .map(Some)
+                .ok_or_else(|| self.corrupt()),
+            KeyKind::Hash | KeyKind::Other => Err(self.corrupt()),
+        }
+    }
+
+    /// Sets the counter (replicated as `SET name value`).
+    pub fn set(&self, ctx: Ctx, value: i64) {
+        let name = RStr::new(ctx, &self.name);
+        let v = RStr::new(ctx, value.to_string().as_bytes());
+        Key::open(ctx, &name, true).string_set(&v);
+        replicate(ctx, c"SET", &[&name, &v]);
+    }
+}
+
+/// Publishes `message` on `channel` here and on replicas (as Redisson's unlock script does).
+pub fn publish(ctx: Ctx, channel: &[u8], message: &[u8]) {
+    crate::ffi::replicate::publish(ctx, &RStr::new(ctx, channel), &RStr::new(ctx, message));
+}

@@ -1,0 +1,136 @@
+//! What wakes a queue besides a command on its key: module timers (a WAIT time-out, a lease
+//! deadline, the keys marked by events) and blocked clients leaving on their own.
+//!
+//! Whenever a lock may have become free — a lease running out, DEL/UNLINK/RENAME/eviction/
+//! overwrite (keyspace events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from
+//! the head — the key's queue is served by the unit of work (`work::with_lock`), which writes
+//! the grant like a command would (replicated) and answers the waiter. Events only mark keys
+//! dirty and arm a 0 ms timer: writing from inside a keyspace notification breaks replication
+//! order on Redis 7.0 (PLATFORM-NOTES).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
+use crate::ffi::timer::{self, TimerJob};
+use crate::ffi::{Ctx, Reply};
+use crate::stats::{Stats, STATS};
+
+use super::{registry, work};
+
+/// Why a timer was armed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Job {
+    /// The WAIT time-out of waiter `seq` on `key`.
+    WaitTimeout { db: i32, key: Vec<u8>, seq: u64 },
+    /// A lease on `key` may have run out: serve its queue.
+    LeaseCheck { db: i32, key: Vec<u8> },
+    /// Keys touched by keyspace/server events: serve their queues.
+    Recheck,
+}
+
+impl TimerJob for Job {
+    fn fire(self, ctx: Ctx) {
+        match self {
+            Job::WaitTimeout { db, key, seq } => {
+                let removed = {
+                    let mut reg = registry();
+                    // The timer has fired: it must not be stopped again.
+                    reg.clear_wait_timer(db, &key, seq);
+                    work::remove(ctx, &mut reg, db, &key, seq)
+                };
+                if let Some(waiter) = removed {
+                    Stats::add(&STATS.wait_timeouts, 1);
+                    waiter.client.unblock(Some(Reply::Null));
+                    wake_key(ctx, db, &key);
+                }
+            }
+            Job::LeaseCheck { db, key } => {
+                if let Some(slot) = registry().lease_timer(db, &key) {
+                    *slot = None;
+                }
+                wake_key(ctx, db, &key);
+            }
+            Job::Recheck => {
+                let (mut keys, all) = {
+                    let mut d = dirty();
+                    let d = d.get_or_insert_with(Dirty::default);
+                    d.armed = false;
+                    (std::mem::take(&mut d.keys), std::mem::take(&mut d.all))
+                };
+                if all {
+                    keys.extend(registry().all_keys());
+                }
+                for (db, key) in keys {
+                    wake_key(ctx, db, &key);
+                }
+            }
+        }
+    }
+}
+
+/// Re-examines `key` outside any command (timers): lapsed holders, free lock, overwritten value.
+fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
+    if !ctx.may_write() {
+        return;
+    }
+    if registry().waiters_on(db, key) == 0 {
+        return;
+    }
+    ctx.select_db(db);
+    work::with_lock(ctx, db, key, None, None, |_, _, _| ());
+}
+
+/// The blocked clients of the engine (the handler the FFI layer calls back).
+pub struct Clients;
+
+impl BlockHandler for Clients {
+    /// A blocked client left on its own (disconnect, CLIENT UNBLOCK, server turned replica).
+    fn client_gone(ctx: Ctx, id: ClientId) -> Option<BlockedClient> {
+        let mut reg = registry();
+        let place = reg.place_of(id)?.clone();
+        let was_head = reg.head(place.db, &place.key).map(|(seq, _)| seq) == Some(place.seq);
+        let waiter = work::remove(ctx, &mut reg, place.db, &place.key, place.seq)?;
+        // The head leaving may let the next waiters in (e.g. readers behind a writer).
+        if was_head && reg.waiters_on(place.db, &place.key) > 0 {
+            mark_dirty(ctx, place.db, Some(&place.key));
+        }
+        Some(waiter.client)
+    }
+}
+
+/// Keys touched by events since the last recheck.
+#[derive(Default)]
+struct Dirty {
+    keys: HashSet<(i32, Vec<u8>)>,
+    all: bool,
+    armed: bool,
+}
+
+static DIRTY: Mutex<Option<Dirty>> = Mutex::new(None);
+
+fn dirty() -> std::sync::MutexGuard<'static, Option<Dirty>> {
+    DIRTY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Notes that `key` (or, with `None`, every key) may have changed; a 0 ms timer serves it on
+/// the next event-loop turn.
+pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
+    let mut d = dirty();
+    let d = d.get_or_insert_with(Dirty::default);
+    match key {
+        Some(k) => {
+            d.keys.insert((db, k.to_vec()));
+        }
+        None => d.all = true,
+    }
+    if !d.armed {
+        d.armed = true;
+        timer::start(ctx, 0, Job::Recheck);
+    }
+}
+
+/// MODULE UNLOAD: frees the dirty set.
+pub(super) fn free_all() {
+    *dirty() = None;
+}

@@ -1,0 +1,251 @@
+//! The unit of work on one lock: open it, serve its queue (lapsed holders, a lock freed
+//! behind the module's back), apply the step, save (replicated), re-arm the lease timer.
+//! Every writing command and every wake-up goes through [`with_lock`], and every grant
+//! through [`try_grant`].
+
+use std::time::Instant;
+
+use dlock_core::error::LockError;
+use dlock_core::model::{LockValue, Want};
+use dlock_core::rules::{self, Grant};
+
+use crate::ffi::blocked::BlockedClient;
+use crate::ffi::string::ArgStr;
+use crate::ffi::{timer, Ctx, Reply};
+use crate::stats::{Stats, STATS};
+
+use super::queue::{Registry, Removed, Waiter};
+use super::store::{FenceKey, LockKey};
+use super::wake::Job;
+use super::{registry, wake};
+
+/// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.
+fn fence_on_grant(
+    ctx: Ctx,
+    key: &[u8],
+    fresh_exclusive: bool,
+    want_fence: bool,
+) -> Result<Option<i64>, LockError> {
+    if !fresh_exclusive && !want_fence {
+        return Ok(None);
+    }
+    let fence = FenceKey::of(key);
+    let current = fence.get(ctx)?;
+    let next = match current {
+        // Once the counter exists, every fresh exclusive grant advances it.
+        Some(n) if fresh_exclusive => Some(n.checked_add(1).ok_or(LockError::FenceOverflow)?),
+        None if fresh_exclusive && want_fence => Some(1),
+        None if want_fence => Some(0),
+        other => other,
+    };
+    if let Some(n) = next.filter(|n| Some(*n) != current) {
+        fence.set(ctx, n);
+    }
+    Ok(if want_fence { next } else { None })
+}
+
+/// What a request asks of the lock.
+#[derive(Clone, Copy)]
+pub struct Request<'a> {
+    pub owner: &'a [u8],
+    pub want: Want,
+    pub lease_ms: i64,
+    pub fence: bool,
+}
+
+/// One request against the lock: the grant rules, then the fencing counter on a grant.
+/// `Ok(Some(reply))` granted (counted in INFO), `Ok(None)` must wait, `Err` refused. A
+/// counter error undoes the grant, so an error changes nothing. `queue_ahead`: other clients
+/// wait in front of this request.
+pub fn try_grant(
+    ctx: Ctx,
+    lk: &mut LockKey,
+    req: Request,
+    now: i64,
+    queue_ahead: bool,
+) -> Result<Option<Reply>, LockError> {
+    // The counter can only fail when a fence is asked for or the grant is fresh, never on an
+    // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
+    let undo =
+        (req.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
+    let grant = rules::acquire(
+        &mut lk.value,
+        req.owner,
+        req.want,
+        req.lease_ms,
+        now,
+        queue_ahead,
+    );
+    match grant {
+        Grant::Granted {
+            count,
+            fresh_exclusive,
+        } => match fence_on_grant(ctx, lk.key, fresh_exclusive, req.fence) {
+            Ok(fence) => {
+                let counter = if count == 1 {
+                    &STATS.grants
+                } else {
+                    &STATS.reentrant_grants
+                };
+                Stats::add(counter, 1);
+                Ok(Some(match fence {
+                    Some(token) => Reply::IntPair(count, token),
+                    None => Reply::Int(count),
+                }))
+            }
+            Err(e) => {
+                if let Some(before) = undo {
+                    lk.value = before;
+                }
+                Err(e)
+            }
+        },
+        Grant::Busy => Ok(None),
+        Grant::Refused(e) => Err(e),
+    }
+}
+
+/// Blocks the running command's client at the tail of the queue of `key`.
+pub fn enqueue(
+    ctx: Ctx,
+    reg: &mut Registry,
+    db: i32,
+    key: &[u8],
+    req: Request,
+    wait_ms: i64,
+) -> Result<(), LockError> {
+    let cfg = crate::config::get();
+    if cfg.max_waiters_per_key > 0 && reg.waiters_on(db, key) >= cfg.max_waiters_per_key {
+        return Err(LockError::TooManyWaitersOnKey(cfg.max_waiters_per_key));
+    }
+    if cfg.max_waiters > 0 && reg.len() >= cfg.max_waiters {
+        return Err(LockError::TooManyWaiters(cfg.max_waiters));
+    }
+    let client = BlockedClient::block::<wake::Clients>(ctx);
+    let seq = reg.next_seq();
+    let timer = (wait_ms > 0).then(|| {
+        timer::start(
+            ctx,
+            wait_ms,
+            Job::WaitTimeout {
+                db,
+                key: key.to_vec(),
+                seq,
+            },
+        )
+    });
+    let waiter = Waiter {
+        client,
+        owner: req.owner.to_vec(),
+        want: req.want,
+        lease_ms: req.lease_ms,
+        fence: req.fence,
+        timer,
+        since: Instant::now(),
+    };
+    reg.push(db, key, waiter);
+    Ok(())
+}
+
+/// Takes waiter `seq` out of its queue, stopping its timers; the caller answers the client.
+pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Option<Waiter> {
+    let Removed {
+        mut waiter,
+        lease_timer,
+    } = reg.remove(db, key, seq)?;
+    for t in lease_timer.into_iter().chain(waiter.timer.take()) {
+        timer::stop(ctx, t);
+    }
+    Some(waiter)
+}
+
+/// Serves the queue of `lk`: grants to the head while the lock allows it (consecutive readers
+/// together), answers waiters the value no longer suits (WRONGTYPE), stops at the first that
+/// must keep waiting. The caller saves `lk` afterwards.
+pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
+    loop {
+        let Some((seq, head)) = reg.head(db, lk.key) else {
+            return;
+        };
+        let req = Request {
+            owner: &head.owner,
+            want: head.want,
+            lease_ms: head.lease_ms,
+            fence: head.fence,
+        };
+        let reply = match try_grant(ctx, lk, req, now, false) {
+            Ok(None) => return,
+            Ok(Some(reply)) => {
+                Stats::add(&STATS.handoffs, 1);
+                crate::stats::record_wait(head.since.elapsed());
+                reply
+            }
+            Err(e) => {
+                Stats::add(&STATS.errors, 1);
+                Reply::Error(e.message("dlock"))
+            }
+        };
+        let waiter = remove(ctx, reg, db, lk.key, seq).expect("head waiter");
+        waiter.client.unblock(Some(reply));
+    }
+}
+
+/// Drops lapsed read-write holders, then serves the queue. Every command that changes a lock
+/// starts with this, so commands arriving between an event and its timer respect the queue.
+fn prepare(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
+    let lapsed = rules::prune_lapsed(&mut lk.value, now);
+    Stats::add(&STATS.leases_expired, lapsed as u64);
+    serve(ctx, reg, db, lk, now);
+}
+
+/// Arms (or moves earlier) the timer that wakes the queue of `lk` when its next lease may run
+/// out: a lease that expires with waiters queued is handed on within milliseconds, not on
+/// Redis's 100 ms expiry cycle.
+fn rearm(ctx: Ctx, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
+    let Some(slot) = reg.lease_timer(db, lk.key) else {
+        return;
+    };
+    // Redis expires a key once now > deadline: wake 1 ms after it.
+    let wanted = rules::next_change(&lk.value).map(|at| at.saturating_add(1));
+    match (*slot, wanted) {
+        (Some((_, at)), Some(w)) if at <= w => {} // an earlier timer re-checks and re-arms
+        (old, Some(w)) => {
+            if let Some((t, _)) = old {
+                timer::stop(ctx, t);
+            }
+            // At least 1 ms: while clients are paused Redis does not expire keys, and a 0 ms
+            // timer would spin until the pause ends.
+            let job = Job::LeaseCheck {
+                db,
+                key: lk.key.to_vec(),
+            };
+            *slot = Some((timer::start(ctx, (w - now).max(1), job), w));
+        }
+        (Some((t, _)), None) => {
+            timer::stop(ctx, t);
+            *slot = None;
+        }
+        (None, None) => {}
+    }
+}
+
+/// One unit of work on the lock at `key` (see the file doc). `name`: the key as the command's
+/// own argument string, shared instead of copied. `owner`: the requesting owner, whose own
+/// one-field lock is then read with one HashGet.
+pub fn with_lock<R>(
+    ctx: Ctx,
+    db: i32,
+    key: &[u8],
+    name: Option<ArgStr>,
+    owner: Option<&[u8]>,
+    step: impl FnOnce(&mut Registry, &mut LockKey, i64) -> R,
+) -> R {
+    let mut lk = LockKey::open(ctx, key, name, true, owner);
+    let now = crate::ffi::context::now_ms();
+    let mut reg = registry();
+    prepare(ctx, &mut reg, db, &mut lk, now);
+    let result = step(&mut reg, &mut lk, now);
+    lk.save();
+    rearm(ctx, &mut reg, db, &lk, now);
+    result
+}

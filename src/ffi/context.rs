@@ -1,0 +1,85 @@
+//! The module context of the running callback, and the calls made on it.
+
+use std::ffi::CString;
+use std::ptr::NonNull;
+
+use redis_module::raw;
+
+use super::api;
+
+/// The `RedisModuleCtx` of the callback being run (command, timer, event, blocked-client
+/// callback). Valid until that callback returns; never stored.
+#[derive(Clone, Copy)]
+pub struct Ctx(NonNull<raw::RedisModuleCtx>);
+
+impl Ctx {
+    /// # Safety
+    /// `ptr` is the context Redis passed to the callback being run (not null).
+    pub unsafe fn from_raw(ptr: *mut raw::RedisModuleCtx) -> Ctx {
+        Ctx(NonNull::new(ptr).expect("Redis passes a context"))
+    }
+
+    pub fn as_ptr(self) -> *mut raw::RedisModuleCtx {
+        self.0.as_ptr()
+    }
+
+    /// The database the context works on (timer and event contexts start in db 0).
+    pub fn selected_db(self) -> i32 {
+        // SAFETY: a live context of the running callback.
+        unsafe { api!(RedisModule_GetSelectedDb)(self.as_ptr()) }
+    }
+
+    pub fn select_db(self, db: i32) {
+        // SAFETY: as above; an out-of-range db is refused by Redis with an error code.
+        unsafe { api!(RedisModule_SelectDb)(self.as_ptr(), db) };
+    }
+
+    fn flags(self) -> u32 {
+        // SAFETY: as above.
+        unsafe { api!(RedisModule_GetContextFlags)(self.as_ptr()) as u32 }
+    }
+
+    /// Whether the running command may block its client: not inside MULTI/EXEC, a script, or
+    /// another context that forbids blocking (then WAIT behaves as if absent, like BLPOP).
+    pub fn may_block(self) -> bool {
+        let forbid = raw::REDISMODULE_CTX_FLAGS_MULTI
+            | raw::REDISMODULE_CTX_FLAGS_LUA
+            | raw::REDISMODULE_CTX_FLAGS_DENY_BLOCKING;
+        self.flags() & forbid == 0
+    }
+
+    /// Whether this server may write on its own (timers, events): a master that is not
+    /// loading. A replica must leave the master's replicated deletes alone.
+    pub fn may_write(self) -> bool {
+        let flags = self.flags();
+        flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+            && flags & raw::REDISMODULE_CTX_FLAGS_LOADING == 0
+    }
+
+    /// Logs `line` at warning level through this context (so that it names this load of the
+    /// module, also after MODULE UNLOAD + LOAD).
+    pub fn log_warning(self, line: &str) {
+        let text = cstring(line);
+        // SAFETY: a live context; the three strings are NUL-terminated and outlive the call,
+        // and the format takes exactly one `%s`.
+        unsafe {
+            api!(RedisModule_Log)(
+                self.as_ptr(),
+                c"warning".as_ptr(),
+                c"%s".as_ptr(),
+                text.as_ptr(),
+            )
+        };
+    }
+}
+
+/// Current time in unix ms, the clock Redis expires keys by.
+pub fn now_ms() -> i64 {
+    // SAFETY: reads the server clock; no arguments.
+    unsafe { api!(RedisModule_Milliseconds)() }
+}
+
+/// A C string for log lines and error replies (an inner NUL becomes a space).
+pub fn cstring(s: &str) -> CString {
+    CString::new(s.replace('\0', " ")).expect("no NUL left")
+}

@@ -1,0 +1,86 @@
+//! Subscriptions to keyspace events and server events.
+
+use std::ffi::{c_void, CStr};
+use std::os::raw::{c_char, c_int};
+
+use redis_module::raw;
+
+use super::string::bytes_of;
+use super::{api, Ctx};
+
+/// Receives keyspace events (every type: `REDISMODULE_NOTIFY_ALL`).
+pub trait KeyspaceHandler {
+    /// `event` is Redis's event name (`del`, `expired`, `hset`, ...).
+    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]);
+}
+
+/// Receives the server events dlock needs.
+pub trait ServerEventHandler {
+    /// FLUSHDB/FLUSHALL finished, or SWAPDB.
+    fn on_keyspace_replaced(ctx: Ctx);
+}
+
+/// Subscribes `H` to every keyspace event, whatever `notify-keyspace-events` says. Redis has
+/// no way to unsubscribe (up to 8.x): a subscription lasts until the module is unloaded.
+pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx) -> Result<(), String> {
+    unsafe extern "C" fn on_event<H: KeyspaceHandler>(
+        ctx: *mut raw::RedisModuleCtx,
+        _type: c_int,
+        event: *const c_char,
+        key: *mut raw::RedisModuleString,
+    ) -> c_int {
+        // SAFETY: Redis passes a live context, a NUL-terminated event name and a live key
+        // name, all valid for this call.
+        unsafe {
+            H::on_key_event(
+                Ctx::from_raw(ctx),
+                CStr::from_ptr(event).to_bytes(),
+                bytes_of(key),
+            )
+        };
+        raw::REDISMODULE_OK as c_int
+    }
+    // SAFETY: a live context; the callback has the signature Redis expects.
+    let ok = unsafe {
+        api!(RedisModule_SubscribeToKeyspaceEvents)(
+            ctx.as_ptr(),
+            raw::REDISMODULE_NOTIFY_ALL,
+            Some(on_event::<H>),
+        )
+    };
+    if ok != raw::REDISMODULE_OK as c_int {
+        return Err("cannot subscribe to keyspace events".into());
+    }
+    Ok(())
+}
+
+/// Subscribes `H` to FLUSHDB (end) and SWAPDB.
+pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
+    unsafe extern "C" fn on_event<H: ServerEventHandler>(
+        ctx: *mut raw::RedisModuleCtx,
+        event: raw::RedisModuleEvent,
+        subevent: u64,
+        _data: *mut c_void,
+    ) {
+        let flush_done = event.id == raw::REDISMODULE_EVENT_FLUSHDB
+            && subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END;
+        if flush_done || event.id == raw::REDISMODULE_EVENT_SWAPDB {
+            // SAFETY: Redis passes a live context.
+            H::on_keyspace_replaced(unsafe { Ctx::from_raw(ctx) });
+        }
+    }
+    for id in [
+        raw::REDISMODULE_EVENT_FLUSHDB,
+        raw::REDISMODULE_EVENT_SWAPDB,
+    ] {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: a live context; the callback has the signature Redis expects.
+        let ok = unsafe {
+            api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), event, Some(on_event::<H>))
+        };
+        if ok != raw::REDISMODULE_OK as c_int {
+            return Err(format!("cannot subscribe to server event {id}"));
+        }
+    }
+    Ok(())
+}
