@@ -22,7 +22,8 @@ impl KeyspaceHandler for Events {
 }
 
 impl ServerEventHandler for Events {
-    /// FLUSHDB/FLUSHALL (end) and SWAPDB: re-examine every queued key.
+    /// FLUSHDB/FLUSHALL (end), SWAPDB, and a replica's async load replacing the data set
+    /// (`repl-diskless-load swapdb`): forget the old keys, re-examine every queued key.
     fn on_keyspace_replaced(ctx: Ctx) {
         stats::forget_held();
         if engine::waiting() > 0 {

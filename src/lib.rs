@@ -60,6 +60,8 @@ mod registration {
     ) -> Result<(), ()> {
         // SAFETY: the OnLoad context, first call.
         unsafe { module::init(ctx)? };
+        // SAFETY: the OnLoad context.
+        unsafe { module::declare_options(ctx) };
         // SAFETY: the OnLoad context, initialised.
         let c = unsafe { Ctx::from_raw(ctx) };
         // SAFETY: the OnLoad arguments.

@@ -49,11 +49,12 @@ impl Ctx {
     }
 
     /// Whether this server may write on its own (timers, events): a master that is not
-    /// loading. A replica must leave the master's replicated deletes alone.
+    /// loading, neither an RDB/AOF nor (a `repl-diskless-load swapdb` replica) a new data set
+    /// in the background. A replica must leave the master's replicated deletes alone.
     pub fn may_write(self) -> bool {
         let flags = self.flags();
-        flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
-            && flags & raw::REDISMODULE_CTX_FLAGS_LOADING == 0
+        let loading = raw::REDISMODULE_CTX_FLAGS_LOADING | raw::REDISMODULE_CTX_FLAGS_ASYNC_LOADING;
+        flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && flags & loading == 0
     }
 
     /// Logs `line` at warning level through this context (so that it names this load of the

@@ -54,7 +54,7 @@ pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// Subscribes `H` to FLUSHDB (end) and SWAPDB.
+/// Subscribes `H` to FLUSHDB (end), SWAPDB and the end of a replica's async load.
 pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: ServerEventHandler>(
         ctx: *mut raw::RedisModuleCtx,
@@ -64,7 +64,10 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     ) {
         let flush_done = event.id == raw::REDISMODULE_EVENT_FLUSHDB
             && subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END;
-        if flush_done || event.id == raw::REDISMODULE_EVENT_SWAPDB {
+        // A `repl-diskless-load swapdb` replica swapped in the data set it loaded.
+        let async_load_done = event.id == raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD
+            && subevent == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED;
+        if flush_done || async_load_done || event.id == raw::REDISMODULE_EVENT_SWAPDB {
             // SAFETY: Redis passes a live context.
             H::on_keyspace_replaced(unsafe { Ctx::from_raw(ctx) });
         }
@@ -72,6 +75,7 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     for id in [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
+        raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
     ] {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: a live context; the callback has the signature Redis expects.

@@ -4,6 +4,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
+use super::api;
 use super::string::bytes_of;
 
 /// `RedisModule_Init`: fills in the API and registers the module as `dlock` version 1.
@@ -37,4 +38,24 @@ pub unsafe fn args(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Vec<S
         // SAFETY: each string lives for the load call (caller).
         .map(|a| String::from_utf8_lossy(unsafe { bytes_of(*a) }).into_owned())
         .collect()
+}
+
+/// Declares the module options (`RedisModule_SetModuleOptions`, Redis 7.0+): what dlock
+/// handles itself, so that the server does not fall back to something slower.
+///
+/// - `HANDLE_REPL_ASYNC_LOAD`: a replica with `repl-diskless-load swapdb` may load the
+///   master's data from the socket into a temporary database while it keeps serving reads
+///   from the old one. dlock is correct meanwhile: an instance that is a replica or loading
+///   (sync or async) never writes on its own (`Ctx::may_write`), DLOCK.INFO reads the old data
+///   as HGETALL would, writes are refused as on any read-only replica, and when the loaded data
+///   set replaces the old one (`events`) the module forgets what it knew of the old keys.
+///   Without it the server logs "Skipping diskless-load because there are modules that are not
+///   aware of async replication" and loads from disk.
+///
+/// # Safety
+/// `ctx` is the context passed to `RedisModule_OnLoad`.
+pub unsafe fn declare_options(ctx: *mut raw::RedisModuleCtx) {
+    let options = raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
+    // SAFETY: the OnLoad context (caller); the call only stores the flags.
+    unsafe { api!(RedisModule_SetModuleOptions)(ctx, options as c_int) };
 }
