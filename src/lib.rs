@@ -9,7 +9,6 @@
 //! - `config` and `stats` beside them.
 #![deny(unsafe_op_in_unsafe_fn)]
 
-mod command_docs;
 mod commands;
 mod config;
 mod engine;
@@ -28,8 +27,8 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, info, module, Ctx};
-    use crate::{command_docs, commands, config, engine, events, stats};
+    use crate::ffi::{command, command_info, info, module, Ctx};
+    use crate::{commands, config, engine, events, stats};
 
     #[global_allocator]
     static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
@@ -83,7 +82,7 @@ mod registration {
             command::create::<commands::Info>(ctx, c"dlock.info", c"readonly fast")
                 .map_err(fail)?;
             // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
-            command_docs::describe(ctx).map_err(fail)?;
+            command_info::describe(ctx, commands::DOCS).map_err(fail)?;
         }
         Ok(())
     }

@@ -2,11 +2,13 @@
 //! (`engine::work::with_lock`) with the grant rules (`dlock_core::rules`), reply.
 
 mod acquire;
+mod docs;
 mod info;
 mod release;
 mod renew;
 
 pub use acquire::{Acquire, RwLock};
+pub use docs::DOCS;
 pub use info::Info;
 pub use release::Release;
 pub use renew::Renew;

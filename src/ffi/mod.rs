@@ -7,6 +7,7 @@
 
 pub mod blocked;
 pub mod command;
+pub mod command_info;
 pub mod context;
 pub mod events;
 pub mod info;

@@ -1,0 +1,221 @@
+//! Command metadata: what `COMMAND DOCS` and `COMMAND INFO` say about a command (summary,
+//! since, complexity, arguments, arity, key spec) and, on servers that have them, its ACL
+//! categories. The entries themselves are in `commands::docs`.
+//!
+//! `RedisModule_SetCommandInfo` exists from Redis 7.0; `RedisModule_SetCommandACLCategories`
+//! only from Redis 7.2 (and in every Valkey), so categories are set only where the server
+//! exports the function, and loading still works on 7.0.
+
+use std::ffi::CStr;
+use std::os::raw::c_int;
+
+use redis_module::raw;
+
+/// One argument as `COMMAND DOCS` shows it.
+pub struct Arg {
+    pub name: &'static CStr,
+    pub kind: Kind,
+    /// The word before the value (`WAIT` in `WAIT timeout-ms`), or the word itself for a token.
+    pub token: Option<&'static CStr>,
+    pub optional: bool,
+}
+
+pub enum Kind {
+    /// The lock key (the command's one key spec).
+    Key,
+    String,
+    Integer,
+    /// A word alone, e.g. `FENCE`.
+    Token,
+    /// Exactly one of these.
+    OneOf(&'static [Arg]),
+}
+
+pub const fn arg(name: &'static CStr, kind: Kind) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: None,
+        optional: false,
+    }
+}
+
+/// A bare word, e.g. `READ`.
+pub const fn word(name: &'static CStr, token: &'static CStr) -> Arg {
+    Arg {
+        name,
+        kind: Kind::Token,
+        token: Some(token),
+        optional: false,
+    }
+}
+
+/// `TOKEN value`, e.g. `COUNT n` as one choice of a `OneOf`.
+pub const fn tagged(name: &'static CStr, token: &'static CStr, kind: Kind) -> Arg {
+    Arg {
+        name,
+        kind,
+        token: Some(token),
+        optional: false,
+    }
+}
+
+/// `[TOKEN value]`, or `[TOKEN]` for a `Kind::Token`.
+pub const fn option(name: &'static CStr, token: &'static CStr, kind: Kind) -> Arg {
+    Arg {
+        optional: true,
+        ..tagged(name, token, kind)
+    }
+}
+
+/// How a command uses its key: the key-spec flags that ACL key permissions (`%R~`, `%W~`) and
+/// clients read. Redis allows at most one of INSERT/UPDATE/DELETE per spec.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyUse {
+    /// Creates or changes the lock and returns what it now holds (like INCR): RW access update.
+    Grant,
+    /// Changes the lease of an existing hold (like PEXPIRE): RW update.
+    Renew,
+    /// Takes holds away, deleting the key with the last one (like HDEL): RW delete.
+    Release,
+    /// Reads and returns the lock's data (like HGETALL): RO access.
+    Read,
+}
+
+impl KeyUse {
+    fn flags(self) -> u64 {
+        let bits = match self {
+            KeyUse::Grant => {
+                raw::REDISMODULE_CMD_KEY_RW
+                    | raw::REDISMODULE_CMD_KEY_ACCESS
+                    | raw::REDISMODULE_CMD_KEY_UPDATE
+            }
+            KeyUse::Renew => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_UPDATE,
+            KeyUse::Release => raw::REDISMODULE_CMD_KEY_RW | raw::REDISMODULE_CMD_KEY_DELETE,
+            KeyUse::Read => raw::REDISMODULE_CMD_KEY_RO | raw::REDISMODULE_CMD_KEY_ACCESS,
+        };
+        bits as u64
+    }
+}
+
+/// Everything the server is told about one command.
+pub struct CommandDoc {
+    pub name: &'static CStr,
+    pub summary: &'static CStr,
+    pub complexity: &'static CStr,
+    /// The dlock version that added the command.
+    pub since: &'static CStr,
+    /// Redis's arity, the command name included: `-N` means at least N words.
+    pub arity: i32,
+    /// How it uses its key (argument 1).
+    pub key_use: KeyUse,
+    /// ACL categories, on servers that support them for module commands.
+    pub acl: &'static CStr,
+    /// Command tips for clients and proxies, space separated.
+    pub tips: Option<&'static CStr>,
+    pub args: &'static [Arg],
+}
+
+/// Raw argument arrays, each ending with a zeroed entry as Redis expects. The nested arrays
+/// are kept here (their heap buffers do not move) until Redis has copied everything.
+#[derive(Default)]
+struct RawArgs {
+    arrays: Vec<Vec<raw::RedisModuleCommandArg>>,
+}
+
+impl RawArgs {
+    /// Converts `args` (and their sub-arguments); returns the array's address.
+    fn build(&mut self, args: &[Arg]) -> *mut raw::RedisModuleCommandArg {
+        let mut out = Vec::with_capacity(args.len() + 1);
+        for a in args {
+            // SAFETY: an all-zero RedisModuleCommandArg is valid (null pointers, zero ints);
+            // Redis reads a zeroed entry as "no more arguments" and null fields as "absent".
+            let mut r: raw::RedisModuleCommandArg = unsafe { std::mem::zeroed() };
+            r.name = a.name.as_ptr();
+            r.key_spec_index = -1;
+            r.token = a.token.map_or(std::ptr::null(), CStr::as_ptr);
+            if a.optional {
+                r.flags = raw::REDISMODULE_CMD_ARG_OPTIONAL as c_int;
+            }
+            r.type_ = match &a.kind {
+                Kind::Key => {
+                    r.key_spec_index = 0;
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_KEY
+                }
+                Kind::String => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_STRING,
+                Kind::Integer => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_INTEGER,
+                Kind::Token => raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_PURE_TOKEN,
+                Kind::OneOf(sub) => {
+                    r.subargs = self.build(sub);
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF
+                }
+            };
+            out.push(r);
+        }
+        // SAFETY: as above; this zeroed entry ends the array.
+        out.push(unsafe { std::mem::zeroed() });
+        let ptr = out.as_mut_ptr();
+        self.arrays.push(out);
+        ptr
+    }
+}
+
+/// Hands the entry of every registered command in `docs` to Redis (a command this build did
+/// not register is skipped). Call from `RedisModule_OnLoad`, after the commands are created
+/// (Redis accepts command info only while the module loads).
+///
+/// # Safety
+/// `ctx` is the context Redis passed to `RedisModule_OnLoad`.
+pub unsafe fn describe(ctx: *mut raw::RedisModuleCtx, docs: &[CommandDoc]) -> Result<(), String> {
+    // The sizes let Redis walk arrays of our struct layout, whatever its own version is.
+    let version = raw::RedisModuleCommandInfoVersion {
+        version: 1,
+        sizeof_historyentry: std::mem::size_of::<raw::RedisModuleCommandHistoryEntry>(),
+        sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
+        sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
+    };
+    for doc in docs {
+        // SAFETY: `ctx` is the OnLoad context; the name is a valid C string.
+        let command = unsafe { raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr()) };
+        if command.is_null() {
+            continue; // not registered by this build
+        }
+        let mut raw_args = RawArgs::default();
+        let args = raw_args.build(doc.args);
+        // SAFETY: all-zero key specs are valid; the second one ends the array.
+        let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+        specs[0].flags = doc.key_use.flags();
+        specs[0].begin_search_type =
+            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+        specs[0].bs.index.pos = 1;
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range.lastkey = 0;
+        specs[0].fk.range.keystep = 1;
+        specs[0].fk.range.limit = 0;
+        let info = raw::RedisModuleCommandInfo {
+            version: &version,
+            summary: doc.summary.as_ptr(),
+            complexity: doc.complexity.as_ptr(),
+            since: doc.since.as_ptr(),
+            history: std::ptr::null_mut(),
+            tips: doc.tips.map_or(std::ptr::null(), CStr::as_ptr),
+            arity: doc.arity,
+            key_specs: specs.as_mut_ptr(),
+            args,
+        };
+        // SAFETY: `command` came from GetCommand; `info` and everything it points to live
+        // until the call returns, and Redis copies what it keeps.
+        let ok = unsafe { raw::RedisModule_SetCommandInfo.unwrap()(command, &info) };
+        if ok != raw::REDISMODULE_OK as c_int {
+            return Err(format!("invalid command info for {:?}", doc.name));
+        }
+        // SAFETY: the function pointer is only present on servers that export it (7.2+).
+        if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
+            if unsafe { set_categories(command, doc.acl.as_ptr()) } != raw::REDISMODULE_OK as c_int
+            {
+                return Err(format!("invalid ACL categories for {:?}", doc.name));
+            }
+        }
+    }
+    Ok(())
+}
