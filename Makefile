@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: all setup build run test test-long test-matrix test-valkey bench seckill clean
+.PHONY: all setup build run test test-long test-matrix test-valkey bench bench-instr seckill clean
 
 all: build
 
@@ -59,6 +59,12 @@ test-valkey: build
 # Native commands against the Lua way, side by side (starts its own servers; rewrites README.md's benchmark section).
 bench: build
 	$(CARGO) run --release -p dlock-bench
+
+# Server instructions per operation under callgrind (fixed redis-cli --pipe workloads): dlock,
+# Redisson's scripts, SET NX + Lua release, raw commands, and SET on keys that are not locks.
+bench-instr: build
+	@command -v valgrind >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
+	$(CARGO) run --release -p dlock-bench -- --instr
 
 seckill:
 	$(CARGO) run --release -p dlock-client --example seckill

@@ -16,8 +16,11 @@
 //! - `raw`: HINCRBY + PEXPIRE, then DEL: the same data writes with no logic (a ceiling).
 //!
 //! Options: `--quick` (fewer, shorter repetitions), `--no-readme`, `--only <scenario>`
-//! (uncontended, hot, handoff, renew, waiters; repeatable).
+//! (uncontended, hot, handoff, renew, waiters; repeatable). `--instr` counts instructions
+//! per operation with callgrind instead (`make bench-instr`, see `instr.rs`; `--only` then
+//! selects workloads whose name contains the word).
 
+mod instr;
 mod report;
 mod resp;
 mod scenarios;
@@ -113,6 +116,41 @@ impl Ctx {
             .expect("control connection")
     }
 
+    /// Acquire without waiting (see [`Shas::acquire`]).
+    pub fn acquire(
+        &self,
+        b: Backend,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> (Vec<u8>, Vec<Reply>) {
+        self.sha.acquire(b, key, owner, lease_ms)
+    }
+
+    /// Release of a lock held once (see [`Shas::release`]).
+    pub fn release(
+        &self,
+        b: Backend,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> (Vec<u8>, Vec<Reply>) {
+        self.sha.release(b, key, owner, lease_ms)
+    }
+
+    /// One watchdog renewal (see [`Shas::renew`]).
+    pub fn renew(
+        &self,
+        b: Backend,
+        key: &str,
+        owner: &str,
+        lease_ms: u64,
+    ) -> (Vec<u8>, Vec<Reply>) {
+        self.sha.renew(b, key, owner, lease_ms)
+    }
+}
+
+impl Shas {
     /// Acquire without waiting: the command(s) and the replies a grant gives.
     pub fn acquire(
         &self,
@@ -135,7 +173,7 @@ impl Ctx {
             Backend::Lua => (
                 encode(&[
                     b"EVALSHA",
-                    self.sha.lock.as_bytes(),
+                    self.lock.as_bytes(),
                     b"1",
                     key.as_bytes(),
                     lease.as_bytes(),
@@ -182,7 +220,7 @@ impl Ctx {
                 );
                 encode(&[
                     b"EVALSHA",
-                    self.sha.unlock.as_bytes(),
+                    self.unlock.as_bytes(),
                     b"2",
                     key.as_bytes(),
                     ch.as_bytes(),
@@ -193,7 +231,7 @@ impl Ctx {
             }
             Backend::SetNx => encode(&[
                 b"EVALSHA",
-                self.sha.setnx_release.as_bytes(),
+                self.setnx_release.as_bytes(),
                 b"1",
                 key.as_bytes(),
                 owner.as_bytes(),
@@ -221,7 +259,7 @@ impl Ctx {
             ]),
             Backend::Lua => encode(&[
                 b"EVALSHA",
-                self.sha.renew.as_bytes(),
+                self.renew.as_bytes(),
                 b"1",
                 key.as_bytes(),
                 lease.as_bytes(),
@@ -229,7 +267,7 @@ impl Ctx {
             ]),
             Backend::SetNx => encode(&[
                 b"EVALSHA",
-                self.sha.setnx_renew.as_bytes(),
+                self.setnx_renew.as_bytes(),
                 b"1",
                 key.as_bytes(),
                 owner.as_bytes(),
@@ -362,6 +400,10 @@ fn main() {
         .filter(|w| w[0] == "--only")
         .map(|w| w[1].clone())
         .collect();
+    if args.iter().any(|a| a == "--instr") {
+        instr::run(&only);
+        return;
+    }
     let want = |s: &str| only.is_empty() || only.iter().any(|o| o == s);
 
     let nofile = raise_nofile();

@@ -50,6 +50,7 @@ pub struct ServerBuilder {
     extra: Vec<String>,
     dir: Option<PathBuf>,
     port: Option<u16>,
+    wrapper: Vec<String>,
 }
 
 impl Default for ServerBuilder {
@@ -60,6 +61,7 @@ impl Default for ServerBuilder {
             extra: vec![],
             dir: None,
             port: None,
+            wrapper: vec![],
         }
     }
 }
@@ -91,6 +93,11 @@ impl ServerBuilder {
         self.port = Some(port);
         self
     }
+    /// Run the server under this program and its arguments (e.g. `valgrind --tool=callgrind`).
+    pub fn wrapper<I: IntoIterator<Item = S>, S: Into<String>>(mut self, cmd: I) -> Self {
+        self.wrapper = cmd.into_iter().map(Into::into).collect();
+        self
+    }
     /// Start the server and wait until it answers PING. Panics with the server log on failure.
     pub fn start(self) -> Server {
         self.try_start().unwrap_or_else(|e| panic!("{e}"))
@@ -102,7 +109,14 @@ impl ServerBuilder {
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
         let port = self.port.unwrap_or_else(free_port);
         let log = tmp.path().join("server.log");
-        let mut cmd = Command::new(server_binary());
+        let mut cmd = match self.wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(server_binary());
+                c
+            }
+            None => Command::new(server_binary()),
+        };
         cmd.arg("--port")
             .arg(port.to_string())
             .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
@@ -135,7 +149,9 @@ impl ServerBuilder {
             _tmp: tmp,
             dir,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
+        // A wrapped server (valgrind) starts many times slower.
+        let patience = if self.wrapper.is_empty() { 20 } else { 120 };
+        let deadline = Instant::now() + Duration::from_secs(patience);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
                 return Err(format!(
@@ -150,7 +166,7 @@ impl ServerBuilder {
             }
             if Instant::now() > deadline {
                 return Err(format!(
-                    "server did not answer PING in 20 s; log:\n{}",
+                    "server did not answer PING in {patience} s; log:\n{}",
                     server.log()
                 ));
             }
@@ -218,10 +234,14 @@ impl Server {
     }
     /// Ask the server to stop (SHUTDOWN NOSAVE) and wait for the process; falls back to kill.
     pub fn shutdown(&mut self) {
+        self.shutdown_within(Duration::from_secs(10));
+    }
+    /// [`Server::shutdown`], waiting up to `patience` for the process to exit.
+    pub fn shutdown_within(&mut self, patience: Duration) {
         if let Ok(mut c) = self.try_connection() {
             let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
         }
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + patience;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return;

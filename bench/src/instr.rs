@@ -1,0 +1,350 @@
+//! `make bench-instr` (`dlock-bench --instr`): server instructions per operation, counted by
+//! callgrind. Load on the machine cannot distort these counts, unlike `make bench`'s clocks.
+//!
+//! Each workload is a fixed stream of commands fed by `redis-cli --pipe` to a `redis-server`
+//! running under `valgrind --tool=callgrind` (`hz 1`, no persistence). To cancel start-up,
+//! set-up, and shutdown, every workload runs twice, with `N` and `2N` operations on fresh
+//! servers; the figure is `(I(2N) - I(N)) / N`: the whole server path (read, parse, execute,
+//! propagate, reply) of one operation. Keys cycle over 1,000 names.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use dlock_testutil::{wait_for, Server};
+
+use crate::resp::encode_into;
+use crate::{Backend, Shas, SETNX_RELEASE, SETNX_RENEW};
+
+/// Operations in the shorter run; the longer one does twice as many.
+const N: usize = 1_000;
+const KEYS: usize = 1_000;
+const LEASE: u64 = 60_000;
+const OWNER: &str = "8743c9c2-5b4e-4a4e-9d43-3f1f3ad1c0de:1";
+
+/// What runs next to the measured server.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scene {
+    /// Nothing.
+    Alone,
+    /// A replica (without the module) is attached.
+    Replica,
+    /// One client waits (`DLOCK.ACQUIRE ... WAIT 0`) on a key of its own the whole time.
+    ClientWaiting,
+    /// A client waited and was granted before the measurement; nobody waits now.
+    AfterWaits,
+}
+
+struct Workload {
+    name: &'static str,
+    module: bool,
+    scene: Scene,
+    /// Commands before the measured ones (identical in both runs).
+    setup: Vec<u8>,
+    /// The commands of operation `i`.
+    op: Box<dyn Fn(usize) -> Vec<u8>>,
+}
+
+fn cmd(args: &[&str]) -> Vec<u8> {
+    let mut out = vec![];
+    let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    encode_into(&mut out, &bytes);
+    out
+}
+
+fn key(i: usize) -> String {
+    format!("lock:{}", i % KEYS)
+}
+
+/// The SHA1s of the scripts, as `SCRIPT LOAD` gives them (a plain throw-away server).
+fn script_shas() -> Shas {
+    let srv = Server::builder().without_module().start();
+    let mut c = srv.connection();
+    let mut load = |src: &str| -> String {
+        redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(src)
+            .query(&mut c)
+            .expect("SCRIPT LOAD")
+    };
+    Shas {
+        lock: load(dlock_client::scripts::LOCK),
+        unlock: load(dlock_client::scripts::UNLOCK),
+        renew: load(dlock_client::scripts::RENEW),
+        setnx_release: load(SETNX_RELEASE),
+        setnx_renew: load(SETNX_RENEW),
+    }
+}
+
+/// `SCRIPT LOAD` of every script (set-up of the script workloads).
+fn load_scripts() -> Vec<u8> {
+    let mut out = vec![];
+    for src in [
+        dlock_client::scripts::LOCK,
+        dlock_client::scripts::UNLOCK,
+        dlock_client::scripts::RENEW,
+        SETNX_RELEASE,
+        SETNX_RENEW,
+    ] {
+        out.extend(cmd(&["SCRIPT", "LOAD", src]));
+    }
+    out
+}
+
+fn workloads(shas: &'static Shas) -> Vec<Workload> {
+    let mut w = vec![];
+    let backends = [
+        ("dlock", Backend::Native),
+        ("Redisson Lua", Backend::Lua),
+        ("SET NX PX + Lua", Backend::SetNx),
+        ("raw commands", Backend::Raw),
+    ];
+    for (scene, suffix) in [(Scene::Alone, ""), (Scene::Replica, ", replica")] {
+        for (label, b) in backends {
+            w.push(Workload {
+                name: leak(format!("acquire+release{suffix}: {label}")),
+                module: b == Backend::Native,
+                scene,
+                setup: load_scripts(),
+                op: Box::new(move |i| {
+                    let (mut a, _) = shas.acquire(b, &key(i), OWNER, LEASE);
+                    a.extend(shas.release(b, &key(i), OWNER, LEASE).0);
+                    a
+                }),
+            });
+        }
+    }
+    for (label, b) in backends {
+        let mut setup = load_scripts();
+        for i in 0..KEYS {
+            setup.extend(shas.acquire(b, &key(i), OWNER, LEASE).0);
+        }
+        w.push(Workload {
+            name: leak(format!("renew: {label}")),
+            module: b == Backend::Native,
+            scene: Scene::Alone,
+            setup,
+            op: Box::new(move |i| shas.renew(b, &key(i), OWNER, LEASE).0),
+        });
+    }
+    let set = |i: usize| cmd(&["SET", &format!("user:{i}"), "v"]);
+    let held = || {
+        (0..KEYS)
+            .flat_map(|i| cmd(&["DLOCK.ACQUIRE", &key(i), OWNER, &LEASE.to_string()]))
+            .collect::<Vec<u8>>()
+    };
+    for (name, module, scene, setup) in [
+        ("SET other key: no module", false, Scene::Alone, vec![]),
+        ("SET other key: module loaded", true, Scene::Alone, vec![]),
+        ("SET other key: 1000 locks held", true, Scene::Alone, held()),
+        (
+            "SET other key: a client waits",
+            true,
+            Scene::ClientWaiting,
+            held(),
+        ),
+        (
+            "SET other key: after waits",
+            true,
+            Scene::AfterWaits,
+            held(),
+        ),
+    ] {
+        w.push(Workload {
+            name,
+            module,
+            scene,
+            setup,
+            op: Box::new(set),
+        });
+    }
+    w
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// Feeds `bytes` to the server with `redis-cli --pipe` and waits for every reply.
+fn pipe(port: u16, bytes: &[u8], dir: &Path) {
+    let file = dir.join("pipe.resp");
+    std::fs::write(&file, bytes).expect("write the workload");
+    let out = Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "--pipe"])
+        .stdin(std::fs::File::open(&file).expect("open the workload"))
+        .output()
+        .expect("run redis-cli --pipe");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("errors: 0"),
+        "redis-cli --pipe: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A `redis-cli` running one (blocking) command.
+fn background(port: u16, args: &[&str]) -> Child {
+    Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run redis-cli")
+}
+
+fn waiters(c: &mut redis::Connection) -> i64 {
+    let s: String = redis::cmd("INFO").arg("dlock").query(c).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("dlock_waiters:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Total instructions of one run of `w` with `n` operations.
+fn run_once(w: &Workload, n: usize, dir: &Path) -> u64 {
+    let out = dir.join(format!("callgrind.{n}.out"));
+    let mut b = Server::builder()
+        .wrapper([
+            "valgrind".to_string(),
+            "--tool=callgrind".into(),
+            format!("--callgrind-out-file={}", out.display()),
+        ])
+        .args(["--hz", "1", "--appendonly", "no"]);
+    if !w.module {
+        b = b.without_module();
+    }
+    let mut srv = b.start();
+    let port = srv.port();
+    let mut c = srv.connection();
+    let mut replica = None;
+    if w.scene == Scene::Replica {
+        let r = Server::builder()
+            .without_module()
+            .args(["--replicaof", "127.0.0.1", &port.to_string()])
+            .start();
+        let mut rc = r.connection();
+        wait_for(Duration::from_secs(60), "replica in sync", || {
+            let s: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
+            s.contains("master_link_status:up").then_some(())
+        });
+        replica = Some(r);
+    }
+    pipe(port, &w.setup, dir);
+    let mut waiter = None;
+    if matches!(w.scene, Scene::ClientWaiting | Scene::AfterWaits) {
+        let lease = LEASE.to_string();
+        // lock:0 is held by OWNER (set-up): the waiter queues on it.
+        waiter = Some(background(
+            port,
+            &["DLOCK.ACQUIRE", &key(0), "waiter", &lease, "WAIT", "0"],
+        ));
+        wait_for(Duration::from_secs(60), "a client waiting", || {
+            (waiters(&mut c) == 1).then_some(())
+        });
+        if w.scene == Scene::AfterWaits {
+            let _: redis::Value = redis::cmd("DLOCK.RELEASE")
+                .arg(key(0))
+                .arg(OWNER)
+                .query(&mut c)
+                .expect("release");
+            let mut child = waiter.take().unwrap();
+            child.wait().expect("the waiter is granted");
+            let _: redis::Value = redis::cmd("DLOCK.RELEASE")
+                .arg(key(0))
+                .arg("waiter")
+                .query(&mut c)
+                .expect("release");
+        }
+    }
+    let ops: Vec<u8> = (0..n).flat_map(|i| (w.op)(i)).collect();
+    pipe(port, &ops, dir);
+    if let Some(mut child) = waiter {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    drop(replica);
+    srv.shutdown_within(Duration::from_secs(120));
+    let text = std::fs::read_to_string(&out).expect("callgrind output");
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix("summary:")
+                .or_else(|| l.strip_prefix("totals:"))
+        })
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("callgrind summary line")
+}
+
+/// Instructions per operation of `w`.
+fn measure(w: &Workload, dir: &Path) -> f64 {
+    let short = run_once(w, N, dir);
+    let long = run_once(w, 2 * N, dir);
+    (long as f64 - short as f64) / N as f64
+}
+
+fn k(n: f64) -> String {
+    format!("{:.1}k", n / 1000.0)
+}
+
+/// Runs every workload (or those whose name contains one of `only`) and prints the table.
+pub fn run(only: &[String]) {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("valgrind is missing (apt-get install valgrind)");
+        std::process::exit(2);
+    }
+    let dir: PathBuf = std::env::temp_dir().join(format!("dlock-instr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let shas: &'static Shas = Box::leak(Box::new(script_shas()));
+    let mut results: Vec<(&str, f64)> = vec![];
+    for w in workloads(shas) {
+        if !only.is_empty() && !only.iter().any(|o| w.name.contains(o.as_str())) {
+            continue;
+        }
+        let per_op = measure(&w, &dir);
+        println!("{:<44} {:>10.0} instructions/op", w.name, per_op);
+        let _ = std::io::stdout().flush();
+        results.push((w.name, per_op));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let get = |name: &str| results.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+    println!("\n| workload | dlock | Redisson Lua | SET NX PX + Lua | raw commands |");
+    println!("|---|---|---|---|---|");
+    for (row, prefix) in [
+        ("acquire + release", "acquire+release: "),
+        ("renew", "renew: "),
+        (
+            "acquire + release, replica attached",
+            "acquire+release, replica: ",
+        ),
+    ] {
+        let Some(d) = get(&format!("{prefix}dlock")) else {
+            continue;
+        };
+        let cell = |label: &str| match get(&format!("{prefix}{label}")) {
+            Some(v) => format!("{} ({:.2}×)", k(v), v / d),
+            None => "–".into(),
+        };
+        println!(
+            "| {row} | {} | {} | {} | {} |",
+            k(d),
+            cell("Redisson Lua"),
+            cell("SET NX PX + Lua"),
+            cell("raw commands")
+        );
+    }
+    if let Some(base) = get("SET other key: no module") {
+        println!("\n| SET on a key that is not a lock | instructions | vs. no module |");
+        println!("|---|---|---|");
+        for (name, v) in results
+            .iter()
+            .filter(|(n, _)| n.starts_with("SET other key"))
+        {
+            let what = name.trim_start_matches("SET other key: ");
+            println!("| {what} | {v:.0} | {:+.1}% |", (v / base - 1.0) * 100.0);
+        }
+    }
+    println!(
+        "\n(ratios: instructions of the column / dlock's; callgrind, (I(2N) - I(N)) / N, N = {N})"
+    );
+}
