@@ -1,8 +1,13 @@
 # dlock — two commands on a fresh Debian machine (as root):
-#   make run    install what is missing, build the module, run Redis with it (foreground)
-#   make test   the same set-up, then every test
+#   make run    install what is missing, build the module, run Redis with it (foreground;
+#               PORT=6380 for another port)
+#   make test   the same set-up plus the client libraries of examples/, then every test
 SHELL := /bin/bash
 CARGO ?= cargo
+PYTHON ?= python3
+PORT ?= 6379
+# `make seckill` talks to the server `make run` started.
+DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
 .PHONY: all setup build run test test-long test-matrix test-valkey bench bench-instr seckill clean
 
@@ -21,19 +26,58 @@ setup:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@# Debian starts a redis-server on 6379 when it installs the package; `make run` wants that port.
-	@if [ -n "$${CI:-}" ] || [ "$(MAKECMDGOALS)" = "run" ]; then \
+	@# Debian starts a redis-server service on 6379 when it installs the package. The tests
+	@# use other ports; on a throw-away CI machine it is stopped anyway, never elsewhere
+	@# (`make run` explains a busy port instead).
+	@if [ -n "$${CI:-}" ]; then \
 		(systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null; \
 	fi
+
+# The client libraries the examples under examples/ use (tests/examples.rs runs them):
+# redis-py in a venv (no system or user site-packages touched), ioredis and node-redis from
+# package-lock.json. Re-installed when the requirement files change.
+.PHONY: setup-examples
+setup-examples: examples/python/.venv/installed examples/node/node_modules/installed
+
+examples/python/.venv/installed: examples/python/requirements.txt
+	@command -v $(PYTHON) >/dev/null && $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || { \
+		echo "installing: python3 python3-venv"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null; }
+	$(PYTHON) -m venv examples/python/.venv
+	examples/python/.venv/bin/pip install --quiet --disable-pip-version-check -r $<
+	@touch $@
+
+examples/node/node_modules/installed: examples/node/package.json examples/node/package-lock.json
+	@command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "installing: nodejs npm"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
 
 build: setup
 	$(CARGO) build --release -p dlock
 
+# Foreground Redis with the module on 127.0.0.1:$(PORT) (redis.conf: a quick start, nothing
+# persisted; redis-production.conf is the one to adapt for real use). A busy port is
+# explained, not taken over: no service is stopped.
 run: build
-	redis-server redis.conf
+	@if (exec 3<>/dev/tcp/127.0.0.1/$(PORT)) 2>/dev/null; then \
+		echo "make run: port $(PORT) is already in use on 127.0.0.1:"; \
+		ss -ltnp "sport = :$(PORT)" 2>/dev/null | tail -n +2 | sed 's/^/  /'; \
+		if systemctl is-active --quiet redis-server 2>/dev/null; then \
+			echo "That is probably Debian's redis-server service. Either stop it for now"; \
+			echo "  (systemctl stop redis-server; later: systemctl start redis-server)"; \
+			echo "or run dlock on another port: make run PORT=6380"; \
+		else \
+			echo "Stop that server, or run dlock on another port: make run PORT=6380"; \
+		fi; \
+		exit 1; \
+	fi
+	@echo "redis-server with dlock on 127.0.0.1:$(PORT) (redis.conf: quick start, no persistence); Ctrl-C stops it"
+	redis-server redis.conf --port $(PORT)
 
-test: build
-	$(CARGO) test --release --workspace
+test: build setup-examples
+	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
@@ -67,7 +111,7 @@ bench-instr: build
 	$(CARGO) run --release -p dlock-bench -- --instr
 
 seckill:
-	$(CARGO) run --release -p dlock-client --example seckill
+	$(CARGO) run --release -p dlock-client --example seckill -- $(DLOCK_URL)
 
 clean:
 	$(CARGO) clean
