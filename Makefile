@@ -64,9 +64,9 @@ run: build
 	@if (exec 3<>/dev/tcp/127.0.0.1/$(PORT)) 2>/dev/null; then \
 		echo "make run: port $(PORT) is already in use on 127.0.0.1:"; \
 		ss -ltnp "sport = :$(PORT)" 2>/dev/null | tail -n +2 | sed 's/^/  /'; \
-		if systemctl is-active --quiet redis-server 2>/dev/null; then \
+		if systemctl is-active --quiet redis-server 2>/dev/null || service redis-server status >/dev/null 2>&1; then \
 			echo "That is probably Debian's redis-server service. Either stop it for now"; \
-			echo "  (systemctl stop redis-server; later: systemctl start redis-server)"; \
+			echo "  (service redis-server stop; later: service redis-server start)"; \
 			echo "or run dlock on another port: make run PORT=6380"; \
 		else \
 			echo "Stop that server, or run dlock on another port: make run PORT=6380"; \
