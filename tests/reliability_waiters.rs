@@ -376,11 +376,12 @@ fn ten_thousand_waiters_fifo_ping_caps_memory() {
         assert!(s.p99 < 250.0, "PING p99 while {name}: {s}");
         assert!(s.max < 2000.0, "PING max while {name}: {s}");
     }
-    // Memory. What stays after the first cycle is Redis's own pool of module "temp clients":
-    // Redis 7.0 takes two pooled fake clients (reply + thread-safe context, ~17 KB each) per
-    // module-blocked client and keeps the pool at its peak size for ever (7.2+ shrinks it in
-    // modulesCron). So: bounded by the peak number of waiters, and no growth from one cycle to
-    // the next beyond the pool's jitter (its peak varies by a few hundred clients, ~2.6 MB
+    // Memory. What stays right after a cycle is Redis's own pool of module "temp clients":
+    // Redis takes two pooled fake clients (reply + thread-safe context, ~17 KB each) per
+    // module-blocked client and shrinks the pool only gradually in modulesCron (measured on
+    // 7.0.15: ~8.7 MB/s, back to baseline ~40 s after 10 000 waiters; docs/COMMANDS.md). So,
+    // read right after serving: bounded by the peak number of waiters, and no growth from one
+    // cycle to the next beyond the pool's jitter (its peak varies by a few hundred clients, ~2.6 MB
     // seen): 4 MiB catches a leak of 420 B per waiter in one cycle, or ~100 B per waiter over
     // the 5 cycles of `DLOCK_LONG=1`.
     let retained = reports[0].mem_after - mem_before;

@@ -1,4 +1,4 @@
-//! Collected figures, the human table, the machine-readable lines and the README section.
+//! Collected figures, the human table, the machine-readable lines and the section of docs/BENCHMARKS.md.
 
 use std::fmt::Write as _;
 

@@ -6,16 +6,20 @@
 //! 3. `10 locks`  stock split into 10 keys of 100, each under its own lock; a buyer picks a
 //!    random segment and tries the others when it is sold out.
 //!
+//! The table counts, per run, units sold, **lost updates** (two buyers read the same stock and
+//! both wrote stock-1: a sale the stock never recorded), **oversold** (units sold beyond the
+//! stock of 1 000) and the stock left. With more buyers than stock, a lock-free run shows lost
+//! updates first and oversells only once the lost updates push sales past the stock.
+//!
 //! Run: `make run` in one terminal, then `make seckill` (or
-//! `cargo run --release -p dlock-client --example seckill -- [URL] [--buyers N]
-//! [--tasks N] [--backend auto|native|script]`). The URL may also come from `DLOCK_URL`;
-//! default `redis://127.0.0.1:6379/`.
+//! `cargo run --release -p dlock-client --example seckill -- --help`).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use clap::{Parser, ValueEnum};
 use dlock_client::{Backend, Client};
 use rand::Rng;
 use redis::aio::ConnectionManager;
@@ -24,40 +28,39 @@ use redis::AsyncCommands;
 const STOCK: i64 = 1000;
 const SEGMENTS: usize = 10;
 
+/// Flash-sale demo: buyers race for a stock of 1 000 with no lock, one lock, and 10 segment locks.
+#[derive(Parser)]
+#[command(name = "seckill")]
 struct Args {
+    /// Redis with the dlock module (or any Redis with `--backend script`).
+    #[arg(env = "DLOCK_URL", default_value = "redis://127.0.0.1:6379/")]
     url: String,
+    /// Buyers per run.
+    #[arg(long, default_value_t = 2000)]
     buyers: u64,
+    /// Concurrent buyer tasks.
+    #[arg(long, default_value_t = 100)]
     tasks: u64,
-    backend: Backend,
+    /// Lock backend: auto (native when the module is loaded), native, or script (Lua).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    backend: BackendArg,
 }
 
-fn args() -> Args {
-    let mut a = Args {
-        url: std::env::var("DLOCK_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into()),
-        buyers: 2000,
-        tasks: 100,
-        backend: Backend::Auto,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(x) = it.next() {
-        match x.as_str() {
-            "--buyers" => a.buyers = it.next().and_then(|v| v.parse().ok()).expect("--buyers N"),
-            "--tasks" => a.tasks = it.next().and_then(|v| v.parse().ok()).expect("--tasks N"),
-            "--backend" => {
-                a.backend = match it.next().as_deref() {
-                    Some("native") => Backend::Native,
-                    Some("script") => Backend::Script,
-                    _ => Backend::Auto,
-                }
-            }
-            "-h" | "--help" => {
-                println!("seckill [URL] [--buyers N] [--tasks N] [--backend auto|native|script]");
-                std::process::exit(0);
-            }
-            url => a.url = url.to_string(),
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Auto,
+    Native,
+    Script,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Backend {
+        match b {
+            BackendArg::Auto => Backend::Auto,
+            BackendArg::Native => Backend::Native,
+            BackendArg::Script => Backend::Script,
         }
     }
-    a
 }
 
 #[derive(Clone, Copy)]
@@ -234,9 +237,9 @@ async fn run(client: &Client, mode: Mode, buyers: u64, tasks: u64) -> Outcome {
 
 #[tokio::main]
 async fn main() {
-    let a = args();
+    let a = Args::parse();
     let client = match Client::builder(a.url.clone())
-        .backend(a.backend)
+        .backend(a.backend.into())
         .build()
         .await
     {
@@ -266,16 +269,19 @@ async fn main() {
     }
     println!();
     println!(
-        "{:<18} {:>6} {:>9} {:>10} {:>12} {:>13}",
-        "mode", "sold", "oversold", "stock left", "buyers/s", "p99 lock wait"
+        "{:<18} {:>6} {:>12} {:>9} {:>10} {:>12} {:>13}",
+        "mode", "sold", "lost updates", "oversold", "stock left", "buyers/s", "p99 lock wait"
     );
     for (mode, o) in &rows {
-        // Oversold: units handed out beyond what the stock allowed.
-        let oversold = (o.sold as i64 - (STOCK - o.left)).max(0);
+        // Lost updates: sales the stock key never recorded (stock went down by fewer units
+        // than were sold). Oversold: units sold beyond the stock.
+        let lost_updates = (o.sold as i64 - (STOCK - o.left)).max(0);
+        let oversold = (o.sold as i64 - STOCK).max(0);
         println!(
-            "{:<18} {:>6} {:>9} {:>10} {:>12.0} {:>13}",
+            "{:<18} {:>6} {:>12} {:>9} {:>10} {:>12.0} {:>13}",
             mode.name(),
             o.sold,
+            lost_updates,
             oversold,
             o.left,
             a.buyers as f64 / o.secs,
