@@ -19,6 +19,7 @@
 'use strict';
 
 const crypto = require('node:crypto');
+const { watchdog } = require('./watchdog');
 const Redis = require('ioredis');
 
 const PORT = Number(process.argv[2] || process.env.DLOCK_PORT || 6379);
@@ -63,21 +64,6 @@ async function acquire(shared, owner, waitMs) {
   }
 }
 
-// Renews every LEASE_MS / 3 until stopped; `lost` turns true when a renewal answers 0.
-function watchdog(shared, owner) {
-  const dog = { renewals: 0, lost: false };
-  const timer = setInterval(async () => {
-    const ok = await shared.call('DLOCK.RENEW', KEY, owner, LEASE_MS);
-    if (ok === 1) dog.renewals += 1;
-    else {
-      dog.lost = true; // expired, deleted or taken over: stop writing
-      clearInterval(timer);
-    }
-  }, LEASE_MS / 3);
-  dog.stop = () => clearInterval(timer);
-  return dog;
-}
-
 // Stands for the resource the lock protects: it refuses writes with an older token.
 const store = {
   highest: 0,
@@ -96,7 +82,7 @@ async function main() {
 
   const token = await acquire(shared, me, 2000);
   console.log(`acquired token=${token}`);
-  const dog = watchdog(shared, me);
+  const dog = watchdog(() => shared.call('DLOCK.RENEW', KEY, me, LEASE_MS), LEASE_MS);
   await sleep(1.5 * LEASE_MS); // the work: longer than one lease
   const held = (await shared.hget(KEY, me)) !== null && !dog.lost;
   console.log(`still held after 1.5 leases: ${held ? 'yes' : 'no'} (renewals=${dog.renewals})`);

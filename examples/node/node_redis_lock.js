@@ -17,6 +17,7 @@
 'use strict';
 
 const crypto = require('node:crypto');
+const { watchdog } = require('./watchdog');
 const { createClient } = require('redis');
 
 const PORT = Number(process.argv[2] || process.env.DLOCK_PORT || 6379);
@@ -50,21 +51,6 @@ async function acquire(shared, owner, waitMs) {
   }
 }
 
-// Renews every LEASE_MS / 3 until stopped; `lost` turns true when a renewal answers 0.
-function watchdog(shared, owner) {
-  const dog = { renewals: 0, lost: false };
-  const timer = setInterval(async () => {
-    const ok = await shared.sendCommand(['DLOCK.RENEW', KEY, owner, String(LEASE_MS)]);
-    if (ok === 1) dog.renewals += 1;
-    else {
-      dog.lost = true; // expired, deleted or taken over: stop writing
-      clearInterval(timer);
-    }
-  }, LEASE_MS / 3);
-  dog.stop = () => clearInterval(timer);
-  return dog;
-}
-
 async function main() {
   const shared = createClient({ socket: { host: '127.0.0.1', port: PORT } });
   await shared.connect();
@@ -74,7 +60,7 @@ async function main() {
 
   const token = await acquire(shared, me, 2000);
   console.log(`acquired token=${token}`);
-  const dog = watchdog(shared, me);
+  const dog = watchdog(() => shared.sendCommand(['DLOCK.RENEW', KEY, me, String(LEASE_MS)]), LEASE_MS);
   await sleep(1.5 * LEASE_MS); // the work: longer than one lease
   const held = (await shared.hGet(KEY, me)) != null && !dog.lost;
   console.log(`still held after 1.5 leases: ${held ? 'yes' : 'no'} (renewals=${dog.renewals})`);
