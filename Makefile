@@ -100,7 +100,7 @@ test-matrix: build
 test-valkey: build
 	MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
-# Native commands against the Lua way, side by side (starts its own servers; rewrites README.md's benchmark section).
+# Native commands against the Lua way, side by side (starts its own servers; rewrites docs/BENCHMARKS.md).
 bench: build
 	$(CARGO) run --release -p dlock-bench
 
