@@ -1,6 +1,8 @@
 //! Reading and writing lock keys, with every change propagated to replicas and the AOF as
-//! plain commands (HSET/HDEL/DEL/PEXPIREAT/PERSIST/SET/PUBLISH). Redis wraps what one command
-//! (or one timer callback) propagates in MULTI/EXEC.
+//! plain commands (HSET/HDEL/DEL/PEXPIREAT/PERSIST/SET/PUBLISH), announced with the keyspace
+//! events those commands send and signalled as modified (WATCH, client-side caching) only
+//! when something changed. Redis wraps what one command (or one timer callback) propagates
+//! in MULTI/EXEC.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +10,8 @@ use dlock_core::error::LockError;
 use dlock_core::model::{Exclusive, LockValue, Stored};
 
 use crate::ffi::key::{Key, KeyKind};
-use crate::ffi::replicate::replicate;
+use crate::ffi::notify::signal_modified;
+use crate::ffi::replicate::{propagate, CoreWrite};
 use crate::ffi::string::ArgStr;
 use crate::ffi::{Ctx, RStr};
 
@@ -134,7 +137,7 @@ impl<'k> LockKey<'k> {
                 self.handle.hash_set(f, Some(v));
                 args.extend([f, v]);
             }
-            replicate(self.ctx, c"HSET", &args);
+            propagate(self.ctx, CoreWrite::Hset, &args);
         }
         if !removed.is_empty() {
             let mut args = Vec::with_capacity(1 + removed.len());
@@ -143,11 +146,13 @@ impl<'k> LockKey<'k> {
                 self.handle.hash_set(f, None);
                 args.push(f);
             }
-            replicate(self.ctx, c"HDEL", &args);
+            propagate(self.ctx, CoreWrite::Hdel, &args);
         }
     }
 
-    /// Writes what changed since `open` (or the last `save`) and propagates it.
+    /// Writes what changed since `open` (or the last `save`), propagates and announces it
+    /// (keyspace events, modified-key signal); writes and announces nothing when nothing
+    /// changed.
     pub fn save(&mut self) {
         let expire_at = self.value.expire_at();
         let now_empty = match &self.value {
@@ -162,7 +167,7 @@ impl<'k> LockKey<'k> {
                 return;
             }
             self.handle.delete();
-            replicate(self.ctx, c"DEL", &[key]);
+            propagate(self.ctx, CoreWrite::Del, &[key]);
             self.loaded = Loaded::Empty;
         } else {
             if !self.write_changes() && expire_at == self.loaded_expire {
@@ -173,12 +178,15 @@ impl<'k> LockKey<'k> {
                 match expire_at {
                     Some(at) => {
                         let at = RStr::number(self.ctx, at);
-                        replicate(self.ctx, c"PEXPIREAT", &[&self.name, &at]);
+                        propagate(self.ctx, CoreWrite::PexpireAt, &[&self.name, &at]);
                     }
-                    None => replicate(self.ctx, c"PERSIST", &[&self.name]),
+                    None => propagate(self.ctx, CoreWrite::Persist, &[&self.name]),
                 }
             }
         }
+        // Something was written (the early returns above wrote nothing): WATCH and
+        // client-side caching see one change, as after a core command.
+        signal_modified(self.ctx, &self.name);
         if was_empty != now_empty {
             crate::stats::track_held(self.ctx.selected_db(), self.key, !now_empty);
         }
@@ -205,7 +213,7 @@ impl<'k> LockKey<'k> {
                 let key = &self.name;
                 let (f, v) = (RStr::new(self.ctx, owner), RStr::number(self.ctx, count));
                 self.handle.hash_set(&f, Some(&v));
-                replicate(self.ctx, c"HSET", &[key, &f, &v]);
+                propagate(self.ctx, CoreWrite::Hset, &[key, &f, &v]);
                 if same_owner {
                     if let Loaded::Single(_, c) = &mut self.loaded {
                         *c = count;
@@ -214,7 +222,7 @@ impl<'k> LockKey<'k> {
                     if let Loaded::Single(old, _) = &self.loaded {
                         let old = RStr::new(self.ctx, old);
                         self.handle.hash_set(&old, None);
-                        replicate(self.ctx, c"HDEL", &[key, &old]);
+                        propagate(self.ctx, CoreWrite::Hdel, &[key, &old]);
                     }
                     self.loaded = Loaded::Single(owner.clone(), count);
                 }
@@ -275,12 +283,13 @@ impl FenceKey {
         }
     }
 
-    /// Sets the counter (replicated as `SET name value`).
+    /// Sets the counter (replicated and announced as `SET name value`).
     pub fn set(&self, ctx: Ctx, value: i64) {
         let name = RStr::new(ctx, &self.name);
         let v = RStr::new(ctx, value.to_string().as_bytes());
         Key::open(ctx, &name, true).string_set(&v);
-        replicate(ctx, c"SET", &[&name, &v]);
+        propagate(ctx, CoreWrite::Set, &[&name, &v]);
+        signal_modified(ctx, &name);
     }
 }
 

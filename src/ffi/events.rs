@@ -20,7 +20,8 @@ pub trait ServerEventHandler {
     fn on_keyspace_replaced(ctx: Ctx);
 }
 
-/// Subscribes `H` to every keyspace event, whatever `notify-keyspace-events` says. Redis has
+/// Subscribes `H` to every keyspace event, whatever `notify-keyspace-events` says, except the
+/// module's own (`notify`). Redis has
 /// no way to unsubscribe (up to 8.x): a subscription lasts until the module is unloaded.
 pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: KeyspaceHandler>(
@@ -29,6 +30,9 @@ pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx) -> Result<(), String> {
         event: *const c_char,
         key: *mut raw::RedisModuleString,
     ) -> c_int {
+        if super::notify::own_event() {
+            return raw::REDISMODULE_OK as c_int; // the module's own write: nothing to wake
+        }
         // SAFETY: Redis passes a live context, a NUL-terminated event name and a live key
         // name, all valid for this call.
         unsafe {

@@ -13,6 +13,7 @@ pub mod events;
 pub mod info;
 pub mod key;
 pub mod module;
+pub mod notify;
 pub mod replicate;
 pub mod reply;
 pub mod string;

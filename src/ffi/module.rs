@@ -51,11 +51,15 @@ pub unsafe fn args(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Vec<S
 ///   set replaces the old one (`events`) the module forgets what it knew of the old keys.
 ///   Without it the server logs "Skipping diskless-load because there are modules that are not
 ///   aware of async replication" and loads from disk.
+/// - `NO_IMPLICIT_SIGNAL_MODIFIED`: Redis does not signal every key opened for writing as
+///   modified when it is closed; the module signals real changes itself (`notify`), so a
+///   refused acquire, a release by a non-holder or an error does not abort WATCH.
 ///
 /// # Safety
 /// `ctx` is the context passed to `RedisModule_OnLoad`.
 pub unsafe fn declare_options(ctx: *mut raw::RedisModuleCtx) {
-    let options = raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD;
+    let options = raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
     // SAFETY: the OnLoad context (caller); the call only stores the flags.
     unsafe { api!(RedisModule_SetModuleOptions)(ctx, options as c_int) };
 }
