@@ -339,7 +339,7 @@ impl Locker {
                 other => Err(format!("release answered {other:?}")),
             },
             Locker::Client { guard, .. } => match guard.take().expect("held").release().await {
-                Ok(true) => Ok(()),
+                Ok(()) => Ok(()),
                 other => Err(format!("release answered {other:?}")),
             },
         }
@@ -926,7 +926,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
                     .await
                 {
                     Ok(Some(g)) => match g.release().await {
-                        Ok(true) => Ok(()),
+                        Ok(()) => Ok(()),
                         other => Err(format!("release answered {other:?}")),
                     },
                     other => Err(format!("waiter got {other:?}")),

@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::{ClientBuilder, LockKind, LostReason, LostSignal, Owner, Result, Wait};
+use crate::backend::Wait;
+use crate::owner::next_owner_number;
+use crate::{ClientBuilder, LockKind, LostReason, LostSignal, Owner, Result};
 
 /// A blocking client: wraps an async [`crate::Client`] and its own runtime.
 ///
@@ -118,10 +120,8 @@ impl Client {
         thread_local! {
             static N: OnceLock<u64> = const { OnceLock::new() };
         }
-        let n = N.with(|n| {
-            *n.get_or_init(|| crate::NEXT_OWNER.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
-        });
-        Owner::from_id(format!("{}:{n}", self.inner.owner_prefix()))
+        let n = N.with(|n| *n.get_or_init(next_owner_number));
+        self.inner.owner_numbered(n)
     }
 }
 
@@ -207,11 +207,10 @@ impl Lock {
     }
     fn run(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
         let h = self.handle();
-        let owner = h.owner().clone();
         let g = self
             .client
             .rt
-            .block_on(async move { h.acquire_impl(owner.id(), wait, lease).await })?;
+            .block_on(async move { h.acquire_impl(wait, lease).await })?;
         Ok(g.map(|g| LockGuard {
             inner: Some(g),
             rt: self.client.rt.clone(),
@@ -267,14 +266,10 @@ impl Lock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
-        self.run(
-            if wait.is_zero() {
-                Wait::No
-            } else {
-                Wait::For(wait)
-            },
-            lease,
-        )
+        if lease.is_some_and(|l| l.is_zero()) {
+            return Err(crate::Error::Config("lease must be > 0".into()));
+        }
+        self.run(Wait::from_duration(wait), lease)
     }
     /// Delete the lock whoever holds it.
     /// ```no_run
@@ -331,8 +326,8 @@ impl Lock {
 /// ```no_run
 /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
 /// let g = client.lock("x").acquire()?;
-/// assert!(g.is_lost().is_none());
-/// assert!(g.release()?);
+/// assert!(g.lost().check().is_none());
+/// g.release()?;
 /// # Ok::<(), dlock_client::Error>(())
 /// ```
 pub struct LockGuard {
@@ -372,16 +367,8 @@ impl LockGuard {
     pub fn owner_id(&self) -> &str {
         self.g().owner_id()
     }
-    /// Already lost?
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert!(client.lock("k").acquire()?.is_lost().is_none());
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn is_lost(&self) -> Option<LostReason> {
-        self.g().is_lost()
-    }
-    /// The lost signal (await it in async code, or use [`wait_lost`](Self::wait_lost)).
+    /// The lost signal: [`check`](LostSignal::check) it, await it in async code, or use
+    /// [`wait_lost`](Self::wait_lost).
     /// ```no_run
     /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
     /// let g = client.lock("k").acquire()?;
@@ -404,26 +391,17 @@ impl LockGuard {
         self.rt
             .block_on(async move { tokio::time::timeout(timeout, s.wait()).await.ok() })
     }
-    /// Release this hold; `Ok(true)` if it was still held.
+    /// Release this hold: `Ok(())` if it was still held, [`Error::NotHeld`](crate::Error::NotHeld)
+    /// if it had been lost.
     /// ```no_run
     /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
     /// let g = client.lock("k").acquire()?;
-    /// assert!(g.release()?);
+    /// g.release()?;
     /// # Ok::<(), dlock_client::Error>(())
     /// ```
-    pub fn release(mut self) -> Result<bool> {
+    pub fn release(mut self) -> Result<()> {
         let g = self.inner.take().expect("guard present");
         self.rt.block_on(g.release())
-    }
-    /// Release; `Err(NotHeld)` if it was not held.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// client.lock("k").acquire()?.unlock()?;
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn unlock(mut self) -> Result<()> {
-        let g = self.inner.take().expect("guard present");
-        self.rt.block_on(g.unlock())
     }
 }
 

@@ -10,15 +10,26 @@
 /// assert!(!e.is_connection());
 /// ```
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
-    /// The server could not be reached, or the connection dropped.
+    /// The server at `addr` could not be reached: refused, DNS, time-out, authentication.
+    #[error("cannot connect to {addr}: {reason} ({detail})")]
+    Connect {
+        /// The address tried (`host:port`).
+        addr: String,
+        /// Why.
+        reason: ConnectReason,
+        /// The underlying error's text.
+        detail: String,
+    },
+    /// A connection that was up dropped or failed.
     #[error("connection error: {0}")]
     Connection(#[source] redis::RedisError),
     /// The server did not answer in time (client-side time-out).
     #[error("timed out: {0}")]
     Timeout(String),
-    /// The lock is not held by this owner (e.g. [`LockGuard::unlock`](crate::LockGuard::unlock)
-    /// on a lock that expired or was deleted).
+    /// The lock is not held by this owner (e.g. [`LockGuard::release`](crate::LockGuard::release)
+    /// of a lock that expired or was deleted).
     #[error("lock {0:?} is not held by this owner")]
     NotHeld(String),
     /// The key holds something that is not a lock of this kind (`WRONGTYPE`).
@@ -69,7 +80,43 @@ impl Error {
     /// assert!(dlock_client::Error::Timeout("x".into()).is_connection());
     /// ```
     pub fn is_connection(&self) -> bool {
-        matches!(self, Error::Connection(_) | Error::Timeout(_))
+        matches!(
+            self,
+            Error::Connection(_) | Error::Timeout(_) | Error::Connect { .. }
+        )
+    }
+
+    /// Classify a failure to connect to `addr`.
+    pub(crate) fn connect(addr: &str, e: redis::RedisError) -> Error {
+        let text = e.to_string();
+        let reason = if e.is_connection_refusal() {
+            ConnectReason::Refused
+        } else if e.is_timeout() {
+            ConnectReason::Timeout
+        } else if e.kind() == redis::ErrorKind::AuthenticationFailed
+            || matches!(e.code(), Some("WRONGPASS" | "NOAUTH" | "NOPERM"))
+        {
+            ConnectReason::Auth
+        } else if text.contains("lookup") || text.contains("not known") || text.contains("resolve")
+        {
+            ConnectReason::Dns
+        } else {
+            ConnectReason::Other
+        };
+        Error::Connect {
+            addr: addr.to_string(),
+            reason,
+            detail: text,
+        }
+    }
+
+    /// A connect attempt to `addr` that took longer than `limit`.
+    pub(crate) fn connect_timeout(addr: &str, limit: std::time::Duration) -> Error {
+        Error::Connect {
+            addr: addr.to_string(),
+            reason: ConnectReason::Timeout,
+            detail: format!("no connection within {limit:?}"),
+        }
     }
 
     /// Classify a `redis` error for lock `key`.
@@ -105,5 +152,37 @@ fn server_message(e: &redis::RedisError) -> String {
         (Some(c), Some(d)) => format!("{c} {d}"),
         (Some(c), None) => c.to_string(),
         _ => e.to_string(),
+    }
+}
+
+/// Why a connection could not be made ([`Error::Connect`]).
+///
+/// ```
+/// assert_eq!(dlock_client::ConnectReason::Refused.to_string(), "refused");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConnectReason {
+    /// Nothing listens there (the port is closed or the server stopped).
+    Refused,
+    /// The host name did not resolve.
+    Dns,
+    /// No answer in time.
+    Timeout,
+    /// The server refused the credentials.
+    Auth,
+    /// Anything else (see the detail).
+    Other,
+}
+
+impl std::fmt::Display for ConnectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ConnectReason::Refused => "refused",
+            ConnectReason::Dns => "DNS lookup failed",
+            ConnectReason::Timeout => "timed out",
+            ConnectReason::Auth => "authentication failed",
+            ConnectReason::Other => "failed",
+        })
     }
 }

@@ -47,12 +47,7 @@ pub struct MultiLock {
 }
 
 fn order_key(l: &Lock) -> (String, String, u8) {
-    let k = match l.kind() {
-        crate::LockKind::Exclusive => 0,
-        crate::LockKind::Read => 1,
-        crate::LockKind::Write => 2,
-    };
-    (l.client.server_id(), l.name().to_string(), k)
+    (l.client.server_id(), l.name().to_string(), l.kind().rank())
 }
 
 impl MultiLock {
@@ -99,6 +94,9 @@ impl MultiLock {
     }
 
     /// Wait as long as it takes for all members; watchdog on.
+    ///
+    /// Cancel safety: cancel-safe: members already taken are released in the background
+    /// when the future is dropped, and each member's acquire is cancel-safe.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// let g = dlock_client::MultiLock::new([client.lock("a"), client.lock("b")]).acquire().await?;
@@ -120,6 +118,8 @@ impl MultiLock {
     }
 
     /// One attempt at each member, no waiting; all or none.
+    ///
+    /// Cancel safety: cancel-safe (as [`acquire`](Self::acquire)).
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// let m = dlock_client::MultiLock::new([client.lock("a"), client.lock("b")]);
@@ -133,6 +133,9 @@ impl MultiLock {
     /// Wait up to `wait` in total for all members. With `lease`, every member lapses after
     /// it (counted from its own grant; the first member taken lapses first), without it the
     /// watchdogs renew them. `Ok(None)` on time-out, with nothing left held.
+    /// [`Duration::MAX`] = no limit.
+    ///
+    /// Cancel safety: cancel-safe (as [`acquire`](Self::acquire)).
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// use std::time::Duration;
@@ -145,10 +148,13 @@ impl MultiLock {
         wait: Duration,
         lease: Option<Duration>,
     ) -> Result<Option<MultiLockGuard>> {
-        let deadline = Instant::now() + wait;
+        // No deadline: no limit.
+        let deadline = Instant::now().checked_add(wait);
         let mut held = Vec::with_capacity(self.locks.len());
         for l in &self.locks {
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             match l.try_acquire_for(left, lease).await {
                 Ok(Some(g)) => held.push(g),
                 Ok(None) => {
@@ -181,7 +187,7 @@ pub(crate) async fn rollback(held: Vec<LockGuard>) {
 /// assert_eq!(g.guards().len(), 2);
 /// let lost = g.lost(); // fires when any member is lost
 /// # let _ = lost;
-/// assert!(g.release().await?);
+/// g.release().await?;
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -228,29 +234,26 @@ impl MultiLockGuard {
         }
     }
 
-    /// Release every member; `Ok(true)` if all were still held.
+    /// Release every member: `Ok(())` when all were still held, else the first member's
+    /// error ([`Error::NotHeld`] for a member that was lost); every member is released
+    /// either way.
+    ///
+    /// Cancel safety: members not yet released when the future is dropped are released in
+    /// the background.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// let g = dlock_client::MultiLock::new([client.lock("a")]).acquire().await?;
-    /// assert!(g.release().await?);
+    /// g.release().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn release(self) -> Result<bool> {
-        let mut all = true;
+    pub async fn release(self) -> Result<()> {
         let mut err: Option<Error> = None;
         for g in self.guards.into_iter().rev() {
-            match g.release().await {
-                Ok(held) => all &= held,
-                Err(e) => {
-                    all = false;
-                    err.get_or_insert(e);
-                }
+            if let Err(e) = g.release().await {
+                err.get_or_insert(e);
             }
         }
-        match err {
-            Some(e) => Err(e),
-            None => Ok(all),
-        }
+        err.map_or(Ok(()), Err)
     }
 }
 
@@ -290,6 +293,8 @@ impl GroupLost {
     }
 
     /// Wait until the group counts as lost.
+    ///
+    /// Cancel safety: cancel-safe (it only watches).
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// let g = dlock_client::MultiLock::new([client.lock("a")]).acquire().await?;

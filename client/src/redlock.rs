@@ -21,7 +21,7 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use crate::multilock::{rollback, GroupLost};
-use crate::{Client, Lock, LockGuard, Result};
+use crate::{Client, Error, Lock, LockGuard, Result};
 
 /// The RedLock algorithm (Redis's distributed lock manager pattern, Redisson's
 /// `RedissonRedLock`) over N independent servers, one [`Lock`] per server.
@@ -148,7 +148,10 @@ impl RedLock {
     /// assert_eq!(red.drift(Duration::from_secs(10)), Duration::from_millis(102));
     /// ```
     pub fn drift(&self, lease: Duration) -> Duration {
-        lease.mul_f64(self.drift_factor) + Duration::from_millis(2)
+        let lease = lease.min(Duration::from_millis(crate::config::MAX_MS));
+        Duration::try_from_secs_f64(lease.as_secs_f64() * self.drift_factor)
+            .unwrap_or(lease)
+            .saturating_add(Duration::from_millis(2))
     }
 
     /// One attempt with lease `lease`. `Ok(None)` when no quorum (or no validity left):
@@ -159,6 +162,8 @@ impl RedLock {
     /// # let _ = g; Ok(()) }
     /// ```
     pub async fn try_acquire(&self, lease: Duration) -> Result<Option<RedLockGuard>> {
+        // Duration::MAX (no limit) is the module's longest lease.
+        let lease = lease.min(Duration::from_millis(crate::config::MAX_MS));
         let start = Instant::now();
         let tries = self.locks.iter().map(|l| async move {
             match tokio::time::timeout(
@@ -185,6 +190,7 @@ impl RedLock {
         let validity = lease.checked_sub(elapsed + drift);
         match validity {
             Some(v) if held.len() >= self.quorum() && !v.is_zero() => Ok(Some(RedLockGuard {
+                name: held[0].name().to_string(),
                 guards: held,
                 missed,
                 quorum: self.quorum(),
@@ -196,7 +202,7 @@ impl RedLock {
                 // Release everywhere: where we hold it, and where the answer may have been lost.
                 let cleanup = missed
                     .iter()
-                    .map(|l| l.release_blind(self.node_timeout * 4));
+                    .map(|l| l.release_blind(self.node_timeout.saturating_mul(4)));
                 futures::future::join(rollback(held), futures::future::join_all(cleanup)).await;
                 Ok(None)
             }
@@ -217,18 +223,22 @@ impl RedLock {
         wait: Duration,
         lease: Duration,
     ) -> Result<Option<RedLockGuard>> {
-        let deadline = Instant::now() + wait;
+        // No deadline: no limit.
+        let deadline = Instant::now().checked_add(wait);
         loop {
             if let Some(g) = self.try_acquire(lease).await? {
                 return Ok(Some(g));
             }
             let pause = {
                 let mut rng = rand::thread_rng();
-                let max = self.retry_delay.as_millis().max(2) as u64;
+                let max = self.retry_delay.as_millis().clamp(2, u64::MAX as u128) as u64;
                 Duration::from_millis(rng.gen_range(1..max))
             };
-            if Instant::now() + pause >= deadline {
-                return Ok(None);
+            let resume = Instant::now().checked_add(pause);
+            if let (Some(d), Some(r)) = (deadline, resume) {
+                if r >= d {
+                    return Ok(None);
+                }
             }
             tokio::time::sleep(pause).await;
         }
@@ -248,6 +258,7 @@ impl RedLock {
 /// ```
 #[derive(Debug)]
 pub struct RedLockGuard {
+    name: String,
     guards: Vec<LockGuard>,
     missed: Vec<Lock>,
     quorum: usize,
@@ -317,20 +328,28 @@ impl RedLockGuard {
             deadline: Some(self.valid_until),
         }
     }
-    /// Release on every server (also where the grant's answer was lost). `Ok(true)` if a
-    /// quorum still held it.
+    /// Release on every server (also where the grant's answer was lost). `Ok(())` if a
+    /// quorum still held it, else [`Error::NotHeld`].
+    ///
+    /// Cancel safety: servers not yet answered when the future is dropped are released in
+    /// the background (or lapse with the lease).
     /// ```no_run
     /// # async fn demo(g: dlock_client::RedLockGuard) -> dlock_client::Result<()> {
     /// g.release().await?;
     /// # Ok(()) }
     /// ```
-    pub async fn release(self) -> Result<bool> {
+    pub async fn release(self) -> Result<()> {
         let quorum = self.quorum;
-        let t = self.node_timeout * 4;
+        let name = self.name.clone();
+        let t = self.node_timeout.saturating_mul(4);
         let cleanup = self.missed.iter().map(|l| l.release_blind(t));
         let rel = futures::future::join_all(self.guards.into_iter().map(|g| g.release()));
         let (res, _) = futures::future::join(rel, futures::future::join_all(cleanup)).await;
-        let still = res.iter().filter(|r| matches!(r, Ok(true))).count();
-        Ok(still >= quorum)
+        let still = res.iter().filter(|r| r.is_ok()).count();
+        if still >= quorum {
+            Ok(())
+        } else {
+            Err(Error::NotHeld(name))
+        }
     }
 }

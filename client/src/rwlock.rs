@@ -83,8 +83,12 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn read(&self) -> Lock {
-        self.client
-            .rw_handle(self.name.clone(), self.owner.clone(), LockKind::Read)
+        Lock::new(
+            self.client.clone(),
+            self.name.clone(),
+            self.owner.clone(),
+            LockKind::Read,
+        )
     }
 
     /// The write side: a [`Lock`] whose guards hold the write lock.
@@ -95,8 +99,12 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub fn write(&self) -> Lock {
-        self.client
-            .rw_handle(self.name.clone(), self.owner.clone(), LockKind::Write)
+        Lock::new(
+            self.client.clone(),
+            self.name.clone(),
+            self.owner.clone(),
+            LockKind::Write,
+        )
     }
 
     /// The lock's current mode (`HGET key mode`): `Some(Read)`, `Some(Write)` or `None`

@@ -5,7 +5,20 @@ use std::sync::{Arc, Weak};
 use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::{remove_entry, scripts, send_pipeline, Entry, Inner, LockKind, LostReason};
+use crate::client::Inner;
+use crate::conn::Connection;
+use crate::lease::{remove_entry, Entry};
+use crate::LostReason;
+
+/// Send a pipeline and get every reply (errors stay inline as `Value::ServerError`).
+async fn send_pipeline(
+    conn: &mut Connection,
+    pipe: &redis::Pipeline,
+    n: usize,
+) -> redis::RedisResult<Vec<Value>> {
+    use redis::aio::ConnectionLike;
+    conn.req_packed_commands(pipe, 0, n).await
+}
 
 pub(crate) async fn run(weak: Weak<Inner>) {
     let interval = match weak.upgrade() {
@@ -48,24 +61,6 @@ async fn renew_all(inner: &Inner) {
     futures::future::join_all(futs).await;
 }
 
-fn renew_cmd(inner: &Inner, e: &Entry) -> redis::Cmd {
-    let ms = e.lease.as_millis() as u64;
-    let mut c;
-    if inner.native {
-        c = redis::cmd("DLOCK.RENEW");
-        c.arg(&e.key).arg(&e.owner).arg(ms);
-    } else {
-        let hash = if e.kind == LockKind::Exclusive {
-            inner.scripts.renew.get_hash()
-        } else {
-            inner.scripts.rw_renew.get_hash()
-        };
-        c = redis::cmd("EVALSHA");
-        c.arg(hash).arg(1).arg(&e.key).arg(ms).arg(&e.owner);
-    }
-    c
-}
-
 /// Apply one renewal reply; true when it was a NOSCRIPT error.
 fn apply(inner: &Inner, e: &Arc<Entry>, v: Value, sent: Instant, replicated: bool) -> bool {
     match v {
@@ -103,7 +98,7 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
         .config
         .response_timeout
         .min(inner.config.renew_interval())
-        + guard.map_or(std::time::Duration::ZERO, |(_, t)| t);
+        .saturating_add(guard.map_or(std::time::Duration::ZERO, |(_, t)| t));
     let mut conn = inner.conn.clone();
     for _attempt in 0..2 {
         let sent = Instant::now();
@@ -115,7 +110,7 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
             let futs = chunk.iter().map(|e| {
                 let mut c = conn.clone();
                 let mut pipe = redis::pipe();
-                pipe.add_command(renew_cmd(inner, e));
+                pipe.add_command(inner.engine.renew_cmd(e));
                 if let Some((n, t)) = guard {
                     pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
                 }
@@ -143,7 +138,7 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
         } else {
             let mut pipe = redis::pipe();
             for e in chunk {
-                pipe.add_command(renew_cmd(inner, e));
+                pipe.add_command(inner.engine.renew_cmd(e));
             }
             if let Some((n, t)) = guard {
                 // On the same connection: WAIT covers every renewal above.
@@ -165,16 +160,6 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
             return;
         }
         // The server forgot a script (restart, SCRIPT FLUSH): load them and redo the batch.
-        for text in [
-            scripts::RENEW.to_string(),
-            scripts::rw_lock_script(scripts::RW_RENEW_BODY),
-        ] {
-            // On a cluster, SCRIPT LOAD goes to every master.
-            let _: redis::RedisResult<Value> = redis::cmd("SCRIPT")
-                .arg("LOAD")
-                .arg(text)
-                .query_async(&mut conn)
-                .await;
-        }
+        inner.engine.reload_scripts(&mut conn).await;
     }
 }

@@ -139,9 +139,9 @@ async fn spread_wait_and_watchdog(b: Backend) {
     // The watchdog renews across nodes for three leases.
     tokio::time::sleep(LEASE * 3).await;
     for g in &guards {
-        assert!(g.is_lost().is_none(), "{} lost", g.name());
+        assert!(g.lost().check().is_none(), "{} lost", g.name());
     }
-    assert!(rd.is_lost().is_none());
+    assert!(rd.lost().check().is_none());
     assert_eq!(
         (0..30)
             .filter(|i| cl.holder(&format!("order:{i}")).is_some())
@@ -168,7 +168,7 @@ async fn spread_wait_and_watchdog(b: Backend) {
     let mut rest = Vec::new();
     for g in guards {
         if keys.contains(&g.name()) {
-            assert!(g.release().await.unwrap());
+            g.release().await.unwrap();
         } else {
             rest.push(g);
         }
@@ -190,6 +190,12 @@ async fn spread_wait_and_watchdog(b: Backend) {
             .unwrap(),
         LostReason::NotHeld
     );
+    let mut rest = rest.into_iter();
+    let gone = rest.next().unwrap();
+    assert!(matches!(
+        gone.release().await,
+        Err(dlock_client::Error::NotHeld(_))
+    ));
     for g in rest {
         g.release().await.unwrap();
     }

@@ -385,9 +385,9 @@ async fn renewal_without_replica_is_lost() {
     let g = g.expect("a replicated grant");
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert!(
-        g.is_lost().is_none(),
+        g.lost().check().is_none(),
         "renewals acknowledged: {:?}",
-        g.is_lost()
+        g.lost().check()
     );
     replica.kill();
     let reason = tokio::time::timeout(Duration::from_secs(3), g.lost())

@@ -38,11 +38,11 @@ async fn native_and_script_exclude_each_other() {
     let (n, sc) = pair(&s).await;
     let g = n.lock("x").acquire().await.unwrap();
     assert!(sc.lock("x").try_acquire().await.unwrap().is_none());
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     let g = sc.lock("x").acquire().await.unwrap();
     assert!(n.lock("x").try_acquire().await.unwrap().is_none());
     // The script client's watchdog renews with its own script; the module accepts the layout.
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     assert!(n.lock("x").try_acquire().await.unwrap().is_some());
 }
 
@@ -71,7 +71,7 @@ async fn script_waiter_woken_by_native_release() {
         (v.1 == 1).then_some(())
     });
     let t = Instant::now();
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     let (got, _) = waiter.await.unwrap();
     assert!(got);
     assert!(
@@ -102,7 +102,7 @@ async fn native_waiter_woken_by_script_release() {
             .then_some(())
     });
     let t = Instant::now();
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     assert!(waiter.await.unwrap());
     assert!(
         t.elapsed() < Duration::from_secs(3),
@@ -132,7 +132,7 @@ async fn script_waiter_woken_by_script_release_on_plain_redis() {
         (v.1 == 1).then_some(())
     });
     let t = Instant::now();
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     assert_eq!(waiter.await.unwrap(), 1);
     assert!(t.elapsed() < Duration::from_secs(3));
     // The waiter's subscription goes away after it got the lock.

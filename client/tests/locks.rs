@@ -27,17 +27,17 @@ async fn acquire_release_reentrant(b: Backend) {
     let other = c.lock("k");
     assert!(other.try_acquire().await.unwrap().is_none());
     assert!(!other.is_held_by_owner().await.unwrap());
-    assert!(g2.release().await.unwrap());
+    g2.release().await.unwrap();
     assert_eq!(hget(&mut r, "k", &owner).await, Some(1));
     assert!(other.try_acquire().await.unwrap().is_none());
     let lost = g1.lost();
-    assert!(g1.release().await.unwrap());
+    g1.release().await.unwrap();
     assert!(!exists(&mut r, "k").await);
     assert_eq!(lost.await, LostReason::Released);
     assert!(!lock.is_locked().await.unwrap());
     let g3 = other.try_acquire().await.unwrap().expect("free now");
     assert_eq!(g3.hold_count(), 1);
-    g3.unlock().await.unwrap();
+    g3.release().await.unwrap();
 }
 
 async fn try_acquire_for_times_out_and_wakes(b: Backend) {
@@ -69,7 +69,7 @@ async fn try_acquire_for_times_out_and_wakes(b: Backend) {
         (g.map(|g| g.hold_count()), t.elapsed())
     });
     tokio::time::sleep(Duration::from_millis(200)).await; // let it start waiting (not a sync point: either order passes)
-    assert!(a.release().await.unwrap());
+    a.release().await.unwrap();
     let (held, el) = waiter.await.unwrap();
     assert_eq!(held, Some(1));
     assert!(el < Duration::from_secs(5), "waiter took {el:?}");
@@ -101,7 +101,10 @@ async fn lease_without_watchdog_lapses(b: Backend) {
     });
     assert_eq!(c.lock("l").remaining_lease().await.unwrap(), None);
     // Releasing a lock that lapsed says it was not held.
-    assert!(!g.release().await.unwrap());
+    assert!(matches!(
+        g.release().await,
+        Err(dlock_client::Error::NotHeld(_))
+    ));
 }
 
 async fn owner_moves_across_tasks(b: Backend) {
@@ -124,12 +127,12 @@ async fn owner_moves_across_tasks(b: Backend) {
             .is_none()
     );
     // Release both holds from other tasks.
-    assert!(tokio::spawn(async move { g2.release().await.unwrap() })
+    tokio::spawn(async move { g2.release().await.unwrap() })
         .await
-        .unwrap());
-    assert!(tokio::spawn(async move { g1.release().await.unwrap() })
+        .unwrap();
+    tokio::spawn(async move { g1.release().await.unwrap() })
         .await
-        .unwrap());
+        .unwrap();
     let mut r = raw(&s).await;
     assert!(!exists(&mut r, "o").await);
 }
@@ -158,12 +161,12 @@ async fn watchdog_keeps_lock(b: Backend) {
     assert!(g.is_watched());
     assert_eq!(c.watched_locks(), 1);
     tokio::time::sleep(LEASE * 4).await; // time passing is what is tested
-    assert!(g.is_lost().is_none());
+    assert!(g.lost().check().is_none());
     assert_eq!(hget(&mut r, "wd", lock.owner().id()).await, Some(1));
     let p = pttl(&mut r, "wd").await;
     assert!(p > 0 && p <= LEASE.as_millis() as i64, "pttl {p}");
     assert!(c.lock("wd").try_acquire().await.unwrap().is_none());
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     assert_eq!(c.watched_locks(), 0);
 }
 
@@ -174,7 +177,7 @@ async fn renewal_stops_after_release(b: Backend) {
     let lock = c.lock("rs");
     let owner = lock.owner().id().to_string();
     let g = lock.acquire().await.unwrap();
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     assert_eq!(c.watched_locks(), 0);
     // Re-create the same owner's hold behind the client's back with a short lease: if the
     // watchdog still renewed it, it would outlive its lease.
@@ -213,9 +216,12 @@ async fn lost_when_deleted(b: Backend) {
         .expect("lost fires");
     assert_eq!(reason, LostReason::NotHeld);
     assert!(t.elapsed() < Duration::from_secs(1));
-    assert_eq!(g.is_lost(), Some(LostReason::NotHeld));
+    assert_eq!(g.lost().check(), Some(LostReason::NotHeld));
     assert_eq!(c.watched_locks(), 0);
-    assert!(!g.release().await.unwrap());
+    assert!(matches!(
+        g.release().await,
+        Err(dlock_client::Error::NotHeld(_))
+    ));
 }
 
 async fn lost_when_server_dies(b: Backend) {
@@ -224,7 +230,7 @@ async fn lost_when_server_dies(b: Backend) {
     let g = c.lock("kill").acquire().await.unwrap();
     // Let one renewal succeed first.
     tokio::time::sleep(INTERVAL * 2).await;
-    assert!(g.is_lost().is_none());
+    assert!(g.lost().check().is_none());
     s.kill();
     let t = Instant::now();
     let reason = tokio::time::timeout(Duration::from_secs(5), g.lost())
@@ -288,7 +294,7 @@ async fn fencing(b: Backend) {
         Backend::Native => {
             let g = lock.acquire().await.unwrap();
             let t1 = g.fencing_token().expect("token");
-            assert!(g.release().await.unwrap());
+            g.release().await.unwrap();
             let g = lock.acquire().await.unwrap();
             let t2 = g.fencing_token().unwrap();
             assert!(t2 > t1, "{t2} > {t1}");

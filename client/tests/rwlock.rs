@@ -42,17 +42,17 @@ async fn readers_share_writer_excluded(b: Backend) {
         })
     };
     tokio::time::sleep(Duration::from_millis(150)).await;
-    assert!(r1.release().await.unwrap());
+    r1.release().await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(!waiter.is_finished(), "writer got in with a reader left");
     let t = Instant::now();
-    assert!(r2.release().await.unwrap());
+    r2.release().await.unwrap();
     let g = waiter.await.unwrap().unwrap().expect("writer granted");
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert_eq!(w.mode().await.unwrap(), Some(LockKind::Write));
     // Readers are refused while the writer holds it.
     assert!(rw1.read().try_acquire().await.unwrap().is_none());
-    assert!(g.release().await.unwrap());
+    g.release().await.unwrap();
     assert!(!exists(&mut r, "cfg").await);
 }
 
@@ -74,8 +74,8 @@ async fn writer_reentrant_reads_no_upgrade(b: Backend) {
         .await
         .unwrap()
         .expect("writer may read");
-    assert!(w2.release().await.unwrap());
-    assert!(w1.release().await.unwrap());
+    w2.release().await.unwrap();
+    w1.release().await.unwrap();
     // Still read-held by us: the lock is now in read mode; other readers come in.
     assert_eq!(rw.mode().await.unwrap(), Some(LockKind::Read));
     let other = c.rwlock("doc");
@@ -115,7 +115,7 @@ async fn per_holder_leases_and_watchdog(b: Backend) {
     let lost_short = short.lost();
     assert_eq!(lost_short.await, LostReason::LeaseExpired);
     tokio::time::sleep(Duration::from_millis(900)).await; // three leases
-    assert!(long.is_lost().is_none());
+    assert!(long.lost().check().is_none());
     // A writer is still excluded by the renewed reader; the lapsed one is gone.
     let w = c.rwlock("k");
     assert!(w.write().try_acquire().await.unwrap().is_none());
@@ -125,7 +125,7 @@ async fn per_holder_leases_and_watchdog(b: Backend) {
         "lapsed reader pruned"
     );
     assert!(
-        !short.release().await.unwrap(),
+        matches!(short.release().await, Err(dlock_client::Error::NotHeld(_))),
         "the lapsed hold is not held"
     );
     // Deleting the lock: the watchdog reports it lost.
@@ -211,7 +211,7 @@ async fn lua_rwlock_is_the_module_layout() {
     );
     // The module renews the Lua holder's lease too (same fields).
     tokio::time::sleep(Duration::from_millis(700)).await;
-    assert!(r.is_lost().is_none() && nr.is_lost().is_none());
+    assert!(r.lost().check().is_none() && nr.lost().check().is_none());
     nr.release().await.unwrap();
     r.release().await.unwrap();
     let w = native.rwlock("shared").write().try_acquire().await.unwrap();

@@ -38,7 +38,7 @@ async fn ten_thousand_locks(b: Backend) {
     assert_eq!(c.watched_locks(), N);
     tokio::time::sleep(lease * 3).await; // time passing is what is tested
     assert!(
-        guards.iter().all(|g| g.is_lost().is_none()),
+        guards.iter().all(|g| g.lost().check().is_none()),
         "a lock was lost"
     );
     let mut r = raw(&s).await;
@@ -50,7 +50,7 @@ async fn ten_thousand_locks(b: Backend) {
     let dead = ttls.iter().filter(|&&t| t <= 0).count();
     assert_eq!(dead, 0, "{dead} locks expired");
     let released: Vec<bool> = futures::stream::iter(guards)
-        .map(|g| async move { g.release().await.unwrap() })
+        .map(|g| async move { g.release().await.is_ok() })
         .buffer_unordered(256)
         .collect()
         .await;

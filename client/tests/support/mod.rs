@@ -23,11 +23,11 @@ pub fn builder(server: &Server, backend: Backend) -> dlock_client::ClientBuilder
         .lease(LEASE)
         .renew_interval(INTERVAL)
         .response_timeout(Duration::from_millis(500))
-        .retry(Retry {
-            attempts: 1,
-            base_delay: Duration::from_millis(20),
-            max_delay: Duration::from_millis(50),
-        })
+        .retry(Retry::new(
+            1,
+            Duration::from_millis(20),
+            Duration::from_millis(50),
+        ))
 }
 
 pub async fn client(server: &Server, backend: Backend) -> Client {
@@ -85,4 +85,48 @@ macro_rules! both_backends {
             )*
         }
     };
+}
+
+/// `waiters` of `DLOCK.INFO key` (RESP2: a flat field/value array).
+pub async fn info_waiters(c: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    let v: Vec<redis::Value> = redis::cmd("DLOCK.INFO")
+        .arg(key)
+        .query_async(c)
+        .await
+        .unwrap();
+    for pair in v.chunks(2) {
+        if let [redis::Value::BulkString(name), redis::Value::Int(n)] = pair {
+            if name == b"waiters" {
+                return *n;
+            }
+        }
+    }
+    panic!("DLOCK.INFO {key} has no waiters field: {v:?}")
+}
+
+/// Subscribers of `channel` (`PUBSUB NUMSUB`).
+pub async fn numsub(c: &mut redis::aio::MultiplexedConnection, channel: &str) -> i64 {
+    let v: (String, i64) = redis::cmd("PUBSUB")
+        .arg("NUMSUB")
+        .arg(channel)
+        .query_async(c)
+        .await
+        .unwrap();
+    v.1
+}
+
+/// Poll `f` every 2 ms until it answers true, or panic after `timeout` with `what`.
+pub async fn until<F, Fut>(timeout: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !f().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
 }

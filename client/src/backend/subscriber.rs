@@ -1,5 +1,5 @@
-//! The script backend's unlock-channel subscriptions: one pub/sub connection per client,
-//! shared by every waiter (like Redisson's `LockPubSub`). Each `0` message on a channel
+//! The script backend's unlock-channel subscriptions: one pub/sub connection per node
+//! (the node serving the lock's key), shared by every waiter (like Redisson's `LockPubSub`). Each `0` message on a channel
 //! wakes one waiter of that channel (a semaphore permit, as Redisson's latch).
 
 use std::collections::HashMap;
@@ -11,11 +11,12 @@ use futures::StreamExt;
 use redis::aio::PubSubSink;
 use tokio::sync::Semaphore;
 
-use crate::scripts;
+use super::lua;
 
 #[derive(Default)]
 pub(crate) struct Subscribers {
-    conn: tokio::sync::Mutex<Option<Arc<SubConn>>>,
+    /// By node address.
+    conns: tokio::sync::Mutex<HashMap<String, Arc<SubConn>>>,
 }
 
 struct SubConn {
@@ -88,8 +89,9 @@ impl Subscribers {
         rt: &tokio::runtime::Handle,
     ) -> Option<Subscription> {
         let sc = {
-            let mut g = self.conn.lock().await;
-            match &*g {
+            let addr = client.get_connection_info().addr.to_string();
+            let mut g = self.conns.lock().await;
+            match g.get(&addr) {
                 Some(c) if c.alive.load(Ordering::Acquire) => c.clone(),
                 _ => {
                     let ps =
@@ -109,7 +111,7 @@ impl Subscribers {
                         let mut stream = stream;
                         while let Some(msg) = stream.next().await {
                             let payload: String = msg.get_payload().unwrap_or_default();
-                            if payload == scripts::UNLOCK_MESSAGE {
+                            if payload == lua::UNLOCK_MESSAGE {
                                 let ch = reader.channels.lock().unwrap();
                                 if let Some(e) = ch.get(msg.get_channel_name()) {
                                     e.sem.add_permits(1);
@@ -123,7 +125,7 @@ impl Subscribers {
                             e.sem.close();
                         }
                     });
-                    *g = Some(c.clone());
+                    g.insert(addr, c.clone());
                     c
                 }
             }

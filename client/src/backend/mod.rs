@@ -1,0 +1,189 @@
+//! The two ways of talking to the server behind one interface, [`Engine`]:
+//! - [`native`]: the dlock module's `DLOCK.*` commands (server-side FIFO waiting, fencing);
+//! - [`script`]: Redisson's Lua scripts ([`lua`]) on plain Redis, waiting through the
+//!   unlock channel ([`subscriber`]).
+//!
+//! Nothing outside this folder asks which backend is in use; a third kind of lock (e.g. a
+//! semaphore) adds a [`LockKind`] and its commands here.
+
+pub mod lua;
+mod native;
+mod script;
+mod subscriber;
+
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::client::Inner;
+use crate::config::unlimited;
+use crate::conn::Connection;
+use crate::lease::Entry;
+use crate::{Backend, Error, LockKind, Result};
+
+/// How long to wait for a lock held by someone else.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Wait {
+    /// One attempt.
+    No,
+    /// Up to this long.
+    For(Duration),
+    /// As long as it takes.
+    Forever,
+}
+
+impl Wait {
+    /// `try_acquire_for`'s wait: zero = one attempt, [`Duration::MAX`] (or anything beyond
+    /// the module's maximum) = no limit.
+    pub(crate) fn from_duration(d: Duration) -> Wait {
+        if d.is_zero() {
+            Wait::No
+        } else if unlimited(d) {
+            Wait::Forever
+        } else {
+            Wait::For(d)
+        }
+    }
+}
+
+/// One acquire as the backends see it.
+pub(crate) struct Request<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) kind: LockKind,
+    pub(crate) lease_ms: u64,
+    pub(crate) fence: bool,
+    pub(crate) wait: Wait,
+    pub(crate) started: Instant,
+}
+
+/// A grant: when it was made (for the lease deadline), the hold count when the server
+/// said it, and the fencing token when asked for.
+pub(crate) struct Grant {
+    pub(crate) at: Instant,
+    pub(crate) count: Option<u64>,
+    pub(crate) token: Option<u64>,
+    /// Replica acknowledgements of the grant (with the failover guard).
+    pub(crate) acks: Option<u32>,
+}
+
+/// The backend in use.
+pub(crate) enum Engine {
+    Native(native::Native),
+    Script(script::Script),
+}
+
+impl Engine {
+    /// The backend `wanted` on the server behind `conn`: `Auto` asks the server whether it
+    /// knows the `DLOCK.*` commands; `Native` insists on them.
+    pub(crate) async fn detect(wanted: Backend, conn: &Connection) -> Result<Engine> {
+        let native = match wanted {
+            Backend::Script => false,
+            Backend::Native => {
+                if !native::has_module(conn).await? {
+                    return Err(Error::Config(
+                        "Backend::Native: the server does not have the dlock module's commands"
+                            .into(),
+                    ));
+                }
+                true
+            }
+            Backend::Auto => native::has_module(conn).await?,
+        };
+        Ok(if native {
+            Engine::Native(native::Native)
+        } else {
+            Engine::Script(script::Script::new())
+        })
+    }
+
+    pub(crate) fn is_native(&self) -> bool {
+        matches!(self, Engine::Native(_))
+    }
+
+    /// Try (and with `req.wait`, wait) for the lock.
+    pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
+        match self {
+            Engine::Native(n) => n.acquire(inner, req).await,
+            Engine::Script(s) => s.acquire(inner, req).await,
+        }
+    }
+
+    /// The command that gives back one hold of `owner` on `key` (`lease`: what a script
+    /// release resets when holds remain).
+    pub(crate) fn release_cmd(
+        &self,
+        inner: &Inner,
+        key: &str,
+        owner: &str,
+        kind: LockKind,
+        lease: Duration,
+    ) -> redis::Cmd {
+        match self {
+            Engine::Native(_) => native::release_cmd(key, owner, kind),
+            Engine::Script(_) => script::release_cmd(inner, key, owner, kind, lease),
+        }
+    }
+
+    /// Release one hold of `e` on the shared connection.
+    pub(crate) async fn release(&self, inner: &Inner, e: &Entry) -> redis::RedisResult<Value> {
+        match self {
+            Engine::Native(_) => {
+                native::release_cmd(&e.key, &e.owner, e.kind)
+                    .query_async(&mut inner.conn.clone())
+                    .await
+            }
+            Engine::Script(s) => s.release(inner, e).await,
+        }
+    }
+
+    /// The watchdog's renewal of `e`.
+    pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
+        match self {
+            Engine::Native(_) => native::renew_cmd(e),
+            Engine::Script(s) => s.renew_cmd(e),
+        }
+    }
+
+    /// The server answered NOSCRIPT to a renewal: load the scripts again.
+    pub(crate) async fn reload_scripts(&self, conn: &mut Connection) {
+        if let Engine::Script(_) = self {
+            script::reload_scripts(conn).await
+        }
+    }
+
+    /// Delete the lock whoever holds it; true if there was one.
+    pub(crate) async fn force_unlock(&self, inner: &Inner, key: &str) -> Result<bool> {
+        let r: i64 = match self {
+            Engine::Native(_) => {
+                redis::cmd("DEL")
+                    .arg(key)
+                    .query_async(&mut inner.conn.clone())
+                    .await
+            }
+            Engine::Script(s) => s.force_unlock(inner, key).await,
+        }
+        .map_err(|e| Error::from_redis(key, e))?;
+        Ok(r == 1)
+    }
+
+    /// An acquire of `owner` on `key` was abandoned mid-flight (its future dropped, or its
+    /// connection failed): return once the server is done with it, so that its hash shows
+    /// whether it was granted.
+    pub(crate) async fn settle_abandoned(&self, inner: &Inner, key: &str, owner: &str) {
+        if let Engine::Native(_) = self {
+            native::wait_not_queued(inner, key, owner).await
+        }
+        // Script: the attempt was one EVAL on the shared connection (or a pooled one with
+        // the failover guard), which the server runs before anything sent after it.
+    }
+
+    /// Whether this backend gives fencing tokens.
+    pub(crate) fn check_fencing(&self) -> Result<()> {
+        match self {
+            Engine::Native(_) => Ok(()),
+            Engine::Script(_) => Err(Error::Unsupported("fencing tokens need the dlock module")),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! The native backend: the dlock module's commands. A waiting acquire is one
+//! `DLOCK.ACQUIRE ... WAIT` (or `DLOCK.RWLOCK ... WAIT`): the server queues it FIFO and
+//! answers when it grants or the wait ends.
+
+use redis::Value;
+use tokio::time::Instant;
+
+use super::{Grant, Request, Wait};
+use crate::client::Inner;
+use crate::conn::{pool, Connection};
+use crate::lease::Entry;
+use crate::{Error, LockKind, Result};
+
+pub(crate) struct Native;
+
+/// Does the server know the module's commands? Asked with `DLOCK.INFO` on a key, which
+/// every user allowed to lock may run (unlike `MODULE LIST`, an admin command).
+pub(crate) async fn has_module(conn: &Connection) -> Result<bool> {
+    let r: redis::RedisResult<Value> = redis::cmd("DLOCK.INFO")
+        .arg("dlock:probe")
+        .query_async(&mut conn.clone())
+        .await;
+    match r {
+        Ok(Value::ServerError(e)) => Ok(!is_unknown_command(Some(e.code()), e.details())),
+        Ok(_) => Ok(true),
+        Err(e)
+            if e.kind() == redis::ErrorKind::ResponseError
+                || e.kind() == redis::ErrorKind::ExtensionError
+                || e.code().is_some() =>
+        {
+            Ok(!is_unknown_command(e.code(), e.detail()))
+        }
+        Err(e) => Err(Error::from_redis("", e)),
+    }
+}
+
+/// `ERR unknown command 'DLOCK.INFO'`: no module. Any other error (WRONGTYPE on the probe
+/// key, NOPERM for the key pattern) still proves the command exists.
+fn is_unknown_command(code: Option<&str>, detail: Option<&str>) -> bool {
+    let d = detail.unwrap_or("").to_ascii_lowercase();
+    code == Some("ERR") && d.contains("unknown command")
+}
+
+impl Native {
+    pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
+        let guard = inner.config.min_replicas;
+        let wait_ms = match req.wait {
+            Wait::No => None,
+            Wait::For(d) => {
+                let left = d.saturating_sub(req.started.elapsed());
+                (!left.is_zero()).then(|| left.as_millis().max(1) as u64)
+            }
+            Wait::Forever => Some(0),
+        };
+        let Some(wait_ms) = wait_ms else {
+            // No wait: one try on the shared connection.
+            let cmd = grant_cmd(req, None);
+            let sent = Instant::now();
+            let (v, acks) = if guard.is_some() {
+                pool::node_call(
+                    inner,
+                    req.key,
+                    &cmd,
+                    guard,
+                    pool::command_limit(inner, guard),
+                )
+                .await?
+            } else {
+                let v: Value = cmd
+                    .query_async(&mut inner.conn.clone())
+                    .await
+                    .map_err(|e| Error::from_redis(req.key, e))?;
+                (v, None)
+            };
+            return Ok(parse_grant(req.key, v)?.map(|(count, token)| Grant {
+                at: sent,
+                count: Some(count),
+                token,
+                acks,
+            }));
+        };
+        // With a wait, one command does it all: the server grants at once when it can, else
+        // queues the request. It goes on a dedicated connection to the key's node: a blocked
+        // reply would stall the shared one.
+        let cmd = grant_cmd(req, Some(wait_ms));
+        // A wait without limit has no client-side time-out either: the request keeps its
+        // place in the server's queue until granted (the link is watched meanwhile). A
+        // wait with a limit gets the server's answer at its end, plus slack.
+        let limit = if wait_ms == 0 {
+            pool::Limit::Unlimited
+        } else {
+            pool::Limit::Within(
+                std::time::Duration::from_millis(wait_ms)
+                    .saturating_add(inner.config.response_timeout.saturating_mul(2)),
+            )
+        };
+        let (v, acks) = pool::node_call(inner, req.key, &cmd, guard, limit).await?;
+        // The grant happened between send and receipt; the lease is counted from receipt
+        // (later than the truth by at most the reply's one-way latency).
+        let got = Instant::now();
+        Ok(parse_grant(req.key, v)?.map(|(count, token)| Grant {
+            at: got,
+            count: Some(count),
+            token,
+            acks,
+        }))
+    }
+}
+
+/// The module's grant command for the request's kind.
+fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>) -> redis::Cmd {
+    let mut cmd = match req.kind.word() {
+        None => {
+            let mut c = redis::cmd("DLOCK.ACQUIRE");
+            c.arg(req.key).arg(req.owner).arg(req.lease_ms);
+            c
+        }
+        Some(w) => {
+            let mut c = redis::cmd("DLOCK.RWLOCK");
+            c.arg(req.key).arg(req.owner).arg(w).arg(req.lease_ms);
+            c
+        }
+    };
+    if let Some(ms) = wait_ms {
+        cmd.arg("WAIT").arg(ms);
+    }
+    if req.fence {
+        cmd.arg("FENCE");
+    }
+    cmd
+}
+
+pub(crate) fn release_cmd(key: &str, owner: &str, kind: LockKind) -> redis::Cmd {
+    let mut c = redis::cmd("DLOCK.RELEASE");
+    c.arg(key).arg(owner);
+    if let Some(w) = kind.word() {
+        c.arg(w);
+    }
+    c
+}
+
+pub(crate) fn renew_cmd(e: &Entry) -> redis::Cmd {
+    let mut c = redis::cmd("DLOCK.RENEW");
+    c.arg(&e.key)
+        .arg(&e.owner)
+        .arg(crate::config::wire_ms(e.lease));
+    c
+}
+
+/// A grant reply: `count` or `[count, token]`; null = not granted.
+fn parse_grant(key: &str, v: Value) -> Result<Option<(u64, Option<u64>)>> {
+    match v {
+        Value::Nil => Ok(None),
+        Value::Int(n) => Ok(Some((n as u64, None))),
+        Value::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
+            (Value::Int(c), Value::Int(t)) => Ok(Some((*c as u64, Some(*t as u64)))),
+            _ => Err(Error::Protocol(format!("DLOCK.ACQUIRE answered {a:?}"))),
+        },
+        Value::ServerError(e) => Err(Error::from_server_value(key, e)),
+        other => Err(Error::Protocol(format!("DLOCK.ACQUIRE answered {other:?}"))),
+    }
+}
+
+/// Poll `DLOCK.WAITERS key` until `owner` no longer waits on `key` (the server dropped the
+/// closed connection's request, or granted it), for at most twice the response time-out.
+pub(crate) async fn wait_not_queued(inner: &Inner, key: &str, owner: &str) {
+    let deadline = Instant::now() + inner.config.response_timeout.saturating_mul(2);
+    let mut conn = inner.conn.clone();
+    while Instant::now() < deadline {
+        let r: redis::RedisResult<Vec<Vec<Value>>> = redis::cmd("DLOCK.WAITERS")
+            .arg(key)
+            .query_async(&mut conn)
+            .await;
+        let Ok(waiters) = r else { return };
+        let queued = waiters.iter().any(|w| match w.first() {
+            Some(Value::BulkString(b)) => b == owner.as_bytes(),
+            Some(Value::SimpleString(s)) => s == owner,
+            _ => false,
+        });
+        if !queued {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}

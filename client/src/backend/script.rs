@@ -1,0 +1,266 @@
+//! The script backend: Redisson's `RLock` protocol on plain Redis. A waiting acquire tries
+//! the lock script, subscribes to the unlock channel, and tries again on each unlock
+//! message or after the holder's remaining lease.
+
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use super::subscriber::Subscribers;
+use super::{lua, Grant, Request, Wait};
+use crate::client::Inner;
+use crate::conn::{pool, Connection};
+use crate::lease::Entry;
+use crate::{Error, LockKind, Result};
+
+pub(crate) struct Script {
+    lock: redis::Script,
+    unlock: redis::Script,
+    renew: redis::Script,
+    force_unlock: redis::Script,
+    rw_lock: redis::Script,
+    rw_unlock: redis::Script,
+    rw_renew: redis::Script,
+    subscribers: Subscribers,
+}
+
+impl Script {
+    pub(crate) fn new() -> Script {
+        Script {
+            lock: redis::Script::new(lua::LOCK),
+            unlock: redis::Script::new(lua::UNLOCK),
+            renew: redis::Script::new(lua::RENEW),
+            force_unlock: redis::Script::new(lua::FORCE_UNLOCK),
+            rw_lock: redis::Script::new(&lua::rw_lock_script(lua::RW_LOCK_BODY)),
+            rw_unlock: redis::Script::new(&lua::rw_lock_script(lua::RW_UNLOCK_BODY)),
+            rw_renew: redis::Script::new(&lua::rw_lock_script(lua::RW_RENEW_BODY)),
+            subscribers: Subscribers::default(),
+        }
+    }
+
+    /// `Ok(Ok(grant))` = granted, `Ok(Err(ms))` = held by someone else (PTTL, or how long
+    /// until the earliest conflicting lease ends).
+    async fn try_once(&self, inner: &Inner, req: &Request<'_>) -> Result<Result<Grant, i64>> {
+        let sent = Instant::now();
+        let (v, acks) = if inner.config.min_replicas.is_some() {
+            let cmd = grant_cmd(req);
+            let guard = inner.config.min_replicas;
+            pool::node_call(
+                inner,
+                req.key,
+                &cmd,
+                guard,
+                pool::command_limit(inner, guard),
+            )
+            .await?
+        } else {
+            let mut conn = inner.conn.clone();
+            let mut inv = match req.kind {
+                LockKind::Exclusive => self.lock.key(req.key),
+                _ => self.rw_lock.key(req.key),
+            };
+            match req.kind {
+                LockKind::Exclusive => inv.arg(req.lease_ms).arg(req.owner),
+                k => inv.arg(req.owner).arg(k.script_word()).arg(req.lease_ms),
+            };
+            let v: Value = inv
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| Error::from_redis(req.key, e))?;
+            (v, None)
+        };
+        let grant = |count| {
+            Ok(Grant {
+                at: sent,
+                count,
+                token: None,
+                acks,
+            })
+        };
+        match v {
+            Value::Nil => Ok(grant(None)),
+            Value::Int(n) => Ok(Err(n)),
+            Value::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
+                (Value::Int(1), Value::Int(c)) => Ok(grant(Some(*c as u64))),
+                (Value::Int(0), Value::Int(w)) => Ok(Err(*w)),
+                _ => Err(Error::Protocol(format!("lock script answered {a:?}"))),
+            },
+            Value::ServerError(e) => Err(Error::from_server_value(req.key, e)),
+            other => Err(Error::Protocol(format!("lock script answered {other:?}"))),
+        }
+    }
+
+    /// Redisson's `tryLock(waitTime, leaseTime)`: try; subscribe to the unlock channel;
+    /// retry on each unlock message or after min(PTTL, remaining wait).
+    pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
+        if let Ok(g) = self.try_once(inner, req).await? {
+            return Ok(Some(g));
+        }
+        let deadline = match req.wait {
+            Wait::No => return Ok(None),
+            Wait::For(d) => req.started.checked_add(d),
+            Wait::Forever => None,
+        };
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(None);
+        }
+        let channel = lua::channel_name(&inner.config.channel_prefix, req.key);
+        let sub = self
+            .subscribers
+            .subscribe(
+                &inner.pubsub_client(req.key).await,
+                &channel,
+                &inner.runtime,
+            )
+            .await;
+        loop {
+            let ttl = match self.try_once(inner, req).await? {
+                Ok(g) => return Ok(Some(g)),
+                Err(t) => t,
+            };
+            let now = Instant::now();
+            let mut until = deadline;
+            if ttl >= 0 {
+                let t = now + Duration::from_millis(ttl as u64);
+                until = Some(until.map_or(t, |d| d.min(t)));
+            }
+            if sub.is_none() {
+                // No subscription (pub/sub unavailable): poll.
+                let t = now + Duration::from_millis(100);
+                until = Some(until.map_or(t, |d| d.min(t)));
+            }
+            match (&sub, until) {
+                (Some(s), Some(u)) => {
+                    let _ = tokio::time::timeout_at(u, s.notified()).await;
+                }
+                (Some(s), None) => s.notified().await,
+                (None, Some(u)) => tokio::time::sleep_until(u).await,
+                (None, None) => unreachable!("no subscription means a polling deadline"),
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                // One last try, as Redisson's loop does before giving up on time.
+                return Ok(self.try_once(inner, req).await?.ok());
+            }
+        }
+    }
+
+    pub(crate) async fn release(&self, inner: &Inner, e: &Entry) -> redis::RedisResult<Value> {
+        let mut conn = inner.conn.clone();
+        let channel = lua::channel_name(&inner.config.channel_prefix, &e.key);
+        if e.kind == LockKind::Exclusive {
+            self.unlock
+                .key(&e.key)
+                .key(channel)
+                .arg(lua::UNLOCK_MESSAGE)
+                .arg(crate::config::wire_ms(e.lease))
+                .arg(&e.owner)
+                .invoke_async(&mut conn)
+                .await
+        } else {
+            self.rw_unlock
+                .key(&e.key)
+                .key(channel)
+                .arg(&e.owner)
+                .arg(e.kind.script_word())
+                .arg(lua::UNLOCK_MESSAGE)
+                .invoke_async(&mut conn)
+                .await
+        }
+    }
+
+    pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
+        let hash = if e.kind == LockKind::Exclusive {
+            self.renew.get_hash()
+        } else {
+            self.rw_renew.get_hash()
+        };
+        let mut c = redis::cmd("EVALSHA");
+        c.arg(hash)
+            .arg(1)
+            .arg(&e.key)
+            .arg(crate::config::wire_ms(e.lease))
+            .arg(&e.owner);
+        c
+    }
+
+    pub(crate) async fn force_unlock(&self, inner: &Inner, key: &str) -> redis::RedisResult<i64> {
+        self.force_unlock
+            .key(key)
+            .key(lua::channel_name(&inner.config.channel_prefix, key))
+            .arg(lua::UNLOCK_MESSAGE)
+            .invoke_async(&mut inner.conn.clone())
+            .await
+    }
+}
+
+/// The grant attempt as a plain `EVAL` (for a dedicated connection).
+fn grant_cmd(req: &Request<'_>) -> redis::Cmd {
+    let mut c = redis::cmd("EVAL");
+    match req.kind {
+        LockKind::Exclusive => {
+            c.arg(lua::LOCK)
+                .arg(1)
+                .arg(req.key)
+                .arg(req.lease_ms)
+                .arg(req.owner);
+        }
+        k => {
+            c.arg(lua::rw_lock_script(lua::RW_LOCK_BODY))
+                .arg(1)
+                .arg(req.key)
+                .arg(req.owner)
+                .arg(k.script_word())
+                .arg(req.lease_ms);
+        }
+    }
+    c
+}
+
+/// Release one hold as a plain `EVAL` (for a dedicated connection or a blind clean-up).
+pub(crate) fn release_cmd(
+    inner: &Inner,
+    key: &str,
+    owner: &str,
+    kind: LockKind,
+    lease: Duration,
+) -> redis::Cmd {
+    let channel = lua::channel_name(&inner.config.channel_prefix, key);
+    let mut c = redis::cmd("EVAL");
+    match kind {
+        LockKind::Exclusive => {
+            c.arg(lua::UNLOCK)
+                .arg(2)
+                .arg(key)
+                .arg(channel)
+                .arg(lua::UNLOCK_MESSAGE)
+                .arg(crate::config::wire_ms(lease))
+                .arg(owner);
+        }
+        k => {
+            c.arg(lua::rw_lock_script(lua::RW_UNLOCK_BODY))
+                .arg(2)
+                .arg(key)
+                .arg(channel)
+                .arg(owner)
+                .arg(k.script_word())
+                .arg(lua::UNLOCK_MESSAGE);
+        }
+    }
+    c
+}
+
+/// Load the renewal scripts (after the server forgot them: restart, SCRIPT FLUSH). On a
+/// cluster, SCRIPT LOAD goes to every master.
+pub(crate) async fn reload_scripts(conn: &mut Connection) {
+    for text in [
+        lua::RENEW.to_string(),
+        lua::rw_lock_script(lua::RW_RENEW_BODY),
+    ] {
+        let _: redis::RedisResult<Value> = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(text)
+            .query_async(conn)
+            .await;
+    }
+}

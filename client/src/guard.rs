@@ -1,0 +1,202 @@
+//! [`LockGuard`]: a held lock, and its release.
+
+use std::sync::Arc;
+
+use redis::Value;
+
+use crate::lease::{remove_entry, Entry};
+use crate::{Client, Error, LostReason, LostSignal, Result};
+
+/// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in the
+/// background. While it lives (and was acquired without an explicit lease) the client's
+/// watchdog renews the lease.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// let lock = client.lock("cron");
+/// let g1 = lock.acquire().await?;
+/// let g2 = lock.try_acquire().await?.unwrap(); // reentrant: same owner
+/// assert_eq!(g2.hold_count(), 2);
+/// g2.release().await?;
+/// drop(g1); // released in the background
+/// # Ok(()) }
+/// ```
+pub struct LockGuard {
+    client: Client,
+    entry: Arc<Entry>,
+    hold_count: u64,
+    token: Option<u64>,
+    done: bool,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.entry.key)
+            .field("owner", &self.entry.owner)
+            .field("hold_count", &self.hold_count)
+            .field("token", &self.token)
+            .finish()
+    }
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        client: Client,
+        entry: Arc<Entry>,
+        hold_count: u64,
+        token: Option<u64>,
+    ) -> LockGuard {
+        LockGuard {
+            client,
+            entry,
+            hold_count,
+            token,
+            done: false,
+        }
+    }
+
+    /// The lock key.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert_eq!(client.lock("k").acquire().await?.name(), "k");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.entry.key
+    }
+    /// The owner id that holds it.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.owner_id().starts_with(client.owner_prefix()));
+    /// # Ok(()) }
+    /// ```
+    pub fn owner_id(&self) -> &str {
+        &self.entry.owner
+    }
+    /// The owner's hold count right after this acquire (1 = fresh grant).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert_eq!(g.hold_count(), 1);
+    /// # Ok(()) }
+    /// ```
+    pub fn hold_count(&self) -> u64 {
+        self.hold_count
+    }
+    /// The fencing token, when the lock was acquired [`fenced`](crate::Lock::fenced).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert_eq!(g.fencing_token(), None); // not fenced
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+    /// Whether the watchdog renews this lock.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.is_watched());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_watched(&self) -> bool {
+        self.entry.is_watched()
+    }
+    /// A signal that resolves when the lock is lost (or released); its
+    /// [`check`](LostSignal::check) tells without waiting.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.lost().check().is_none());
+    /// let lost = g.lost();
+    /// tokio::spawn(async move { eprintln!("lost: {:?}", lost.await) });
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> LostSignal {
+        LostSignal {
+            entry: self.entry.clone(),
+        }
+    }
+
+    /// Release this hold: `Ok(())` when the owner still held the lock (the hold count went
+    /// down, and the key is gone if it was the last hold), [`Error::NotHeld`] when it was no
+    /// longer held (expired, deleted, taken over), as Redisson's `unlock()`.
+    ///
+    /// Cancel safety: not cancel-safe in the sense that the release may or may not have
+    /// reached the server when the future is dropped; the watchdog has stopped renewing
+    /// either way, so the lock is gone at the latest when its lease ends.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// g.release().await?; // Err(Error::NotHeld(..)) if it had expired
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<()> {
+        self.done = true;
+        release(&self.client, &self.entry).await
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.done {
+            self.done = true;
+            let c = self.client.clone();
+            let e = self.entry.clone();
+            self.client.runtime().spawn(async move {
+                let _ = release(&c, &e).await;
+            });
+        }
+    }
+}
+
+/// Give back one hold of `entry`.
+async fn release(client: &Client, entry: &Arc<Entry>) -> Result<()> {
+    let inner = &client.inner;
+    // Stop renewing before the release goes out if this was our last hold, so a renewal
+    // racing with it cannot be mistaken for a loss.
+    let last = {
+        let _map = inner.registry.lock().unwrap();
+        let mut st = entry.state.lock().unwrap();
+        st.holds = st.holds.saturating_sub(1);
+        st.holds == 0
+    };
+    if last {
+        entry.deactivate();
+        remove_entry(&inner.registry, entry);
+    }
+    let key = &entry.key;
+    let v = inner
+        .engine
+        .release(inner, entry)
+        .await
+        .map_err(|e| Error::from_redis(key, e))?;
+    match v {
+        Value::Int(1) => {
+            // Freed. Other guards of this owner (if any) no longer hold it either.
+            entry.mark(if last {
+                LostReason::Released
+            } else {
+                LostReason::NotHeld
+            });
+            remove_entry(&inner.registry, entry);
+            Ok(())
+        }
+        Value::Int(0) => {
+            if last {
+                entry.mark(LostReason::Released);
+            }
+            Ok(())
+        }
+        Value::Nil => {
+            entry.mark(LostReason::NotHeld);
+            remove_entry(&inner.registry, entry);
+            Err(Error::NotHeld(key.clone()))
+        }
+        Value::ServerError(e) => Err(Error::from_server_value(key, e)),
+        other => Err(Error::Protocol(format!("release answered {other:?}"))),
+    }
+}

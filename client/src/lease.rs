@@ -1,0 +1,232 @@
+//! What the client knows about the locks it holds: one [`Entry`] per held (key, owner, kind),
+//! kept in the client's [`Registry`] while held, renewed by the watchdog, and watched
+//! through a [`LostSignal`].
+
+use std::collections::HashMap;
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::LockKind;
+
+/// Why a held lock is no longer held (the output of [`LostSignal`]).
+///
+/// ```
+/// use dlock_client::LostReason;
+/// assert_ne!(LostReason::NotHeld, LostReason::LeaseExpired);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The server says this owner does not hold the lock (a renewal or release answered
+    /// 0/null: deleted, expired, or taken by someone else).
+    NotHeld,
+    /// No successful renewal reached the server before the lease deadline (measured from
+    /// the last successful renewal's send time): the server was unreachable or slow.
+    LeaseExpired,
+    /// This client released it (the last hold).
+    Released,
+    /// A renewal reached fewer replicas than
+    /// [`ClientBuilder::min_replicas`](crate::ClientBuilder::min_replicas) asks for: a
+    /// failover now could lose the lock.
+    NotReplicated,
+}
+
+/// The registry key of a held lock: (key, owner, kind).
+pub(crate) type EntryKey = (String, String, LockKind);
+
+/// Every lock this client holds, by (key, owner, kind).
+pub(crate) type Registry = Mutex<HashMap<EntryKey, Arc<Entry>>>;
+
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    pub(crate) deadline: Instant,
+    pub(crate) lost: Option<LostReason>,
+}
+
+/// One held (lock, owner) pair: the watchdog's unit of work.
+pub(crate) struct Entry {
+    pub(crate) key: String,
+    pub(crate) owner: String,
+    pub(crate) kind: LockKind,
+    /// The lease a renewal sets (the client's lease for watched locks).
+    pub(crate) lease: Duration,
+    pub(crate) state: Mutex<EntryState>,
+    active: AtomicBool,
+    pub(crate) status: watch::Sender<Status>,
+}
+
+pub(crate) struct EntryState {
+    pub(crate) holds: u64,
+    pub(crate) watched: bool,
+}
+
+impl Entry {
+    pub(crate) fn new(
+        key: &str,
+        owner: &str,
+        kind: LockKind,
+        lease: Duration,
+        watched: bool,
+        deadline: Instant,
+    ) -> Entry {
+        Entry {
+            key: key.to_string(),
+            owner: owner.to_string(),
+            kind,
+            lease,
+            state: Mutex::new(EntryState { holds: 0, watched }),
+            active: AtomicBool::new(true),
+            status: watch::Sender::new(Status {
+                deadline,
+                lost: None,
+            }),
+        }
+    }
+    pub(crate) fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+    /// Stop renewing (the last hold is being released).
+    pub(crate) fn deactivate(&self) {
+        self.active.store(false, Ordering::Release);
+    }
+    pub(crate) fn is_watched(&self) -> bool {
+        self.is_active() && self.state.lock().unwrap().watched
+    }
+    pub(crate) fn deadline(&self) -> Instant {
+        self.status.borrow().deadline
+    }
+    /// A renewal sent at `sent` succeeded.
+    pub(crate) fn renewed(&self, sent: Instant) {
+        if !self.is_active() {
+            return;
+        }
+        self.status.send_if_modified(|s| {
+            let d = sent + self.lease;
+            if s.lost.is_none() && d > s.deadline {
+                s.deadline = d;
+                true
+            } else {
+                false
+            }
+        });
+    }
+    /// Mark lost (first reason wins) and stop renewing.
+    pub(crate) fn mark(&self, reason: LostReason) {
+        self.deactivate();
+        self.status.send_if_modified(|s| {
+            if s.lost.is_none() {
+                s.lost = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+    pub(crate) fn lost_now(&self) -> Option<LostReason> {
+        let s = self.status.borrow();
+        if let Some(r) = s.lost {
+            return Some(r);
+        }
+        if Instant::now() >= s.deadline {
+            return Some(LostReason::LeaseExpired);
+        }
+        None
+    }
+}
+
+/// Drop `e` from the registry (if it is still the entry stored for its key).
+pub(crate) fn remove_entry(reg: &Registry, e: &Arc<Entry>) {
+    let mut map = reg.lock().unwrap();
+    let k = (e.key.clone(), e.owner.clone(), e.kind);
+    if map.get(&k).is_some_and(|x| Arc::ptr_eq(x, e)) {
+        map.remove(&k);
+    }
+}
+
+/// How many holds this client believes `owner` has on (key, kind): what a cancelled
+/// acquire's clean-up compares with the server's count.
+pub(crate) fn local_holds(reg: &Registry, key: &str, owner: &str, kind: LockKind) -> u64 {
+    let map = reg.lock().unwrap();
+    match map.get(&(key.to_string(), owner.to_string(), kind)) {
+        Some(e) if e.is_active() => e.state.lock().unwrap().holds,
+        _ => 0,
+    }
+}
+
+/// Tells when a held lock stops being held. Clone it, move it to another task, `.await` it:
+/// it resolves with the [`LostReason`] once the lock is lost (renewal answered 0, the lease
+/// ran out without a successful renewal, a release found it gone) or released.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// let guard = client.lock("report").acquire().await?;
+/// let lost = guard.lost();
+/// let watcher = tokio::spawn(async move { lost.await });
+/// guard.release().await?;
+/// assert_eq!(watcher.await.unwrap(), dlock_client::LostReason::Released);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LostSignal {
+    pub(crate) entry: Arc<Entry>,
+}
+
+impl LostSignal {
+    /// `Some(reason)` if the lock is already lost or released, without waiting.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// assert!(g.lost().check().is_none());
+    /// # Ok(()) }
+    /// ```
+    pub fn check(&self) -> Option<LostReason> {
+        self.entry.lost_now()
+    }
+
+    /// Wait until the lock is lost or released.
+    ///
+    /// Cancel safety: cancel-safe (it only watches; dropping it changes nothing).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// let reason = g.lost().wait().await; // when someone deletes it, the lease runs out, ...
+    /// # let _ = reason;
+    /// # Ok(()) }
+    /// ```
+    pub async fn wait(self) -> LostReason {
+        let mut rx = self.entry.status.subscribe();
+        loop {
+            let s = rx.borrow_and_update().clone();
+            if let Some(r) = s.lost {
+                return r;
+            }
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        return LostReason::Released;
+                    }
+                }
+                _ = tokio::time::sleep_until(s.deadline) => {
+                    // Deadline passed with no renewal in between: lost.
+                    if self.entry.deadline() <= Instant::now() {
+                        self.entry.mark(LostReason::LeaseExpired);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl IntoFuture for LostSignal {
+    type Output = LostReason;
+    type IntoFuture = Pin<Box<dyn Future<Output = LostReason> + Send>>;
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.wait())
+    }
+}

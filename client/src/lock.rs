@@ -1,0 +1,491 @@
+//! [`Lock`]: a handle on one lock name for one owner, and the acquire calls.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+use tokio::time::Instant;
+
+use crate::backend::{Grant, Request, Wait};
+use crate::config::wire_ms;
+use crate::lease::Entry;
+use crate::{Client, Error, LockGuard, LostReason, Owner, Result};
+
+/// Which lock a [`Lock`] handle takes.
+///
+/// ```
+/// assert_ne!(dlock_client::LockKind::Read, dlock_client::LockKind::Write);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// An exclusive lock (`DLOCK.ACQUIRE`, Redisson's `RLock`).
+    Exclusive,
+    /// The read side of a read-write lock (`DLOCK.RWLOCK ... READ`).
+    Read,
+    /// The write side of a read-write lock (`DLOCK.RWLOCK ... WRITE`).
+    Write,
+}
+
+impl LockKind {
+    /// The mode word of the module's commands (`READ`/`WRITE`), none for exclusive locks.
+    pub(crate) fn word(self) -> Option<&'static str> {
+        match self {
+            LockKind::Exclusive => None,
+            LockKind::Read => Some("READ"),
+            LockKind::Write => Some("WRITE"),
+        }
+    }
+    /// The mode argument of the read-write Lua scripts.
+    pub(crate) fn script_word(self) -> &'static str {
+        match self {
+            LockKind::Exclusive => "",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
+        }
+    }
+    /// The hash field holding `owner`'s hold count for this kind.
+    pub(crate) fn field(self, owner: &str) -> String {
+        match self {
+            LockKind::Exclusive => owner.to_string(),
+            LockKind::Read => format!("read:{owner}"),
+            LockKind::Write => format!("write:{owner}"),
+        }
+    }
+    /// Rank in a multi-lock's canonical order.
+    pub(crate) fn rank(self) -> u8 {
+        match self {
+            LockKind::Exclusive => 0,
+            LockKind::Read => 1,
+            LockKind::Write => 2,
+        }
+    }
+}
+
+/// A handle on one lock name for one owner. Cheap to clone. Nothing is sent until you call
+/// a method.
+///
+/// **Cancel safety.** Every acquire call is cancel-safe in this sense: dropping its future
+/// (a `select!` branch losing, a `timeout`, an aborted task) never leaves a hold behind
+/// for longer than the clean-up takes (one or two round trips, in the background): a
+/// grant that arrives after the drop is released again. The queries (`is_locked`, ...)
+/// only read and are cancel-safe.
+///
+/// ```no_run
+/// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+/// use std::time::Duration;
+/// let lock = client.lock("inventory");
+/// if let Some(g) = lock.try_acquire_for(Duration::from_millis(200), Some(Duration::from_secs(5))).await? {
+///     // held for at most 5 s, no watchdog
+///     g.release().await?;
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Lock {
+    pub(crate) client: Client,
+    name: String,
+    owner: Owner,
+    fence: bool,
+    kind: LockKind,
+}
+
+impl Lock {
+    pub(crate) fn new(client: Client, name: String, owner: Owner, kind: LockKind) -> Lock {
+        Lock {
+            client,
+            name,
+            owner,
+            fence: false,
+            kind,
+        }
+    }
+
+    /// The lock key.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert_eq!(client.lock("k").name(), "k");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The owner this handle acts for.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// assert_eq!(client.lock_as("k", &owner).owner(), &owner);
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> &Owner {
+        &self.owner
+    }
+    /// The same lock asking for a fencing token on every acquire (`FENCE`, native backend
+    /// only; the script backend answers [`Error::Unsupported`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("ledger").fenced().acquire().await?;
+    /// let token: u64 = g.fencing_token().unwrap();
+    /// # let _ = token; Ok(()) }
+    /// ```
+    pub fn fenced(mut self) -> Lock {
+        self.fence = true;
+        self
+    }
+
+    /// Which lock this handle takes: exclusive, or a side of a read-write lock.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert_eq!(client.rwlock("k").read().kind(), dlock_client::LockKind::Read);
+    /// # Ok(()) }
+    /// ```
+    pub fn kind(&self) -> LockKind {
+        self.kind
+    }
+
+    /// The same lock name acting for another owner.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// let lock = client.lock("k").with_owner(&owner);
+    /// assert_eq!(lock.owner(), &owner);
+    /// # Ok(()) }
+    /// ```
+    pub fn with_owner(mut self, owner: &Owner) -> Lock {
+        self.owner = owner.clone();
+        self
+    }
+
+    /// Wait as long as it takes; the watchdog keeps the lease alive until release.
+    ///
+    /// On the native backend the wait is one `DLOCK.ACQUIRE ... WAIT 0` on a dedicated
+    /// connection with no client-side time-out: the request keeps its FIFO place for the
+    /// whole wait, however long. Connection failures are retried per [`Retry`](crate::Retry).
+    ///
+    /// Cancel safety: cancel-safe (see [`Lock`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.lock("k").acquire().await?;
+    /// g.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<LockGuard> {
+        self.acquire_waiting(None).await
+    }
+
+    /// Wait as long as it takes, then hold for `lease` (no watchdog): Redisson's
+    /// `lock(leaseTime)`. [`Duration::MAX`] = no limit (the module's maximum lease).
+    ///
+    /// Cancel safety: cancel-safe (see [`Lock`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let g = client.lock("k").acquire_with_lease(Duration::from_secs(10)).await?;
+    /// assert!(!g.is_watched());
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_with_lease(&self, lease: Duration) -> Result<LockGuard> {
+        if lease.is_zero() {
+            return Err(Error::Config("lease must be > 0".into()));
+        }
+        self.acquire_waiting(Some(lease)).await
+    }
+
+    async fn acquire_waiting(&self, lease: Option<Duration>) -> Result<LockGuard> {
+        let retry = self.client.inner.config.retry;
+        let mut n = 0;
+        loop {
+            match self.acquire_impl(Wait::Forever, lease).await {
+                Ok(Some(g)) => return Ok(g),
+                Ok(None) => continue,
+                Err(e) if e.is_connection() && n < retry.attempts() => {
+                    tokio::time::sleep(retry.delay(n)).await;
+                    n += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// One attempt, no waiting; watchdog on when granted.
+    ///
+    /// Cancel safety: cancel-safe (see [`Lock`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// match client.lock("k").try_acquire().await? {
+    ///     Some(g) => { g.release().await?; }
+    ///     None => println!("busy"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>> {
+        self.acquire_impl(Wait::No, None).await
+    }
+
+    /// Wait up to `wait` (zero: one attempt; [`Duration::MAX`]: no limit). With `lease`
+    /// the lock lapses after it (no watchdog; must be > 0; [`Duration::MAX`] = the
+    /// module's maximum), without it the watchdog renews it until release. `Ok(None)` on
+    /// time-out.
+    ///
+    /// Cancel safety: cancel-safe (see [`Lock`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let g = client.lock("k").try_acquire_for(Duration::from_secs(1), None).await?; // watchdog
+    /// # let _ = g;
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        if lease.is_some_and(|l| l.is_zero()) {
+            return Err(Error::Config("lease must be > 0".into()));
+        }
+        self.acquire_impl(Wait::from_duration(wait), lease).await
+    }
+
+    /// Delete the lock whoever holds it (native: plain `DEL`, which wakes the module's
+    /// waiters; script: Redisson's force-unlock script, `DEL` + publish). True if a lock was
+    /// deleted.
+    ///
+    /// Cancel safety: the delete may or may not have happened when the future is dropped.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let deleted = client.lock("stuck").force_unlock().await?;
+    /// # let _ = deleted;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool> {
+        let inner = &self.client.inner;
+        inner.engine.force_unlock(inner, &self.name).await
+    }
+
+    /// Whether anyone holds the lock (`EXISTS`).
+    ///
+    /// Cancel safety: cancel-safe (read only).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// assert!(!client.lock("free").is_locked().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool> {
+        let n: i64 = self.query(redis::cmd("EXISTS").arg(&self.name)).await?;
+        Ok(n == 1)
+    }
+
+    /// Whether this handle's owner holds it (`HEXISTS`).
+    ///
+    /// Cancel safety: cancel-safe (read only).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let lock = client.lock("k");
+    /// let _g = lock.acquire().await?;
+    /// assert!(lock.is_held_by_owner().await?);
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_held_by_owner(&self) -> Result<bool> {
+        let field = self.kind.field(self.owner.id());
+        let n: i64 = self
+            .query(redis::cmd("HEXISTS").arg(&self.name).arg(field))
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// The lock's remaining lease (`PTTL`): `None` when nobody holds it (or it has no expiry).
+    ///
+    /// Cancel safety: cancel-safe (read only).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let lock = client.lock("k");
+    /// let _g = lock.acquire().await?;
+    /// assert!(lock.remaining_lease().await?.is_some());
+    /// # Ok(()) }
+    /// ```
+    pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
+        let ms: i64 = self.query(redis::cmd("PTTL").arg(&self.name)).await?;
+        Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
+    }
+
+    async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
+        cmd.query_async(&mut self.client.inner.conn.clone())
+            .await
+            .map_err(|e| Error::from_redis(&self.name, e))
+    }
+
+    /// Send one release for this handle's owner whether or not a guard exists (RedLock's
+    /// clean-up on nodes whose answer was lost). Errors are ignored.
+    pub(crate) async fn release_blind(&self, limit: Duration) {
+        let inner = &self.client.inner;
+        let cmd = inner.engine.release_cmd(
+            inner,
+            &self.name,
+            self.owner.id(),
+            self.kind,
+            inner.config.lease,
+        );
+        let mut conn = inner.conn.clone();
+        let _ = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)).await;
+    }
+
+    pub(crate) async fn acquire_impl(
+        &self,
+        wait: Wait,
+        lease: Option<Duration>,
+    ) -> Result<Option<LockGuard>> {
+        let inner = &self.client.inner;
+        if self.fence {
+            inner.engine.check_fencing()?;
+        }
+        let watched = lease.is_none();
+        // Duration::MAX (no limit) is the module's longest lease.
+        let lease = lease
+            .unwrap_or(inner.config.lease)
+            .min(Duration::from_millis(crate::config::MAX_MS));
+        let req = Request {
+            key: &self.name,
+            owner: self.owner.id(),
+            kind: self.kind,
+            lease_ms: wire_ms(lease),
+            fence: self.fence,
+            wait,
+            started: Instant::now(),
+        };
+        // Until the reply is in hand and registered, a drop (cancellation) or a lost reply
+        // leaves the server's answer unknown: the abandon guard then checks and gives back
+        // a grant nobody will use.
+        let abandon = Abandon::arm(self, lease);
+        let grant = match inner.engine.acquire(inner, &req).await {
+            Ok(Some(g)) => g,
+            Ok(None) => {
+                abandon.disarm();
+                return Ok(None);
+            }
+            // The request may have been granted after all: the guard checks (on drop).
+            Err(e) if e.is_connection() => return Err(e),
+            Err(e) => {
+                abandon.disarm();
+                return Err(e);
+            }
+        };
+        let acks = grant.acks;
+        let guard = self.register(lease, watched, grant);
+        abandon.disarm();
+        // The failover guard: a grant that reached too few replicas is given back.
+        if let (Some((wanted, _)), Some(acked)) = (inner.config.min_replicas, acks) {
+            if acked < wanted {
+                let _ = guard.release().await;
+                return Err(Error::NotReplicated {
+                    key: self.name.clone(),
+                    acked,
+                    wanted,
+                });
+            }
+        }
+        Ok(Some(guard))
+    }
+
+    /// Record a grant in the registry (the watchdog's list) and make its guard.
+    fn register(&self, lease: Duration, watched: bool, grant: Grant) -> LockGuard {
+        let inner = &self.client.inner;
+        let owner = self.owner.id();
+        let now = Instant::now();
+        let deadline = grant.at + lease;
+        let mut map = inner.registry.lock().unwrap();
+        let k = (self.name.clone(), owner.to_string(), self.kind);
+        let entry = match map.get(&k) {
+            Some(e) if e.is_active() && e.deadline() > now => e.clone(),
+            old => {
+                if let Some(o) = old {
+                    o.mark(LostReason::LeaseExpired);
+                }
+                let lease_for_entry = if watched { inner.config.lease } else { lease };
+                let e = Arc::new(Entry::new(
+                    &self.name,
+                    owner,
+                    self.kind,
+                    lease_for_entry,
+                    watched,
+                    deadline,
+                ));
+                map.insert(k, e.clone());
+                e
+            }
+        };
+        let holds = {
+            let mut st = entry.state.lock().unwrap();
+            st.holds += 1;
+            st.watched |= watched;
+            st.holds
+        };
+        drop(map);
+        // The acquire reset the lease on the server.
+        entry.status.send_modify(|s| s.deadline = deadline);
+        LockGuard::new(
+            self.client.clone(),
+            entry,
+            grant.count.unwrap_or(holds),
+            grant.token,
+        )
+    }
+}
+
+/// Armed while an acquire's request is in flight. Dropped armed (the acquire future was
+/// dropped, or its connection failed), it spawns [`give_back_abandoned`].
+struct Abandon {
+    lock: Option<Lock>,
+    lease: Duration,
+}
+
+impl Abandon {
+    fn arm(lock: &Lock, lease: Duration) -> Abandon {
+        Abandon {
+            lock: Some(lock.clone()),
+            lease,
+        }
+    }
+    fn disarm(mut self) {
+        self.lock = None;
+    }
+}
+
+impl Drop for Abandon {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            let lease = self.lease;
+            let rt = lock.client.runtime().clone();
+            rt.spawn(async move { give_back_abandoned(lock, lease).await });
+        }
+    }
+}
+
+/// After an abandoned acquire: once the server is done with the request, compare the
+/// owner's hold count on the server with the holds this client knows of; a surplus is the
+/// abandoned grant, released once. (An acquire of the same owner running concurrently in
+/// another task could be mistaken for it; owners are meant to acquire one at a time.)
+async fn give_back_abandoned(lock: Lock, lease: Duration) {
+    let inner = &lock.client.inner;
+    let owner = lock.owner.id();
+    inner
+        .engine
+        .settle_abandoned(inner, &lock.name, owner)
+        .await;
+    let field = lock.kind.field(owner);
+    let on_server: redis::RedisResult<Option<u64>> = redis::cmd("HGET")
+        .arg(&lock.name)
+        .arg(field)
+        .query_async(&mut inner.conn.clone())
+        .await;
+    let Ok(Some(on_server)) = on_server else {
+        return;
+    };
+    let known = crate::lease::local_holds(&inner.registry, &lock.name, owner, lock.kind);
+    if on_server > known {
+        let cmd = inner
+            .engine
+            .release_cmd(inner, &lock.name, owner, lock.kind, lease);
+        let _: redis::RedisResult<Value> = cmd.query_async(&mut inner.conn.clone()).await;
+    }
+}
