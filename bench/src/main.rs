@@ -16,10 +16,11 @@
 //! - `raw`: HINCRBY + PEXPIRE, then DEL: the same data writes with no logic (a ceiling).
 //!
 //! Options: `--quick` (fewer, shorter repetitions), `--no-write` (leave docs/BENCHMARKS.md
-//! alone), `--only <scenario>` (uncontended, hot, handoff, renew, waiters; repeatable).
-//! `--instr` counts instructions per operation with callgrind instead (`make bench-instr`,
-//! see `instr.rs`; `--only` then selects workloads whose name contains the word).
+//! alone), `--only <scenario>` (uncontended, hot, handoff, renew, waiters, client-cpu;
+//! repeatable). `--instr` counts instructions per operation with callgrind instead (`make
+//! bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains the word).
 
+mod client_cpu;
 mod instr;
 mod report;
 mod resp;
@@ -505,6 +506,9 @@ fn main() {
         }
         if want("waiters") {
             scenarios::waiters(&ctx, &mut rep).await;
+        }
+        if want("client-cpu") {
+            client_cpu::client_cpu(&ctx, &mut rep).await;
         }
         rep
     });
