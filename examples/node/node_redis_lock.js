@@ -22,7 +22,7 @@ const { createClient } = require('redis');
 
 const PORT = Number(process.argv[2] || process.env.DLOCK_PORT || 6379);
 const KEY = 'examples:node-redis:orders';
-const LEASE_MS = 1000;
+const LEASE_MS = 2000; // short for the demo; in production 10-30 s
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 

@@ -30,7 +30,7 @@ from redis.retry import Retry
 
 PORT = int(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("DLOCK_PORT", "6379"))
 KEY = "examples:py-sync:orders"
-LEASE_MS = 1000
+LEASE_MS = 2000  # short for the demo; in production 10-30 s
 
 
 def shared_client() -> redis.Redis:
