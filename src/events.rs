@@ -1,27 +1,48 @@
 //! Keyspace and server events: every way a lock can vanish or change behind the module's
 //! back. The handlers only mark keys dirty (`engine::wake::mark_dirty`); the grant happens on
 //! the next event-loop turn, where writing is safe and replicates in order.
+//!
+//! Cost to the rest of the server: Redis builds a context for every event it delivers to a
+//! subscriber (~550 instructions) and cannot unsubscribe. So from load on the module hears
+//! only `expired` and `evicted` (no command that writes a key reaches it), and it subscribes
+//! to every other event the first time a client waits. Even then an event costs only a
+//! look-up, and nothing when nobody waits: only keys with a queue are marked.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::engine::{self, wake};
-use crate::ffi::events::{self, KeyspaceHandler, ServerEventHandler};
+use crate::ffi::events::{self, Classes, KeyspaceHandler, ServerEventHandler};
 use crate::ffi::Ctx;
 use crate::stats;
 
-pub struct Events;
+/// `expired` and `evicted`, from load on.
+pub struct Gone;
 
-impl KeyspaceHandler for Events {
-    /// Any keyspace event on a key with waiters: DEL/UNLINK, expired, evicted, rename_from,
-    /// move_from, overwrite by SET/LPUSH/..., HSET/HDEL/PEXPIRE by a Redisson script.
+impl KeyspaceHandler for Gone {
+    /// The held-lock bookkeeping behind `leases_expired`, and the queue of the key, if any.
     fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
         let db = ctx.selected_db();
-        stats::on_key_event(db, key, event == b"expired");
+        stats::on_key_gone(db, key, event == b"expired");
         if engine::waiting() > 0 {
             wake::mark_dirty(ctx, db, Some(key));
         }
     }
 }
 
-impl ServerEventHandler for Events {
+/// Every other event, from the first wait on: DEL/UNLINK, rename_from, move_from, overwrite
+/// by SET/LPUSH/..., HSET/HDEL/PEXPIRE by a Redisson script.
+pub struct Changed;
+
+impl KeyspaceHandler for Changed {
+    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
+        if engine::waiting() == 0 || event == b"expired" || event == b"evicted" {
+            return; // nobody waits, or `Gone` has it
+        }
+        wake::mark_dirty(ctx, ctx.selected_db(), Some(key));
+    }
+}
+
+impl ServerEventHandler for Gone {
     /// FLUSHDB/FLUSHALL (end), SWAPDB, and a replica's async load replacing the data set
     /// (`repl-diskless-load swapdb`): forget the old keys, re-examine every queued key.
     fn on_keyspace_replaced(ctx: Ctx) {
@@ -32,9 +53,24 @@ impl ServerEventHandler for Events {
     }
 }
 
-/// Subscribes to the events above. Module subscriptions work whatever
+/// Whether `Changed` is subscribed (reset on MODULE UNLOAD, which drops subscriptions).
+static CHANGES: AtomicBool = AtomicBool::new(false);
+
+/// At load: expiries, evictions and the server events. Module subscriptions work whatever
 /// `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
-    events::subscribe_keyspace::<Events>(ctx)?;
-    events::subscribe_server::<Events>(ctx)
+    CHANGES.store(false, Ordering::Relaxed);
+    events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
+    events::subscribe_server::<Gone>(ctx)
+}
+
+/// Before a client first waits: every other keyspace event (once per load).
+pub fn watch_changes(ctx: Ctx) {
+    if CHANGES.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    if let Err(line) = events::subscribe_keyspace::<Changed>(ctx, Classes::All) {
+        CHANGES.store(false, Ordering::Relaxed);
+        ctx.log_warning(&line);
+    }
 }

@@ -52,11 +52,7 @@ fn owner(arg: &[u8]) -> Result<&[u8], LockError> {
 
 fn parse_i64(arg: &[u8]) -> Option<i64> {
     // Redis integers: optional '-', digits, no '+', no spaces, no leading zeros are fine.
-    std::str::from_utf8(arg)
-        .ok()?
-        .parse::<i64>()
-        .ok()
-        .filter(|_| !arg.starts_with(b"+"))
+    crate::model::decimal(arg)
 }
 
 fn lease(arg: &[u8]) -> Result<i64, LockError> {

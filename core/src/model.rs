@@ -40,7 +40,7 @@ pub enum LockValue {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Exclusive {
     /// `owner -> hold count` (one entry while held).
-    pub holders: BTreeMap<Owner, i64>,
+    pub holders: Holders,
     /// Absolute expiry of the key in unix ms; `None` when it has no TTL.
     pub expire_at: Option<i64>,
 }
@@ -48,6 +48,105 @@ pub struct Exclusive {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadWrite {
     pub holders: BTreeMap<Owner, RwHolder>,
+}
+
+/// The holders of an exclusive lock, `owner -> hold count`, by owner. Nearly always one: kept
+/// inline then (no map, no allocation besides the owner's name); a hash with several
+/// positive fields (not written by dlock or Redisson) still decodes, as a sorted list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Holders {
+    #[default]
+    None,
+    One((Owner, i64)),
+    /// Two or more, sorted by owner.
+    Many(Vec<(Owner, i64)>),
+}
+
+impl Holders {
+    fn as_slice(&self) -> &[(Owner, i64)] {
+        match self {
+            Holders::None => &[],
+            Holders::One(pair) => std::slice::from_ref(pair),
+            Holders::Many(v) => v,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Holders::None)
+    }
+
+    /// `(owner, count)` pairs by owner.
+    pub fn iter(&self) -> impl Iterator<Item = (&Owner, &i64)> {
+        self.as_slice().iter().map(|(o, c)| (o, c))
+    }
+
+    pub fn get(&self, owner: &[u8]) -> Option<&i64> {
+        self.as_slice()
+            .iter()
+            .find(|(o, _)| o.as_slice() == owner)
+            .map(|(_, c)| c)
+    }
+
+    pub fn get_mut(&mut self, owner: &[u8]) -> Option<&mut i64> {
+        match self {
+            Holders::None => None,
+            Holders::One((o, c)) => (o.as_slice() == owner).then_some(c),
+            Holders::Many(v) => v
+                .iter_mut()
+                .find(|(o, _)| o.as_slice() == owner)
+                .map(|(_, c)| c),
+        }
+    }
+
+    pub fn contains_key(&self, owner: &[u8]) -> bool {
+        self.get(owner).is_some()
+    }
+
+    /// Sets `owner`'s count (adding the owner when absent).
+    pub fn insert(&mut self, owner: Owner, count: i64) {
+        if let Some(c) = self.get_mut(&owner) {
+            *c = count;
+            return;
+        }
+        *self = match std::mem::take(self) {
+            Holders::None => Holders::One((owner, count)),
+            Holders::One(first) => {
+                let mut v = vec![first, (owner, count)];
+                v.sort();
+                Holders::Many(v)
+            }
+            Holders::Many(mut v) => {
+                let at = v.partition_point(|(o, _)| *o < owner);
+                v.insert(at, (owner, count));
+                Holders::Many(v)
+            }
+        };
+    }
+
+    /// Takes `owner` out; its count, if it held.
+    pub fn remove(&mut self, owner: &[u8]) -> Option<i64> {
+        match std::mem::take(self) {
+            Holders::None => None,
+            Holders::One((o, c)) if o.as_slice() == owner => Some(c),
+            one @ Holders::One(_) => {
+                *self = one;
+                None
+            }
+            Holders::Many(mut v) => {
+                let found = v.iter().position(|(o, _)| o.as_slice() == owner);
+                let removed = found.map(|i| v.remove(i).1);
+                *self = match v.len() {
+                    1 => Holders::One(v.pop().expect("one left")),
+                    _ => Holders::Many(v),
+                };
+                removed
+            }
+        }
+    }
 }
 
 /// One owner's holds on a read-write lock and its own lease.
@@ -81,8 +180,34 @@ pub const LEASE_PREFIX: &[u8] = b"lease:";
 /// A positive decimal integer as Redis writes it (HINCRBY results): a hold count or a
 /// deadline; anything else makes the hash not a lock.
 pub fn positive(value: &[u8]) -> Option<i64> {
-    let n: i64 = std::str::from_utf8(value).ok()?.parse().ok()?;
-    (n > 0 && !value.starts_with(b"+")).then_some(n)
+    decimal(value).filter(|n| *n > 0)
+}
+
+/// A decimal `i64`: an optional `-`, then one or more digits (leading zeros allowed), nothing
+/// else; `None` on overflow. What `str::parse::<i64>` accepts, minus a leading `+`, without
+/// its UTF-8 check (this runs on every command).
+pub fn decimal(bytes: &[u8]) -> Option<i64> {
+    let (negative, digits) = match bytes.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, bytes),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &b in digits {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        // Accumulate negatively so that i64::MIN parses too.
+        n = n.checked_mul(10)?.checked_sub(d as i64)?;
+    }
+    if negative {
+        Some(n)
+    } else {
+        n.checked_neg()
+    }
 }
 
 impl LockValue {
@@ -106,7 +231,7 @@ impl LockValue {
         let mut out = BTreeMap::new();
         match self {
             LockValue::Exclusive(x) => {
-                for (owner, count) in &x.holders {
+                for (owner, count) in x.holders.iter() {
                     out.insert(owner.clone(), count.to_string().into_bytes());
                 }
             }
@@ -165,7 +290,7 @@ impl ReadWrite {
 }
 
 fn decode_exclusive(fields: &[(Vec<u8>, Vec<u8>)], expire_at: Option<i64>) -> Option<Exclusive> {
-    let mut holders = BTreeMap::new();
+    let mut holders = Holders::None;
     for (f, v) in fields {
         holders.insert(f.clone(), positive(v)?);
     }
@@ -226,6 +351,59 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), fields);
+    }
+
+    #[test]
+    fn decimal_matches_str_parse_without_plus() {
+        for text in [
+            "0",
+            "7",
+            "-7",
+            "007",
+            "-0",
+            "+5",
+            "",
+            "-",
+            "1.5",
+            " 1",
+            "1 ",
+            "x",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "99999999999999999999",
+        ] {
+            let expected = text.parse::<i64>().ok().filter(|_| !text.starts_with('+'));
+            assert_eq!(decimal(text.as_bytes()), expected, "{text:?}");
+        }
+        assert_eq!(decimal(&[0xff, b'1']), None);
+        assert_eq!(positive(b"0"), None);
+        assert_eq!(positive(b"12"), Some(12));
+    }
+
+    #[test]
+    fn holders_stay_sorted_and_inline_for_one() {
+        let mut h = Holders::default();
+        assert!(h.is_empty());
+        h.insert(b"b".to_vec(), 1);
+        assert!(matches!(h, Holders::One(_)));
+        h.insert(b"c".to_vec(), 3);
+        h.insert(b"a".to_vec(), 2);
+        h.insert(b"c".to_vec(), 4);
+        let owners: Vec<_> = h.iter().map(|(o, c)| (o.clone(), *c)).collect();
+        assert_eq!(
+            owners,
+            vec![(b"a".to_vec(), 2), (b"b".to_vec(), 1), (b"c".to_vec(), 4)]
+        );
+        assert_eq!(h.remove(b"b"), Some(1));
+        assert_eq!(h.remove(b"x"), None);
+        assert_eq!(h.remove(b"a"), Some(2));
+        assert_eq!(h, Holders::One((b"c".to_vec(), 4)));
+        *h.get_mut(b"c").unwrap() += 1;
+        assert_eq!(h.get(b"c"), Some(&5));
+        assert_eq!(h.remove(b"c"), Some(5));
+        assert!(h.is_empty());
     }
 
     #[test]

@@ -52,7 +52,10 @@ pub fn key_slot(key: &[u8]) -> u16 {
 /// - otherwise (braces without a valid tag, e.g. `a}b` or `x{}y`) `dlock:fence:{N}:K`, where N
 ///   is the smallest decimal number whose slot is K's slot.
 pub fn fence_key(key: &[u8]) -> Vec<u8> {
-    let mut name = b"dlock:fence:".to_vec();
+    const PREFIX: &[u8] = b"dlock:fence:";
+    // Room for the longest form (`{N}:` with N < 2^32 takes at most 13 bytes): one allocation.
+    let mut name = Vec::with_capacity(PREFIX.len() + key.len() + 13);
+    name.extend_from_slice(PREFIX);
     if !key.contains(&b'{') && !key.contains(&b'}') {
         name.push(b'{');
         name.extend_from_slice(key);
@@ -133,7 +136,8 @@ fn slot_tag(slot: u16) -> String {
 
 /// Redisson's unlock channel for lock `key`: `<prefix>:{K}`, or `<prefix>:K` when K has a `{`.
 pub fn unlock_channel(prefix: &str, key: &[u8]) -> Vec<u8> {
-    let mut name = prefix.as_bytes().to_vec();
+    let mut name = Vec::with_capacity(prefix.len() + key.len() + 3);
+    name.extend_from_slice(prefix.as_bytes());
     name.push(b':');
     if key.contains(&b'{') {
         name.extend_from_slice(key);

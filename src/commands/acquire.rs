@@ -3,19 +3,19 @@
 use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
 
+use crate::engine::store::Requester;
 use crate::engine::work::{self, Request};
-use crate::ffi::command::Command;
-use crate::ffi::string::ArgStr;
+use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
 
 /// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]`
 pub struct Acquire;
 
 impl Command for Acquire {
-    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+    fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply(
             "dlock.acquire",
-            args::acquire(argv).and_then(|a| acquire(ctx, a, key)),
+            args::acquire(argv).and_then(|a| acquire(ctx, a, strs)),
         )
     }
 }
@@ -24,15 +24,15 @@ impl Command for Acquire {
 pub struct RwLock;
 
 impl Command for RwLock {
-    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+    fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply(
             "dlock.rwlock",
-            args::rwlock(argv).and_then(|a| acquire(ctx, a, key)),
+            args::rwlock(argv).and_then(|a| acquire(ctx, a, strs)),
         )
     }
 }
 
-fn acquire(ctx: Ctx, a: AcquireArgs, name: Option<ArgStr>) -> Result<Reply, LockError> {
+fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
     let req = Request {
         owner: a.owner,
@@ -40,12 +40,17 @@ fn acquire(ctx: Ctx, a: AcquireArgs, name: Option<ArgStr>) -> Result<Reply, Lock
         lease_ms: a.lease_ms,
         fence: a.fence,
     };
-    work::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
+    let owner = Requester {
+        owner: a.owner,
+        arg: strs.get(1),
+    };
+    work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
         let queue_ahead = reg.waiters_on(db, a.key) > 0;
         match work::try_grant(ctx, lk, req, now, queue_ahead)? {
             Some(reply) => Ok(reply),
             None => match a.wait_ms {
                 Some(wait_ms) if ctx.may_block() => {
+                    crate::events::watch_changes(ctx);
                     work::enqueue(ctx, reg, db, a.key, req, wait_ms).map(|()| Reply::None)
                 }
                 _ => Ok(Reply::Null),

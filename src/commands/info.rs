@@ -8,7 +8,7 @@ use dlock_core::rules;
 
 use crate::engine::registry;
 use crate::engine::store::{FenceKey, LockKey};
-use crate::ffi::command::Command;
+use crate::ffi::command::{Args, Command};
 use crate::ffi::context::now_ms;
 use crate::ffi::reply::Replier;
 use crate::ffi::string::ArgStr;
@@ -18,17 +18,17 @@ use crate::ffi::{Ctx, Reply};
 pub struct Info;
 
 impl Command for Info {
-    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+    fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply(
             "dlock.info",
-            args::info(argv).and_then(|k| info(ctx, k, key)),
+            args::info(argv).and_then(|k| info(ctx, k, strs.get(0))),
         )
     }
 }
 
 fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
-    let lk = LockKey::open(ctx, key, name, false, None);
+    let lk = LockKey::open(ctx, key, name, false, None, true);
     let now = now_ms();
     let mut value = lk.value.clone();
     rules::prune_lapsed(&mut value, now);

@@ -6,9 +6,9 @@ use dlock_core::model::LockValue;
 use dlock_core::names;
 use dlock_core::rules::{self, Released};
 
-use crate::engine::{store, work};
-use crate::ffi::command::Command;
-use crate::ffi::string::ArgStr;
+use crate::engine::store::{self, Requester};
+use crate::engine::work;
+use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
@@ -16,18 +16,22 @@ use crate::stats::{Stats, STATS};
 pub struct Release;
 
 impl Command for Release {
-    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+    fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply(
             "dlock.release",
-            args::release(argv).and_then(|a| release(ctx, a, key)),
+            args::release(argv).and_then(|a| release(ctx, a, strs)),
         )
     }
 }
 
-fn release(ctx: Ctx, a: args::ReleaseArgs, name: Option<ArgStr>) -> Result<Reply, LockError> {
+fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
+    let owner = Requester {
+        owner: a.owner,
+        arg: strs.get(1),
+    };
     let (result, freed_exclusive) =
-        work::with_lock(ctx, db, a.key, name, Some(a.owner), |reg, lk, now| {
+        work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
             let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
             let result = rules::release(&mut lk.value, a.owner, a.mode);
             if let Ok(Released::Last) = result {

@@ -4,9 +4,9 @@ use dlock_core::args;
 use dlock_core::error::LockError;
 use dlock_core::rules;
 
+use crate::engine::store::Requester;
 use crate::engine::work;
-use crate::ffi::command::Command;
-use crate::ffi::string::ArgStr;
+use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
@@ -14,17 +14,21 @@ use crate::stats::{Stats, STATS};
 pub struct Renew;
 
 impl Command for Renew {
-    fn run(ctx: Ctx, argv: &[&[u8]], key: Option<ArgStr>) -> Reply {
+    fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply(
             "dlock.renew",
-            args::renew(argv).and_then(|a| renew(ctx, a, key)),
+            args::renew(argv).and_then(|a| renew(ctx, a, strs)),
         )
     }
 }
 
-fn renew(ctx: Ctx, a: args::RenewArgs, name: Option<ArgStr>) -> Result<Reply, LockError> {
+fn renew(ctx: Ctx, a: args::RenewArgs, strs: Args) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
-    let result = work::with_lock(ctx, db, a.key, name, Some(a.owner), |_, lk, now| {
+    let owner = Requester {
+        owner: a.owner,
+        arg: strs.get(1),
+    };
+    let result = work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |_, lk, now| {
         rules::renew(&mut lk.value, a.owner, a.lease_ms, now)
     });
     if result == Ok(true) {

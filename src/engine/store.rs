@@ -4,6 +4,7 @@
 //! when something changed. Redis wraps what one command (or one timer callback) propagates
 //! in MULTI/EXEC.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use dlock_core::error::LockError;
@@ -11,7 +12,7 @@ use dlock_core::model::{Exclusive, LockValue, Stored};
 
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::notify::signal_modified;
-use crate::ffi::replicate::{propagate, CoreWrite};
+use crate::ffi::replicate::{propagate, propagate_key_int, CoreWrite};
 use crate::ffi::string::ArgStr;
 use crate::ffi::{Ctx, RStr};
 
@@ -22,25 +23,38 @@ pub struct LockKey<'k> {
     name: RStr,
     handle: Key,
     pub key: &'k [u8],
-    /// The hash as stored now.
-    loaded: Loaded,
+    /// The requesting owner and its name as a Redis string (the command's own argument,
+    /// shared), for reading and writing its field without making strings.
+    owner: Option<(&'k [u8], RStr)>,
+    /// The hash as stored when opened.
+    loaded: Loaded<'k>,
+    /// The key's expiry when opened (`None` also when it was not read: see `open`).
     loaded_expire: Option<i64>,
     /// The value as loaded, then as changed by the lock logic; `save` stores it.
     pub value: LockValue,
+    saved: bool,
 }
 
-/// What the key holds in Redis (as loaded, then as last written).
-enum Loaded {
+/// The requesting owner of a unit of work.
+#[derive(Clone, Copy)]
+pub struct Requester<'k> {
+    pub owner: &'k [u8],
+    /// The owner argument's own string, shared instead of copied.
+    pub arg: Option<ArgStr>,
+}
+
+/// What the key holds in Redis when opened.
+enum Loaded<'k> {
     /// No key, or not a lock (never written).
     Empty,
-    /// An exclusive lock with one holder: `owner -> count` (the common case, kept without
-    /// copies of the stored strings).
-    Single(Vec<u8>, i64),
+    /// An exclusive lock with one holder: `owner -> count` (the common case; the owner is
+    /// the requester's own bytes when read through its field).
+    Single(Cow<'k, [u8]>, i64),
     /// Any other lock hash, field by field.
     Fields(Vec<(Vec<u8>, Vec<u8>)>),
 }
 
-impl Loaded {
+impl Loaded<'_> {
     fn is_empty(&self) -> bool {
         matches!(self, Loaded::Empty)
     }
@@ -49,7 +63,7 @@ impl Loaded {
     fn fields(&self) -> Vec<(Vec<u8>, Vec<u8>)> {
         match self {
             Loaded::Empty => vec![],
-            Loaded::Single(owner, count) => vec![(owner.clone(), count.to_string().into_bytes())],
+            Loaded::Single(owner, count) => vec![(owner.to_vec(), count.to_string().into_bytes())],
             Loaded::Fields(f) => f.clone(),
         }
     }
@@ -61,18 +75,28 @@ impl<'k> LockKey<'k> {
     ///
     /// `name`: the key as the command's own argument string, shared instead of copied.
     /// `owner`: when the key is a one-field hash whose field is this owner (a holder renewing,
-    /// re-entering or releasing), one HashGet reads it instead of a scan of the hash.
+    /// re-entering or releasing), one HashGet reads it instead of a scan of the hash; and
+    /// then, unless `need_expire`, the key's expiry is not read (a command on a one-holder
+    /// lock with no queue never needs it: it sets a new one or leaves it alone).
     pub fn open(
         ctx: Ctx,
         key: &'k [u8],
         name: Option<ArgStr>,
         write: bool,
-        owner: Option<&[u8]>,
+        owner: Option<Requester<'k>>,
+        need_expire: bool,
     ) -> LockKey<'k> {
         let name = match name {
             Some(arg) => RStr::retained(ctx, arg),
             None => RStr::new(ctx, key),
         };
+        let owner = owner.map(|r| {
+            let s = match r.arg {
+                Some(arg) => RStr::retained(ctx, arg),
+                None => RStr::new(ctx, r.owner),
+            };
+            (r.owner, s)
+        });
         let handle = Key::open(ctx, &name, write);
         let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut expire_at = None;
@@ -81,16 +105,21 @@ impl<'k> LockKey<'k> {
             KeyKind::Hash => {
                 // The owner's own one-field lock, read with HashGet: its count, `Some(None)`
                 // when the value is not a positive integer (then the hash is not a lock).
-                let single = owner.filter(|_| handle.len() == 1).and_then(|owner| {
-                    let got = handle.hash_get(ctx, &RStr::new(ctx, owner))?;
-                    Some(dlock_core::model::positive(got.bytes()))
-                });
+                let single = owner
+                    .as_ref()
+                    .filter(|_| handle.len() == 1)
+                    .and_then(|(_, field)| {
+                        let got = handle.hash_get(ctx, field)?;
+                        Some(dlock_core::model::positive(got.bytes()))
+                    });
                 if single.is_none() {
                     handle.hash_scan(|f, v| fields.push((f.to_vec(), v.to_vec())));
                 }
-                expire_at = handle.abs_expire();
-                match (single, owner) {
-                    (Some(Some(count)), Some(owner)) => {
+                if single.is_none() || need_expire {
+                    expire_at = handle.abs_expire();
+                }
+                match (single, &owner) {
+                    (Some(Some(count)), Some((owner, _))) => {
                         let mut x = Exclusive {
                             expire_at,
                             ..Default::default()
@@ -110,8 +139,13 @@ impl<'k> LockKey<'k> {
         let loaded = match &value {
             LockValue::NotALock | LockValue::Free => Loaded::Empty,
             LockValue::Exclusive(x) if x.holders.len() == 1 => {
-                let (owner, count) = x.holders.iter().next().unwrap();
-                Loaded::Single(owner.clone(), *count)
+                let (holder, count) = x.holders.iter().next().unwrap();
+                match &owner {
+                    Some((o, _)) if *o == holder.as_slice() => {
+                        Loaded::Single(Cow::Borrowed(*o), *count)
+                    }
+                    _ => Loaded::Single(Cow::Owned(holder.clone()), *count),
+                }
             }
             _ => Loaded::Fields(fields),
         };
@@ -120,9 +154,11 @@ impl<'k> LockKey<'k> {
             name,
             handle,
             key,
+            owner,
             loaded,
             loaded_expire: expire_at,
             value,
+            saved: false,
         }
     }
 
@@ -150,10 +186,12 @@ impl<'k> LockKey<'k> {
         }
     }
 
-    /// Writes what changed since `open` (or the last `save`), propagates and announces it
-    /// (keyspace events, modified-key signal); writes and announces nothing when nothing
-    /// changed.
+    /// Writes what changed since `open`, propagates and announces it (keyspace events,
+    /// modified-key signal); writes and announces nothing when nothing changed. Once per unit
+    /// of work.
     pub fn save(&mut self) {
+        assert!(!self.saved, "a lock key is saved once");
+        self.saved = true;
         let expire_at = self.value.expire_at();
         let now_empty = match &self.value {
             LockValue::NotALock => return, // never touch a user's value
@@ -168,7 +206,6 @@ impl<'k> LockKey<'k> {
             }
             self.handle.delete();
             propagate(self.ctx, CoreWrite::Del, &[key]);
-            self.loaded = Loaded::Empty;
         } else {
             if !self.write_changes() && expire_at == self.loaded_expire {
                 return;
@@ -176,10 +213,7 @@ impl<'k> LockKey<'k> {
             if expire_at != self.loaded_expire || was_empty {
                 self.handle.set_abs_expire(expire_at);
                 match expire_at {
-                    Some(at) => {
-                        let at = RStr::number(self.ctx, at);
-                        propagate(self.ctx, CoreWrite::PexpireAt, &[&self.name, &at]);
-                    }
+                    Some(at) => propagate_key_int(self.ctx, CoreWrite::PexpireAt, &self.name, at),
                     None => propagate(self.ctx, CoreWrite::Persist, &[&self.name]),
                 }
             }
@@ -190,12 +224,11 @@ impl<'k> LockKey<'k> {
         if was_empty != now_empty {
             crate::stats::track_held(self.ctx.selected_db(), self.key, !now_empty);
         }
-        self.loaded_expire = expire_at;
     }
 
     /// Writes (and propagates) the field changes that turn the stored hash into `value`.
     /// Returns whether anything was written.
-    fn write_changes(&mut self) -> bool {
+    fn write_changes(&self) -> bool {
         // The common case, an exclusive lock with one holder before and after: written
         // directly, without encoding the whole value.
         if let LockValue::Exclusive(x) = &self.value {
@@ -211,20 +244,24 @@ impl<'k> LockKey<'k> {
                     _ => false,
                 };
                 let key = &self.name;
-                let (f, v) = (RStr::new(self.ctx, owner), RStr::number(self.ctx, count));
-                self.handle.hash_set(&f, Some(&v));
-                propagate(self.ctx, CoreWrite::Hset, &[key, &f, &v]);
-                if same_owner {
-                    if let Loaded::Single(_, c) = &mut self.loaded {
-                        *c = count;
+                // The requester's own field string when it is the holder written.
+                let made;
+                let f = match &self.owner {
+                    Some((o, s)) if *o == owner.as_slice() => s,
+                    _ => {
+                        made = RStr::new(self.ctx, owner);
+                        &made
                     }
-                } else {
+                };
+                let v = RStr::number(self.ctx, count);
+                self.handle.hash_set(f, Some(&v));
+                propagate(self.ctx, CoreWrite::Hset, &[key, f, &v]);
+                if !same_owner {
                     if let Loaded::Single(old, _) = &self.loaded {
                         let old = RStr::new(self.ctx, old);
                         self.handle.hash_set(&old, None);
                         propagate(self.ctx, CoreWrite::Hdel, &[key, &old]);
                     }
-                    self.loaded = Loaded::Single(owner.clone(), count);
                 }
                 return true;
             }
@@ -249,7 +286,6 @@ impl<'k> LockKey<'k> {
             return false;
         }
         self.write_fields(&changed, &removed);
-        self.loaded = Loaded::Fields(fields.into_iter().collect());
         true
     }
 }
@@ -272,7 +308,12 @@ impl FenceKey {
 
     /// The counter, `None` when it does not exist.
     pub fn get(&self, ctx: Ctx) -> Result<Option<i64>, LockError> {
-        let key = Key::open(ctx, &RStr::new(ctx, &self.name), false);
+        let name = RStr::new(ctx, &self.name);
+        // Most locks never have a counter: a look-up without opening the key says so.
+        if !Key::exists(ctx, &name) {
+            return Ok(None);
+        }
+        let key = Key::open(ctx, &name, false);
         match key.kind() {
             KeyKind::Empty => Ok(None),
             KeyKind::String => key
@@ -286,7 +327,7 @@ impl FenceKey {
     /// Sets the counter (replicated and announced as `SET name value`).
     pub fn set(&self, ctx: Ctx, value: i64) {
         let name = RStr::new(ctx, &self.name);
-        let v = RStr::new(ctx, value.to_string().as_bytes());
+        let v = RStr::number(ctx, value);
         Key::open(ctx, &name, true).string_set(&v);
         propagate(ctx, CoreWrite::Set, &[&name, &v]);
         signal_modified(ctx, &name);

@@ -8,8 +8,9 @@
 //! dirty and arm a 0 ms timer: writing from inside a keyspace notification breaks replication
 //! order on Redis 7.0 (PLATFORM-NOTES).
 
-use std::collections::HashSet;
 use std::sync::Mutex;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
 use crate::ffi::timer::{self, TimerJob};
@@ -99,10 +100,12 @@ impl BlockHandler for Clients {
     }
 }
 
-/// Keys touched by events since the last recheck.
+/// The keys that have a queue, and those of them touched by events since the last recheck.
 #[derive(Default)]
 struct Dirty {
-    keys: HashSet<(i32, Vec<u8>)>,
+    /// Per database, so that an event looks its key up without copying it.
+    watched: FxHashMap<i32, FxHashSet<Vec<u8>>>,
+    keys: FxHashSet<(i32, Vec<u8>)>,
     all: bool,
     armed: bool,
 }
@@ -114,12 +117,18 @@ fn dirty() -> std::sync::MutexGuard<'static, Option<Dirty>> {
 }
 
 /// Notes that `key` (or, with `None`, every key) may have changed; a 0 ms timer serves it on
-/// the next event-loop turn.
+/// the next event-loop turn. A key without a queue is ignored (no copy, no timer): this runs
+/// for keyspace events on any key of the server.
 pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
     let mut d = dirty();
-    let d = d.get_or_insert_with(Dirty::default);
+    let Some(d) = d.as_mut() else {
+        return; // no queue was ever made
+    };
     match key {
         Some(k) => {
+            if !d.watched.get(&db).is_some_and(|keys| keys.contains(k)) {
+                return;
+            }
             d.keys.insert((db, k.to_vec()));
         }
         None => d.all = true,
@@ -127,6 +136,24 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
     if !d.armed {
         d.armed = true;
         timer::start(ctx, 0, Job::Recheck);
+    }
+}
+
+/// `key` has a queue now (events on it wake it).
+pub(super) fn watch(db: i32, key: &[u8]) {
+    let mut d = dirty();
+    let d = d.get_or_insert_with(Dirty::default);
+    d.watched.entry(db).or_default().insert(key.to_vec());
+}
+
+/// `key`'s queue is gone.
+pub(super) fn unwatch(db: i32, key: &[u8]) {
+    let mut d = dirty();
+    if let Some(keys) = d.as_mut().and_then(|d| d.watched.get_mut(&db)) {
+        keys.remove(key);
+        if keys.is_empty() {
+            d.as_mut().unwrap().watched.remove(&db);
+        }
     }
 }
 

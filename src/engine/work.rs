@@ -15,7 +15,7 @@ use crate::ffi::{timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::queue::{Registry, Removed, Waiter};
-use super::store::{FenceKey, LockKey};
+use super::store::{FenceKey, LockKey, Requester};
 use super::wake::Job;
 use super::{registry, wake};
 
@@ -143,6 +143,9 @@ pub fn enqueue(
         timer,
         since: Instant::now(),
     };
+    if reg.waiters_on(db, key) == 0 {
+        wake::watch(db, key);
+    }
     reg.push(db, key, waiter);
     Ok(())
 }
@@ -155,6 +158,9 @@ pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Op
     } = reg.remove(db, key, seq)?;
     for t in lease_timer.into_iter().chain(waiter.timer.take()) {
         timer::stop(ctx, t);
+    }
+    if reg.waiters_on(db, key) == 0 {
+        wake::unwatch(db, key);
     }
     Some(waiter)
 }
@@ -232,15 +238,17 @@ fn rearm(ctx: Ctx, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
 /// One unit of work on the lock at `key` (see the file doc). `name`: the key as the command's
 /// own argument string, shared instead of copied. `owner`: the requesting owner, whose own
 /// one-field lock is then read with one HashGet.
-pub fn with_lock<R>(
+pub fn with_lock<'k, R>(
     ctx: Ctx,
     db: i32,
-    key: &[u8],
+    key: &'k [u8],
     name: Option<ArgStr>,
-    owner: Option<&[u8]>,
-    step: impl FnOnce(&mut Registry, &mut LockKey, i64) -> R,
+    owner: Option<Requester<'k>>,
+    step: impl FnOnce(&mut Registry, &mut LockKey<'k>, i64) -> R,
 ) -> R {
-    let mut lk = LockKey::open(ctx, key, name, true, owner);
+    // A queue anywhere: the lease timer may need the key's expiry.
+    let need_expire = super::waiting() > 0;
+    let mut lk = LockKey::open(ctx, key, name, true, owner, need_expire);
     let now = crate::ffi::context::now_ms();
     let mut reg = registry();
     prepare(ctx, &mut reg, db, &mut lk, now);

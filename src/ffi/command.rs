@@ -11,9 +11,20 @@ use super::{api, Ctx, Reply};
 
 /// A command of this module.
 pub trait Command {
-    /// Runs the command. `args`: the argument bytes without the command name; `key`: the
-    /// first argument's own string (shared with the key API instead of copied), if any.
-    fn run(ctx: Ctx, args: &[&[u8]], key: Option<ArgStr>) -> Reply;
+    /// Runs the command. `args`: the argument bytes without the command name; `strs`: the
+    /// same arguments as Redis strings (to share with the key API instead of copying).
+    fn run(ctx: Ctx, args: &[&[u8]], strs: Args) -> Reply;
+}
+
+/// The arguments of the running command as Redis strings, without the command name.
+#[derive(Clone, Copy)]
+pub struct Args<'a>(&'a [*mut raw::RedisModuleString]);
+
+impl Args<'_> {
+    /// Argument `i` (0: the first after the command name).
+    pub fn get(&self, i: usize) -> Option<ArgStr> {
+        self.0.get(i).and_then(|s| NonNull::new(*s)).map(ArgStr)
+    }
 }
 
 /// Registers `C` as command `name` with `flags`, keys at argument positions (1, 1, 1):
@@ -77,7 +88,7 @@ unsafe extern "C" fn entry<C: Command>(
             .collect();
         &heap
     };
-    let key = raw_args.get(1).and_then(|k| NonNull::new(*k)).map(ArgStr);
-    C::run(ctx, words.get(1..).unwrap_or(&[]), key).send(ctx);
+    let strs = Args(raw_args.get(1..).unwrap_or(&[]));
+    C::run(ctx, words.get(1..).unwrap_or(&[]), strs).send(ctx);
     raw::REDISMODULE_OK as c_int
 }

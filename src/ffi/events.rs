@@ -20,10 +20,20 @@ pub trait ServerEventHandler {
     fn on_keyspace_replaced(ctx: Ctx);
 }
 
-/// Subscribes `H` to every keyspace event, whatever `notify-keyspace-events` says, except the
-/// module's own (`notify`). Redis has
-/// no way to unsubscribe (up to 8.x): a subscription lasts until the module is unloaded.
-pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx) -> Result<(), String> {
+/// Which keyspace events a subscription receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Classes {
+    /// `expired` and `evicted` only: commands that write keys (SET, HSET, DEL...) do not
+    /// reach the module at all.
+    ExpiredEvicted,
+    /// Every event.
+    All,
+}
+
+/// Subscribes `H` to keyspace events of `classes`, whatever `notify-keyspace-events` says,
+/// except the module's own (`notify`). Redis has no way to unsubscribe (up to 8.x): a subscription lasts until the module is
+/// unloaded, and every event it receives costs Redis a context (~550 instructions).
+pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx, classes: Classes) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: KeyspaceHandler>(
         ctx: *mut raw::RedisModuleCtx,
         _type: c_int,
@@ -48,7 +58,12 @@ pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx) -> Result<(), String> {
     let ok = unsafe {
         api!(RedisModule_SubscribeToKeyspaceEvents)(
             ctx.as_ptr(),
-            raw::REDISMODULE_NOTIFY_ALL,
+            match classes {
+                Classes::ExpiredEvicted => {
+                    (raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED) as c_int
+                }
+                Classes::All => raw::REDISMODULE_NOTIFY_ALL as c_int,
+            },
             Some(on_event::<H>),
         )
     };

@@ -43,6 +43,13 @@ impl Key {
         }
     }
 
+    /// Whether `name` exists in the context's database, without opening it (no key handle,
+    /// no access-time update, no notification).
+    pub fn exists(ctx: Ctx, name: &RStr) -> bool {
+        // SAFETY: a live context and string.
+        unsafe { api!(RedisModule_KeyExists)(ctx.as_ptr(), name.as_ptr()) != 0 }
+    }
+
     pub fn kind(&self) -> KeyKind {
         if self.handle.is_null() {
             return KeyKind::Empty;

@@ -9,31 +9,39 @@ use redis_module::raw;
 use super::notify::{self, Class};
 use super::{api, Ctx, RStr};
 
-/// Propagates `cmd args...` (format "v": an array of strings, so the strings already made for
-/// the key API are reused).
+/// Propagates `cmd args...`. Up to three strings go one by one (formats "s", "ss", "sss");
+/// more as an array ("v"), which costs Redis one more reallocation.
 pub fn replicate(ctx: Ctx, cmd: &CStr, args: &[&RStr]) {
-    // At most 1 + 2 * fields of a read-write lock; 16 on the stack covers every dlock write
-    // but a read-write lock with many readers.
-    let mut small = [std::ptr::null_mut::<raw::RedisModuleString>(); 16];
-    let heap: Vec<*mut raw::RedisModuleString>;
-    let ptrs: &[*mut raw::RedisModuleString] = if args.len() <= small.len() {
-        for (slot, a) in small.iter_mut().zip(args) {
-            *slot = a.as_ptr();
-        }
-        &small[..args.len()]
-    } else {
-        heap = args.iter().map(|a| a.as_ptr()).collect();
-        &heap
-    };
-    // SAFETY: a live context; `cmd` and "v" are NUL-terminated; "v" takes an array of
-    // `len` live strings, which `args` keeps alive for the call.
+    let (c, p) = (ctx.as_ptr(), cmd.as_ptr());
+    // SAFETY (every arm): a live context; `cmd` and the format are NUL-terminated; the
+    // variadic arguments are as many live strings as the format says ("v": an array of `len`
+    // live strings, which `args` keeps alive for the call).
+    unsafe {
+        let rm = api!(RedisModule_Replicate);
+        match args {
+            [a] => rm(c, p, c"s".as_ptr(), a.as_ptr()),
+            [a, b] => rm(c, p, c"ss".as_ptr(), a.as_ptr(), b.as_ptr()),
+            [a, b, d] => rm(c, p, c"sss".as_ptr(), a.as_ptr(), b.as_ptr(), d.as_ptr()),
+            _ => {
+                let ptrs: Vec<*mut raw::RedisModuleString> =
+                    args.iter().map(|a| a.as_ptr()).collect();
+                rm(c, p, c"v".as_ptr(), ptrs.as_ptr(), ptrs.len())
+            }
+        };
+    }
+}
+
+/// Propagates `cmd key n` (format "sl": Redis makes the number's string itself).
+pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
+    // SAFETY: a live context; `cmd` and "sl" are NUL-terminated; the variadic arguments are
+    // one live string and one `long long`, as "sl" says.
     unsafe {
         api!(RedisModule_Replicate)(
             ctx.as_ptr(),
             cmd.as_ptr(),
-            c"v".as_ptr(),
-            ptrs.as_ptr(),
-            ptrs.len(),
+            c"sl".as_ptr(),
+            key.as_ptr(),
+            n as std::os::raw::c_longlong,
         );
     }
 }
@@ -79,6 +87,13 @@ impl CoreWrite {
             CoreWrite::Set => (Class::String, c"set"),
         }
     }
+}
+
+/// [`propagate`] of a write whose one argument after the key is a number (format "sl").
+pub fn propagate_key_int(ctx: Ctx, write: CoreWrite, key: &RStr, n: i64) {
+    replicate_key_int(ctx, write.command(), key, n);
+    let (class, event) = write.event();
+    notify::keyspace_event(ctx, class, event, key);
 }
 
 /// Propagates `write key args...` (already applied through the key API) and sends its
