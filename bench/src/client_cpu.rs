@@ -4,6 +4,9 @@
 //! server's work is not in it. Variants, interleaved repetition by repetition:
 //! - `redis-rs`: the same two commands (`DLOCK.ACQUIRE k o lease`, `DLOCK.RELEASE k o`)
 //!   sent with redis-rs on one shared multiplexed connection: the floor;
+//! - `redis-rs-manager`: the same through the client's reconnecting `ConnectionManager`
+//!   (`Client::connection`, with its per-request time-out): what the shared connection
+//!   itself costs;
 //! - `client-try`: `Lock::try_acquire` + `LockGuard::release` (one command each, the
 //!   watchdog registry, the guard);
 //! - `client-acquire`: `Lock::acquire` (a `DLOCK.ACQUIRE ... WAIT 0` on a pooled dedicated
@@ -35,6 +38,7 @@ fn process_cpu() -> f64 {
 #[derive(Clone, Copy, PartialEq)]
 enum Variant {
     RedisRs,
+    Manager,
     ClientTry,
     ClientAcquire,
 }
@@ -43,10 +47,36 @@ impl Variant {
     fn name(self) -> &'static str {
         match self {
             Variant::RedisRs => "redis-rs",
+            Variant::Manager => "redis-rs-manager",
             Variant::ClientTry => "client-try",
             Variant::ClientAcquire => "client-acquire",
         }
     }
+}
+
+/// One acquire + release with redis-rs.
+async fn cycle<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    key: &str,
+    owner: &str,
+) -> Result<(), String> {
+    let n: i64 = redis::cmd("DLOCK.ACQUIRE")
+        .arg(key)
+        .arg(owner)
+        .arg(30_000)
+        .query_async(conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    let r: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg(key)
+        .arg(owner)
+        .query_async(conn)
+        .await
+        .map_err(|e| e.to_string())?;
+    if (n, r) != (1, 1) {
+        return Err(format!("acquire {n}, release {r}"));
+    }
+    Ok(())
 }
 
 /// One timed run: (cycles per second, client CPU microseconds per cycle).
@@ -66,27 +96,12 @@ async fn run(ctx: &Ctx, v: Variant, client: &Client) -> Result<(f64, f64), Strin
         let lock = client.lock(key.as_str());
         let owner = lock.owner().id().to_string();
         let mut conn = raw.clone();
+        let mut manager = client.connection();
         set.spawn(async move {
             while !stop.load(Relaxed) {
                 match v {
-                    Variant::RedisRs => {
-                        let n: i64 = redis::cmd("DLOCK.ACQUIRE")
-                            .arg(&key)
-                            .arg(&owner)
-                            .arg(30_000)
-                            .query_async(&mut conn)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        let r: i64 = redis::cmd("DLOCK.RELEASE")
-                            .arg(&key)
-                            .arg(&owner)
-                            .query_async(&mut conn)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        if (n, r) != (1, 1) {
-                            return Err(format!("acquire {n}, release {r}"));
-                        }
-                    }
+                    Variant::RedisRs => cycle(&mut conn, &key, &owner).await?,
+                    Variant::Manager => cycle(&mut manager, &key, &owner).await?,
                     Variant::ClientTry => {
                         let g = lock
                             .try_acquire()
@@ -133,7 +148,12 @@ pub async fn client_cpu(ctx: &Ctx, rep: &mut Report) {
             return;
         }
     };
-    let variants = [Variant::RedisRs, Variant::ClientTry, Variant::ClientAcquire];
+    let variants = [
+        Variant::RedisRs,
+        Variant::Manager,
+        Variant::ClientTry,
+        Variant::ClientAcquire,
+    ];
     for r in 0..ctx.cfg.reps {
         for i in 0..variants.len() {
             let v = variants[(i + r) % variants.len()];

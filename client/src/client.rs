@@ -1,7 +1,6 @@
 //! [`Client`]: connects (single node, Sentinel, Cluster), picks the backend, hands out
 //! lock handles and runs the watchdog task.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -235,7 +234,7 @@ impl Client {
             conn,
             engine,
             prefix,
-            registry: Mutex::new(HashMap::new()),
+            registry: Registry::default(),
             pool: WaitPool::default(),
             runtime: tokio::runtime::Handle::current(),
             watchdog: Mutex::new(None),
@@ -320,11 +319,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn watched_locks(&self) -> usize {
-        self.inner
-            .registry
-            .lock()
-            .unwrap()
-            .values()
+        crate::lease::entries(&self.inner.registry.lock())
             .filter(|e| e.is_watched())
             .count()
     }

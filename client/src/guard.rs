@@ -159,7 +159,7 @@ async fn release(client: &Client, entry: &Arc<Entry>) -> Result<()> {
     // Stop renewing before the release goes out if this was our last hold, so a renewal
     // racing with it cannot be mistaken for a loss.
     let last = {
-        let _map = inner.registry.lock().unwrap();
+        let _map = inner.registry.lock();
         let mut st = entry.state.lock().unwrap();
         st.holds = st.holds.saturating_sub(1);
         st.holds == 0
@@ -177,12 +177,12 @@ async fn release(client: &Client, entry: &Arc<Entry>) -> Result<()> {
     match v {
         Value::Int(1) => {
             // Freed. Other guards of this owner (if any) no longer hold it either.
-            entry.mark(if last {
-                LostReason::Released
+            if last {
+                entry.mark(LostReason::Released);
             } else {
-                LostReason::NotHeld
-            });
-            remove_entry(&inner.registry, entry);
+                entry.mark(LostReason::NotHeld);
+                remove_entry(&inner.registry, entry);
+            }
             Ok(())
         }
         Value::Int(0) => {
@@ -194,7 +194,7 @@ async fn release(client: &Client, entry: &Arc<Entry>) -> Result<()> {
         Value::Nil => {
             entry.mark(LostReason::NotHeld);
             remove_entry(&inner.registry, entry);
-            Err(Error::NotHeld(key.clone()))
+            Err(Error::NotHeld(key.to_string()))
         }
         Value::ServerError(e) => Err(Error::from_server_value(key, e)),
         other => Err(Error::Protocol(format!("release answered {other:?}"))),

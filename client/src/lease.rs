@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -37,11 +37,41 @@ pub enum LostReason {
     NotReplicated,
 }
 
-/// The registry key of a held lock: (key, owner, kind).
-pub(crate) type EntryKey = (String, String, LockKind);
+/// Every lock this client holds: by key, then one entry per (owner, kind). Looked up with
+/// borrowed strings, so the acquire/release path allocates no keys.
+pub(crate) type Held = HashMap<Arc<str>, Vec<Arc<Entry>>>;
 
-/// Every lock this client holds, by (key, owner, kind).
-pub(crate) type Registry = Mutex<HashMap<EntryKey, Arc<Entry>>>;
+/// The client's [`Held`] map behind its lock.
+#[derive(Default)]
+pub(crate) struct Registry {
+    map: Mutex<Held>,
+}
+
+impl Registry {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Held> {
+        self.map.lock().unwrap()
+    }
+}
+
+/// The entry of (key, owner, kind), if held.
+pub(crate) fn find(map: &Held, key: &str, owner: &str, kind: LockKind) -> Option<Arc<Entry>> {
+    map.get(key)?
+        .iter()
+        .find(|e| e.kind == kind && &*e.owner == owner)
+        .cloned()
+}
+
+/// Store `e`, replacing the entry of the same (key, owner, kind).
+pub(crate) fn insert(map: &mut Held, e: Arc<Entry>) {
+    let v = map.entry(e.key.clone()).or_default();
+    v.retain(|x| !(x.kind == e.kind && x.owner == e.owner));
+    v.push(e);
+}
+
+/// Every entry.
+pub(crate) fn entries(map: &Held) -> impl Iterator<Item = &Arc<Entry>> {
+    map.values().flatten()
+}
 
 #[derive(Clone, Debug)]
 pub(crate) struct Status {
@@ -51,8 +81,8 @@ pub(crate) struct Status {
 
 /// One held (lock, owner) pair: the watchdog's unit of work.
 pub(crate) struct Entry {
-    pub(crate) key: String,
-    pub(crate) owner: String,
+    pub(crate) key: Arc<str>,
+    pub(crate) owner: Arc<str>,
     pub(crate) kind: LockKind,
     /// The lease a renewal sets (the client's lease for watched locks).
     pub(crate) lease: Duration,
@@ -68,16 +98,16 @@ pub(crate) struct EntryState {
 
 impl Entry {
     pub(crate) fn new(
-        key: &str,
-        owner: &str,
+        key: Arc<str>,
+        owner: Arc<str>,
         kind: LockKind,
         lease: Duration,
         watched: bool,
         deadline: Instant,
     ) -> Entry {
         Entry {
-            key: key.to_string(),
-            owner: owner.to_string(),
+            key,
+            owner,
             kind,
             lease,
             state: Mutex::new(EntryState { holds: 0, watched }),
@@ -142,18 +172,19 @@ impl Entry {
 
 /// Drop `e` from the registry (if it is still the entry stored for its key).
 pub(crate) fn remove_entry(reg: &Registry, e: &Arc<Entry>) {
-    let mut map = reg.lock().unwrap();
-    let k = (e.key.clone(), e.owner.clone(), e.kind);
-    if map.get(&k).is_some_and(|x| Arc::ptr_eq(x, e)) {
-        map.remove(&k);
+    let mut map = reg.lock();
+    if let Some(v) = map.get_mut(&*e.key) {
+        v.retain(|x| !Arc::ptr_eq(x, e));
+        if v.is_empty() {
+            map.remove(&*e.key);
+        }
     }
 }
 
 /// How many holds this client believes `owner` has on (key, kind): what a cancelled
 /// acquire's clean-up compares with the server's count.
 pub(crate) fn local_holds(reg: &Registry, key: &str, owner: &str, kind: LockKind) -> u64 {
-    let map = reg.lock().unwrap();
-    match map.get(&(key.to_string(), owner.to_string(), kind)) {
+    match find(&reg.lock(), key, owner, kind) {
         Some(e) if e.is_active() => e.state.lock().unwrap().holds,
         _ => 0,
     }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Grant, Request, Wait};
 use crate::config::wire_ms;
-use crate::lease::Entry;
+use crate::lease::{find, insert, Entry};
 use crate::{Client, Error, LockGuard, LostReason, Owner, Result};
 
 /// Which lock a [`Lock`] handle takes.
@@ -84,7 +84,7 @@ impl LockKind {
 #[derive(Clone, Debug)]
 pub struct Lock {
     pub(crate) client: Client,
-    name: String,
+    name: Arc<str>,
     owner: Owner,
     fence: bool,
     kind: LockKind,
@@ -94,7 +94,7 @@ impl Lock {
     pub(crate) fn new(client: Client, name: String, owner: Owner, kind: LockKind) -> Lock {
         Lock {
             client,
-            name,
+            name: Arc::from(name),
             owner,
             fence: false,
             kind,
@@ -272,7 +272,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
-        let n: i64 = self.query(redis::cmd("EXISTS").arg(&self.name)).await?;
+        let n: i64 = self.query(redis::cmd("EXISTS").arg(&*self.name)).await?;
         Ok(n == 1)
     }
 
@@ -289,7 +289,7 @@ impl Lock {
     pub async fn is_held_by_owner(&self) -> Result<bool> {
         let field = self.kind.field(self.owner.id());
         let n: i64 = self
-            .query(redis::cmd("HEXISTS").arg(&self.name).arg(field))
+            .query(redis::cmd("HEXISTS").arg(&*self.name).arg(field))
             .await?;
         Ok(n == 1)
     }
@@ -305,7 +305,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn remaining_lease(&self) -> Result<Option<Duration>> {
-        let ms: i64 = self.query(redis::cmd("PTTL").arg(&self.name)).await?;
+        let ms: i64 = self.query(redis::cmd("PTTL").arg(&*self.name)).await?;
         Ok((ms >= 0).then(|| Duration::from_millis(ms as u64)))
     }
 
@@ -378,7 +378,7 @@ impl Lock {
             if acked < wanted {
                 let _ = guard.release().await;
                 return Err(Error::NotReplicated {
-                    key: self.name.clone(),
+                    key: self.name.to_string(),
                     acked,
                     wanted,
                 });
@@ -393,24 +393,23 @@ impl Lock {
         let owner = self.owner.id();
         let now = Instant::now();
         let deadline = grant.at + lease;
-        let mut map = inner.registry.lock().unwrap();
-        let k = (self.name.clone(), owner.to_string(), self.kind);
-        let entry = match map.get(&k) {
-            Some(e) if e.is_active() && e.deadline() > now => e.clone(),
+        let mut map = inner.registry.lock();
+        let entry = match find(&map, &self.name, owner, self.kind) {
+            Some(e) if e.is_active() && e.deadline() > now => e,
             old => {
                 if let Some(o) = old {
                     o.mark(LostReason::LeaseExpired);
                 }
                 let lease_for_entry = if watched { inner.config.lease } else { lease };
                 let e = Arc::new(Entry::new(
-                    &self.name,
-                    owner,
+                    self.name.clone(),
+                    self.owner.arc(),
                     self.kind,
                     lease_for_entry,
                     watched,
                     deadline,
                 ));
-                map.insert(k, e.clone());
+                insert(&mut map, e.clone());
                 e
             }
         };
@@ -421,8 +420,10 @@ impl Lock {
             st.holds
         };
         drop(map);
-        // The acquire reset the lease on the server.
-        entry.status.send_modify(|s| s.deadline = deadline);
+        if holds > 1 {
+            // A reentrant acquire reset the lease on the server.
+            entry.status.send_modify(|s| s.deadline = deadline);
+        }
         LockGuard::new(
             self.client.clone(),
             entry,
@@ -434,15 +435,15 @@ impl Lock {
 
 /// Armed while an acquire's request is in flight. Dropped armed (the acquire future was
 /// dropped, or its connection failed), it spawns [`give_back_abandoned`].
-struct Abandon {
-    lock: Option<Lock>,
+struct Abandon<'a> {
+    lock: Option<&'a Lock>,
     lease: Duration,
 }
 
-impl Abandon {
-    fn arm(lock: &Lock, lease: Duration) -> Abandon {
+impl<'a> Abandon<'a> {
+    fn arm(lock: &'a Lock, lease: Duration) -> Abandon<'a> {
         Abandon {
-            lock: Some(lock.clone()),
+            lock: Some(lock),
             lease,
         }
     }
@@ -451,9 +452,10 @@ impl Abandon {
     }
 }
 
-impl Drop for Abandon {
+impl Drop for Abandon<'_> {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
+            let lock = lock.clone();
             let lease = self.lease;
             let rt = lock.client.runtime().clone();
             rt.spawn(async move { give_back_abandoned(lock, lease).await });
@@ -474,7 +476,7 @@ async fn give_back_abandoned(lock: Lock, lease: Duration) {
         .await;
     let field = lock.kind.field(owner);
     let on_server: redis::RedisResult<Option<u64>> = redis::cmd("HGET")
-        .arg(&lock.name)
+        .arg(&*lock.name)
         .arg(field)
         .query_async(&mut inner.conn.clone())
         .await;

@@ -50,4 +50,8 @@ impl Owner {
     pub fn id(&self) -> &str {
         &self.id
     }
+    /// The id, shared.
+    pub(crate) fn arc(&self) -> Arc<str> {
+        self.id.clone()
+    }
 }

@@ -37,9 +37,15 @@ pub(crate) async fn run(weak: Weak<Inner>) {
 
 async fn renew_all(inner: &Inner) {
     let entries: Vec<Arc<Entry>> = {
-        let mut map = inner.registry.lock().unwrap();
-        map.retain(|_, e| e.is_active());
-        map.values().filter(|e| e.is_watched()).cloned().collect()
+        let mut map = inner.registry.lock();
+        for v in map.values_mut() {
+            v.retain(|e| e.is_active());
+        }
+        map.retain(|_, v| !v.is_empty());
+        crate::lease::entries(&map)
+            .filter(|e| e.is_watched())
+            .cloned()
+            .collect()
     };
     if entries.is_empty() {
         return;

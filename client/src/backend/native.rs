@@ -141,8 +141,8 @@ pub(crate) fn release_cmd(key: &str, owner: &str, kind: LockKind) -> redis::Cmd 
 
 pub(crate) fn renew_cmd(e: &Entry) -> redis::Cmd {
     let mut c = redis::cmd("DLOCK.RENEW");
-    c.arg(&e.key)
-        .arg(&e.owner)
+    c.arg(&*e.key)
+        .arg(&*e.owner)
         .arg(crate::config::wire_ms(e.lease));
     c
 }

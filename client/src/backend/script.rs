@@ -150,18 +150,18 @@ impl Script {
         let channel = lua::channel_name(&inner.config.channel_prefix, &e.key);
         if e.kind == LockKind::Exclusive {
             self.unlock
-                .key(&e.key)
+                .key(&*e.key)
                 .key(channel)
                 .arg(lua::UNLOCK_MESSAGE)
                 .arg(crate::config::wire_ms(e.lease))
-                .arg(&e.owner)
+                .arg(&*e.owner)
                 .invoke_async(&mut conn)
                 .await
         } else {
             self.rw_unlock
-                .key(&e.key)
+                .key(&*e.key)
                 .key(channel)
-                .arg(&e.owner)
+                .arg(&*e.owner)
                 .arg(e.kind.script_word())
                 .arg(lua::UNLOCK_MESSAGE)
                 .invoke_async(&mut conn)
@@ -178,9 +178,9 @@ impl Script {
         let mut c = redis::cmd("EVALSHA");
         c.arg(hash)
             .arg(1)
-            .arg(&e.key)
+            .arg(&*e.key)
             .arg(crate::config::wire_ms(e.lease))
-            .arg(&e.owner);
+            .arg(&*e.owner);
         c
     }
 
