@@ -35,8 +35,11 @@ pub struct Changed;
 
 impl KeyspaceHandler for Changed {
     fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
-        if engine::waiting() == 0 || event == b"expired" || event == b"evicted" {
-            return; // nobody waits, or `Gone` has it
+        if engine::waiting() == 0 || !wake::may_be_watched(key) {
+            return; // nobody waits, or not on this key
+        }
+        if event == b"expired" || event == b"evicted" {
+            return; // `Gone` has it
         }
         wake::mark_dirty(ctx, ctx.selected_db(), Some(key));
     }

@@ -8,9 +8,11 @@
 //! dirty and arm a 0 ms timer: writing from inside a keyspace notification breaks replication
 //! order on Redis 7.0 (PLATFORM-NOTES).
 
+use std::hash::Hasher;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
 use crate::ffi::timer::{self, TimerJob};
@@ -112,6 +114,35 @@ struct Dirty {
 
 static DIRTY: Mutex<Option<Dirty>> = Mutex::new(None);
 
+/// A lock-free filter over the watched keys: bit `FxHash(key) % 1024` is set for each. A
+/// keyspace event on a key whose bit is clear (nearly every key of the server while few keys
+/// have queues) is dropped without taking a lock or calling Redis.
+static FILTER: [AtomicU64; 16] = [const { AtomicU64::new(0) }; 16];
+
+fn filter_bit(key: &[u8]) -> (usize, u64) {
+    let mut h = FxHasher::default();
+    h.write(key);
+    let n = (h.finish() >> 54) as usize; // top 10 bits: 0..1024
+    (n / 64, 1 << (n % 64))
+}
+
+/// Whether `key` may have a queue (no false negatives).
+pub fn may_be_watched(key: &[u8]) -> bool {
+    let (word, bit) = filter_bit(key);
+    FILTER[word].load(Ordering::Relaxed) & bit != 0
+}
+
+fn rebuild_filter(watched: &FxHashMap<i32, FxHashSet<Vec<u8>>>) {
+    let mut words = [0u64; 16];
+    for key in watched.values().flatten() {
+        let (word, bit) = filter_bit(key);
+        words[word] |= bit;
+    }
+    for (slot, w) in FILTER.iter().zip(words) {
+        slot.store(w, Ordering::Relaxed);
+    }
+}
+
 fn dirty() -> std::sync::MutexGuard<'static, Option<Dirty>> {
     DIRTY.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -126,7 +157,7 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
     };
     match key {
         Some(k) => {
-            if !d.watched.get(&db).is_some_and(|keys| keys.contains(k)) {
+            if !may_be_watched(k) || !d.watched.get(&db).is_some_and(|keys| keys.contains(k)) {
                 return;
             }
             d.keys.insert((db, k.to_vec()));
@@ -144,6 +175,8 @@ pub(super) fn watch(db: i32, key: &[u8]) {
     let mut d = dirty();
     let d = d.get_or_insert_with(Dirty::default);
     d.watched.entry(db).or_default().insert(key.to_vec());
+    let (word, bit) = filter_bit(key);
+    FILTER[word].fetch_or(bit, Ordering::Relaxed);
 }
 
 /// `key`'s queue is gone.
@@ -154,10 +187,12 @@ pub(super) fn unwatch(db: i32, key: &[u8]) {
         if keys.is_empty() {
             d.as_mut().unwrap().watched.remove(&db);
         }
+        rebuild_filter(&d.as_ref().unwrap().watched);
     }
 }
 
 /// MODULE UNLOAD: frees the dirty set.
 pub(super) fn free_all() {
+    rebuild_filter(&FxHashMap::default());
     *dirty() = None;
 }
