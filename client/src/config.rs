@@ -8,7 +8,7 @@ use crate::{Client, Error, Result};
 /// The longest lease or wait the module accepts (ten years, in ms); longer durations,
 /// [`Duration::MAX`] included, mean "no limit" and are sent as this (a lease) or as "wait
 /// without limit" (a wait).
-pub(crate) const MAX_MS: u64 = 315_360_000_000;
+pub(crate) const MAX_MS: u64 = dlock_core::args::MAX_MS as u64;
 
 /// `d` in whole milliseconds for the wire: at least 1, at most [`MAX_MS`].
 pub(crate) fn wire_ms(d: Duration) -> u64 {

@@ -44,13 +44,16 @@ impl LockKind {
             LockKind::Write => "write",
         }
     }
-    /// The hash field holding `owner`'s hold count for this kind.
-    pub(crate) fn field(self, owner: &str) -> String {
-        match self {
-            LockKind::Exclusive => owner.to_string(),
-            LockKind::Read => format!("read:{owner}"),
-            LockKind::Write => format!("write:{owner}"),
-        }
+    /// The hash field holding `owner`'s hold count for this kind (the layout is
+    /// dlock-core's, shared with the module).
+    pub(crate) fn field(self, owner: &str) -> Vec<u8> {
+        use dlock_core::model::{READ_PREFIX, WRITE_PREFIX};
+        let prefix: &[u8] = match self {
+            LockKind::Exclusive => b"",
+            LockKind::Read => READ_PREFIX,
+            LockKind::Write => WRITE_PREFIX,
+        };
+        [prefix, owner.as_bytes()].concat()
     }
     /// Rank in a multi-lock's canonical order.
     pub(crate) fn rank(self) -> u8 {

@@ -15,7 +15,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            channel_prefix: "redisson_lock__channel".into(),
+            channel_prefix: crate::names::DEFAULT_CHANNEL_PREFIX.into(),
             publish: true,
             max_waiters_per_key: 1_000,
             max_waiters: 10_000,

@@ -134,6 +134,10 @@ fn slot_tag(slot: u16) -> String {
     SLOT_TAGS[slot as usize].to_string()
 }
 
+/// Redisson's default unlock channel prefix (the module argument `channel-prefix`, the
+/// client's `channel_prefix`).
+pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
+
 /// Redisson's unlock channel for lock `key`: `<prefix>:{K}`, or `<prefix>:K` when K has a `{`.
 pub fn unlock_channel(prefix: &str, key: &[u8]) -> Vec<u8> {
     let mut name = Vec::with_capacity(prefix.len() + key.len() + 3);

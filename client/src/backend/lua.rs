@@ -94,7 +94,7 @@ pub const UNLOCK_MESSAGE: &str = "0";
 /// ```
 /// assert_eq!(dlock_client::scripts::DEFAULT_CHANNEL_PREFIX, "redisson_lock__channel");
 /// ```
-pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
+pub const DEFAULT_CHANNEL_PREFIX: &str = dlock_core::names::DEFAULT_CHANNEL_PREFIX;
 
 /// The unlock channel of lock `key`: `<prefix>:{key}`, or `<prefix>:key` when the key
 /// contains `{` (it already has a hash tag).
@@ -105,11 +105,10 @@ pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// assert_eq!(channel_name("redisson_lock__channel", "{a}b"), "redisson_lock__channel:{a}b");
 /// ```
 pub fn channel_name(prefix: &str, key: &str) -> String {
-    if key.contains('{') {
-        format!("{prefix}:{key}")
-    } else {
-        format!("{prefix}:{{{key}}}")
-    }
+    // The rule lives in dlock-core (the module publishes on the same name); prefix and key
+    // are UTF-8, so the name is too.
+    String::from_utf8(dlock_core::names::unlock_channel(prefix, key.as_bytes()))
+        .expect("built from UTF-8 parts")
 }
 
 // ---------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ pub(crate) struct SlotMap {
 impl SlotMap {
     /// The address serving `key`'s slot, if known.
     pub(crate) fn addr_for(&self, key: &str) -> Option<String> {
-        let slot = redis::cluster_routing::get_slot(key.as_bytes());
+        let slot = dlock_core::names::key_slot(key.as_bytes());
         let ranges = self.ranges.read().unwrap();
         ranges
             .iter()
