@@ -243,10 +243,15 @@ pub fn wait_waiters(con: &mut Connection, key: &str, n: i64) {
 
 /// `INFO dlock` as name -> integer.
 pub fn info_dlock(con: &mut Connection) -> HashMap<String, i64> {
+    info_section(con, "dlock")
+}
+
+/// One `INFO` section's integer fields as name -> value.
+pub fn info_section(con: &mut Connection, section: &str) -> HashMap<String, i64> {
     let s: String = redis::cmd("INFO")
-        .arg("dlock")
+        .arg(section)
         .query(con)
-        .expect("INFO dlock");
+        .unwrap_or_else(|e| panic!("INFO {section}: {e}"));
     s.lines()
         .filter(|l| !l.starts_with('#') && l.contains(':'))
         .filter_map(|l| {
