@@ -79,9 +79,12 @@ mod registration {
         unsafe {
             command::create::<commands::Acquire>(ctx, c"dlock.acquire", w).map_err(fail)?;
             command::create::<commands::RwLock>(ctx, c"dlock.rwlock", w).map_err(fail)?;
+            command::create::<commands::Semaphore>(ctx, c"dlock.semaphore", w).map_err(fail)?;
             command::create::<commands::Release>(ctx, c"dlock.release", wf).map_err(fail)?;
             command::create::<commands::Renew>(ctx, c"dlock.renew", wf).map_err(fail)?;
             command::create::<commands::Info>(ctx, c"dlock.info", c"readonly fast")
+                .map_err(fail)?;
+            command::create::<commands::Waiters>(ctx, c"dlock.waiters", c"readonly fast")
                 .map_err(fail)?;
             // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
             command_info::describe(ctx, commands::DOCS).map_err(fail)?;

@@ -70,7 +70,7 @@ fn arity_errors() {
         (vec!["DLOCK.RWLOCK", "R", "o"], "dlock.rwlock"),
         (vec!["DLOCK.RELEASE", "L"], "dlock.release"),
         (
-            vec!["DLOCK.RELEASE", "L", "o", "READ", "x"],
+            vec!["DLOCK.RELEASE", "L", "o", "COUNT", "1", "x"],
             "dlock.release",
         ),
         (vec!["DLOCK.RENEW", "L", "o"], "dlock.renew"),

@@ -142,18 +142,80 @@ fn ref_rwlock(a: &[&[u8]]) -> Result<Acq, String> {
     })
 }
 
-fn ref_release(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, Option<&'static str>), String> {
-    if !(2..=3).contains(&a.len()) {
+type Rel = (Vec<u8>, Vec<u8>, Option<&'static str>, Option<i64>);
+
+fn ref_release(a: &[&[u8]]) -> Result<Rel, String> {
+    if !(2..=4).contains(&a.len()) {
         return Err(arity("dlock.release"));
     }
     let owner = owner(a[1])?;
-    let mode = match a.get(2).map(|w| w.to_ascii_uppercase()) {
-        None => None,
-        Some(w) if w == b"READ" => Some("read"),
-        Some(w) if w == b"WRITE" => Some("write"),
-        Some(_) => return Err("ERR syntax error".into()),
+    let upper: Vec<Vec<u8>> = a[2..].iter().map(|w| w.to_ascii_uppercase()).collect();
+    let (mode, count) = match upper.as_slice() {
+        [] => (None, None),
+        [w] if w == b"READ" => (Some("read"), None),
+        [w] if w == b"WRITE" => (Some("write"), None),
+        [w, _] if w == b"COUNT" => (None, Some(permits(a[3], "COUNT")?)),
+        _ => return Err("ERR syntax error".into()),
     };
-    Ok((a[0].to_vec(), owner, mode))
+    Ok((a[0].to_vec(), owner, mode, count))
+}
+
+/// `capacity` and `COUNT`: 1 ..= 1 000 000.
+fn permits(w: &[u8], name: &str) -> Result<i64, String> {
+    match int(w) {
+        Some(v) if (1..=1_000_000).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "ERR {name} must be a positive integer up to 1000000"
+        )),
+    }
+}
+
+/// DLOCK.SEMAPHORE: `want` is `permits:<count>/<capacity>`.
+fn ref_semaphore(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, String, i64, Option<i64>), String> {
+    if a.len() < 4 {
+        return Err(arity("dlock.semaphore"));
+    }
+    let owner = owner(a[1])?;
+    let capacity = permits(a[2], "capacity")?;
+    let lease = lease(a[3])?;
+    let syntax = || "ERR syntax error".to_string();
+    let (mut wait, mut count) = (None, None);
+    let rest = &a[4..];
+    for pair in rest.chunks(2) {
+        let w = pair[0].to_ascii_uppercase();
+        let value = pair.get(1).ok_or_else(syntax);
+        if w == b"WAIT" && wait.is_none() {
+            wait = Some(timeout(value?)?);
+        } else if w == b"COUNT" && count.is_none() {
+            count = Some(permits(value?, "COUNT")?);
+        } else {
+            return Err(syntax());
+        }
+    }
+    let count = count.unwrap_or(1);
+    if count > capacity {
+        return Err(format!(
+            "ERR COUNT {count} is more than the capacity {capacity}"
+        ));
+    }
+    Ok((
+        a[0].to_vec(),
+        owner,
+        format!("permits:{count}/{capacity}"),
+        lease,
+        wait,
+    ))
+}
+
+fn ref_waiters(a: &[&[u8]]) -> Result<(Vec<u8>, Option<usize>), String> {
+    match a {
+        [k] => Ok((k.to_vec(), None)),
+        [k, w, n] if w.eq_ignore_ascii_case(b"COUNT") => {
+            Ok((k.to_vec(), Some(permits(n, "COUNT")? as usize)))
+        }
+        [_, _] | [_, _, _] => Err("ERR syntax error".into()),
+        _ => Err(arity("dlock.waiters")),
+    }
 }
 
 fn ref_renew(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, i64), String> {
@@ -230,6 +292,7 @@ fn want_name(w: args::Want) -> &'static str {
         args::Want::Exclusive => "exclusive",
         args::Want::Read => "read",
         args::Want::Write => "write",
+        args::Want::Permits { .. } => "permits",
     }
 }
 
@@ -269,6 +332,11 @@ fn word(rng: &mut StdRng) -> Vec<u8> {
         "WRITE",
         "write",
         "Write",
+        "COUNT",
+        "count",
+        "2",
+        "1000000",
+        "1000001",
         "NX",
         "PX",
         "EX",
@@ -382,7 +450,7 @@ fn release_renew_info_parsers_match_the_reference() {
                     args::Mode::Read => "read",
                     args::Mode::Write => "write",
                 });
-                (r.key.to_vec(), r.owner.to_vec(), mode)
+                (r.key.to_vec(), r.owner.to_vec(), mode, r.count)
             })
             .map_err(|e| e.message("dlock.release"));
         assert_eq!(got, ref_release(a), "DLOCK.RELEASE {a:?}");
@@ -394,6 +462,32 @@ fn release_renew_info_parsers_match_the_reference() {
             .map(<[u8]>::to_vec)
             .map_err(|e| e.message("dlock.info"));
         assert_eq!(got, ref_info(a), "DLOCK.INFO {a:?}");
+    });
+}
+
+#[test]
+fn semaphore_and_waiters_parsers_match_the_reference() {
+    run("dlock.semaphore/waiters", |a| {
+        let got = args::semaphore(a)
+            .map(|r| {
+                let args::Want::Permits { capacity, count } = r.want else {
+                    panic!("DLOCK.SEMAPHORE {a:?} parsed as {:?}", r.want)
+                };
+                assert!(!r.fence, "DLOCK.SEMAPHORE {a:?}: no FENCE");
+                (
+                    r.key.to_vec(),
+                    r.owner.to_vec(),
+                    format!("permits:{count}/{capacity}"),
+                    r.lease_ms,
+                    r.wait_ms,
+                )
+            })
+            .map_err(|e| e.message("dlock.semaphore"));
+        assert_eq!(got, ref_semaphore(a), "DLOCK.SEMAPHORE {a:?}");
+        let got = args::waiters(a)
+            .map(|(k, n)| (k.to_vec(), n))
+            .map_err(|e| e.message("dlock.waiters"));
+        assert_eq!(got, ref_waiters(a), "DLOCK.WAITERS {a:?}");
     });
 }
 

@@ -11,8 +11,10 @@ pub use crate::model::{Mode, Want};
 pub const MAX_MS: i64 = 315_360_000_000;
 /// The longest owner name in bytes.
 pub const MAX_OWNER_LEN: usize = 512;
+/// The most permits a semaphore may have (and so the largest `COUNT`).
+pub const MAX_CAPACITY: i64 = 1_000_000;
 
-/// DLOCK.ACQUIRE / DLOCK.RWLOCK.
+/// DLOCK.ACQUIRE / DLOCK.RWLOCK / DLOCK.SEMAPHORE.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcquireArgs<'a> {
     pub key: &'a [u8],
@@ -30,6 +32,8 @@ pub struct ReleaseArgs<'a> {
     pub key: &'a [u8],
     pub owner: &'a [u8],
     pub mode: Option<Mode>,
+    /// `COUNT n` (semaphores only): permits to give back.
+    pub count: Option<i64>,
 }
 
 /// DLOCK.RENEW.
@@ -142,21 +146,83 @@ fn mode(word: &[u8]) -> Option<Mode> {
     }
 }
 
-/// `DLOCK.RELEASE key owner [READ|WRITE]`.
-pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
-    if !(2..=3).contains(&argv.len()) {
+/// `COUNT n` and `capacity`: a positive integer up to [`MAX_CAPACITY`].
+fn permits(arg: &[u8], name: &'static str) -> Result<i64, LockError> {
+    match parse_i64(arg) {
+        Some(v) if (1..=MAX_CAPACITY).contains(&v) => Ok(v),
+        _ => Err(LockError::PermitsWord(name)),
+    }
+}
+
+/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms]`.
+pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
+    if argv.len() < 4 {
         return Err(LockError::WrongArity);
     }
     let owner = owner(argv[1])?;
-    let mode = match argv.get(2) {
-        None => None,
-        Some(word) => Some(mode(word).ok_or(LockError::Syntax)?),
+    let capacity = permits(argv[2], "capacity")?;
+    let lease_ms = lease(argv[3])?;
+    let (mut count, mut wait_ms) = (None, None);
+    let rest = &argv[4..];
+    let mut i = 0;
+    while i < rest.len() {
+        let word = rest[i];
+        let value = rest.get(i + 1);
+        if word.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
+            wait_ms = Some(timeout(value.ok_or(LockError::Syntax)?)?);
+        } else if word.eq_ignore_ascii_case(b"COUNT") && count.is_none() {
+            count = Some(permits(value.ok_or(LockError::Syntax)?, "COUNT")?);
+        } else {
+            // FENCE, READ, WRITE and anything else.
+            return Err(LockError::Syntax);
+        }
+        i += 2;
+    }
+    let count = count.unwrap_or(1);
+    if count > capacity {
+        return Err(LockError::CountOverCapacity { count, capacity });
+    }
+    Ok(AcquireArgs {
+        key: argv[0],
+        owner,
+        want: Want::Permits { capacity, count },
+        lease_ms,
+        wait_ms,
+        fence: false,
+    })
+}
+
+/// `DLOCK.RELEASE key owner [READ|WRITE|COUNT n]`. Which kind of lock the option fits is
+/// checked against the key (WRONGTYPE), not here.
+pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
+    if !(2..=4).contains(&argv.len()) {
+        return Err(LockError::WrongArity);
+    }
+    let owner = owner(argv[1])?;
+    let (mode, count) = match &argv[2..] {
+        [] => (None, None),
+        [word] => (Some(mode(word).ok_or(LockError::Syntax)?), None),
+        [word, n] if word.eq_ignore_ascii_case(b"COUNT") => (None, Some(permits(n, "COUNT")?)),
+        _ => return Err(LockError::Syntax),
     };
     Ok(ReleaseArgs {
         key: argv[0],
         owner,
         mode,
+        count,
     })
+}
+
+/// `DLOCK.WAITERS key [COUNT n]`: the key and how many waiters to list (`None`: all).
+pub fn waiters<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], Option<usize>), LockError> {
+    match argv {
+        [key] => Ok((key, None)),
+        [key, word, n] if word.eq_ignore_ascii_case(b"COUNT") => {
+            Ok((key, Some(permits(n, "COUNT")? as usize)))
+        }
+        [_, _] | [_, _, _] => Err(LockError::Syntax),
+        _ => Err(LockError::WrongArity),
+    }
 }
 
 /// `DLOCK.RENEW key owner lease-ms`.
@@ -288,10 +354,133 @@ mod tests {
         assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
         let owned = v(&["k", "o", "READ", "x"]);
         let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
+        let owned = v(&["k", "o", "COUNT", "1", "x"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
         assert_eq!(release(&refs).unwrap_err(), LockError::WrongArity);
 
         let owned = v(&["k", "o", "7"]);
         let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
         assert_eq!(renew(&refs).unwrap().lease_ms, 7);
+    }
+
+    fn refs<'w>(words: &[&'w str]) -> Vec<&'w [u8]> {
+        words.iter().map(|w| w.as_bytes()).collect()
+    }
+
+    #[test]
+    fn semaphore_arguments() {
+        fn s<'w>(w: &[&'w str]) -> Result<AcquireArgs<'w>, String> {
+            semaphore(&refs(w)).map_err(|e| e.message("dlock.semaphore"))
+        }
+        let r = s(&["k", "o", "4", "100", "wait", "5", "count", "3"]).unwrap();
+        assert_eq!(
+            (r.want, r.wait_ms, r.lease_ms, r.fence),
+            (
+                Want::Permits {
+                    capacity: 4,
+                    count: 3
+                },
+                Some(5),
+                100,
+                false
+            )
+        );
+        let r = s(&["k", "o", "4", "100"]).unwrap();
+        assert_eq!(
+            (r.want, r.wait_ms),
+            (
+                Want::Permits {
+                    capacity: 4,
+                    count: 1
+                },
+                None
+            )
+        );
+        let e = |w: &[&str]| s(w).map(|_| ()).unwrap_err();
+        assert_eq!(
+            e(&["k", "o", "4"]),
+            "ERR wrong number of arguments for 'dlock.semaphore' command"
+        );
+        for bad in ["FENCE", "READ", "WRITE", "NX"] {
+            assert_eq!(e(&["k", "o", "4", "100", bad]), "ERR syntax error");
+        }
+        assert_eq!(e(&["k", "o", "4", "100", "COUNT"]), "ERR syntax error");
+        assert_eq!(
+            e(&["k", "o", "4", "100", "COUNT", "1", "COUNT", "1"]),
+            "ERR syntax error"
+        );
+        for cap in ["0", "-1", "x", "1000001", "+3"] {
+            assert_eq!(
+                e(&["k", "o", cap, "100"]),
+                "ERR capacity must be a positive integer up to 1000000"
+            );
+        }
+        assert!(s(&["k", "o", "1000000", "100"]).is_ok());
+        assert_eq!(
+            e(&["k", "o", "4", "100", "COUNT", "0"]),
+            "ERR COUNT must be a positive integer up to 1000000"
+        );
+        assert_eq!(
+            e(&["k", "o", "4", "100", "COUNT", "5"]),
+            "ERR COUNT 5 is more than the capacity 4"
+        );
+        assert_eq!(
+            e(&["k", "o", "4", "0"]),
+            "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            e(&["k", "mode", "4", "1"]),
+            "ERR owner name 'mode' is reserved"
+        );
+        // Argument order of the checks: owner, capacity, lease, options.
+        assert_eq!(
+            e(&["k", "o", "0", "0"]),
+            "ERR capacity must be a positive integer up to 1000000"
+        );
+    }
+
+    #[test]
+    fn release_count_and_waiters_arguments() {
+        let r = release(&refs(&["k", "o", "count", "2"])).unwrap();
+        assert_eq!((r.mode, r.count), (None, Some(2)));
+        assert_eq!(
+            release(&refs(&["k", "o", "COUNT"])).unwrap_err(),
+            LockError::Syntax
+        );
+        assert_eq!(
+            release(&refs(&["k", "o", "READ", "2"])).unwrap_err(),
+            LockError::Syntax
+        );
+        assert_eq!(
+            release(&refs(&["k", "o", "COUNT", "0"]))
+                .unwrap_err()
+                .message("x"),
+            "ERR COUNT must be a positive integer up to 1000000"
+        );
+        assert_eq!(waiters(&refs(&["k"])).unwrap(), (&b"k"[..], None));
+        assert_eq!(
+            waiters(&refs(&["k", "count", "3"])).unwrap(),
+            (&b"k"[..], Some(3))
+        );
+        assert_eq!(
+            waiters(&refs(&["k", "LIMIT", "3"])).unwrap_err(),
+            LockError::Syntax
+        );
+        assert_eq!(
+            waiters(&refs(&["k", "COUNT"])).unwrap_err(),
+            LockError::Syntax
+        );
+        assert_eq!(
+            waiters(&refs(&["k", "COUNT", "0"]))
+                .unwrap_err()
+                .message("x"),
+            "ERR COUNT must be a positive integer up to 1000000"
+        );
+        assert_eq!(waiters(&refs(&[])).unwrap_err(), LockError::WrongArity);
+        assert_eq!(
+            waiters(&refs(&["k", "COUNT", "1", "x"])).unwrap_err(),
+            LockError::WrongArity
+        );
     }
 }

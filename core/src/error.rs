@@ -1,7 +1,7 @@
 //! Every error a DLOCK command answers with, and its text. Every one is a reply; none changes
 //! anything. The texts are part of the protocol (SPEC.md): clients and tests match on them.
 
-use crate::args::MAX_MS;
+use crate::args::{MAX_CAPACITY, MAX_MS};
 
 /// An error reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,6 +34,14 @@ pub enum LockError {
     TooManyWaitersOnKey(usize),
     /// All queues together are full (the `max-waiters` module argument).
     TooManyWaiters(usize),
+    /// `capacity` or `COUNT` (named) is not an integer from 1 to [`MAX_CAPACITY`].
+    PermitsWord(&'static str),
+    /// DLOCK.SEMAPHORE asks for more permits than the semaphore has.
+    CountOverCapacity { count: i64, capacity: i64 },
+    /// DLOCK.SEMAPHORE names another capacity than the existing semaphore's.
+    CapacityMismatch { stored: i64, asked: i64 },
+    /// DLOCK.RELEASE ... COUNT gives back more permits than the owner holds.
+    CountOverHeld { count: i64, held: i64 },
     /// The fencing counter is at `i64::MAX`.
     FenceOverflow,
     /// The fencing counter key (named here) holds something that is not an integer.
@@ -71,6 +79,18 @@ impl LockError {
             }
             LockError::TooManyWaiters(max) => {
                 format!("ERR too many waiters (max-waiters {max})")
+            }
+            LockError::PermitsWord(name) => {
+                format!("ERR {name} must be a positive integer up to {MAX_CAPACITY}")
+            }
+            LockError::CountOverCapacity { count, capacity } => {
+                format!("ERR COUNT {count} is more than the capacity {capacity}")
+            }
+            LockError::CapacityMismatch { stored, asked } => {
+                format!("ERR semaphore capacity is {stored}, not {asked}")
+            }
+            LockError::CountOverHeld { count, held } => {
+                format!("ERR COUNT {count} is more than the {held} permits the owner holds")
             }
             LockError::FenceOverflow => "ERR fencing counter overflow".into(),
             LockError::FenceNotInteger(name) => format!(

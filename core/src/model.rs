@@ -3,6 +3,8 @@
 //! Exclusive lock (Redisson's RLock layout): `owner -> hold count`, lease = the key's PEXPIRE.
 //! Read-write lock: `mode -> read|write`, `read:<owner> -> count`, `write:<owner> -> count`,
 //! `lease:<owner> -> absolute deadline (unix ms)`; the key's expiry is the latest deadline.
+//! Semaphore: `mode -> semaphore`, `capacity -> permits`, `permits:<owner> -> count`,
+//! `lease:<owner> -> absolute deadline (unix ms)`; the key's expiry is the latest deadline.
 
 use std::collections::BTreeMap;
 
@@ -17,6 +19,20 @@ pub enum Want {
     Read,
     /// DLOCK.RWLOCK ... WRITE
     Write,
+    /// DLOCK.SEMAPHORE: `count` permits of a semaphore of `capacity`.
+    Permits { capacity: i64, count: i64 },
+}
+
+impl Want {
+    /// How DLOCK.WAITERS names the request: `lock`, `read`, `write` or `permits:<n>`.
+    pub fn describe(self) -> String {
+        match self {
+            Want::Exclusive => "lock".into(),
+            Want::Read => "read".into(),
+            Want::Write => "write".into(),
+            Want::Permits { count, .. } => format!("permits:{count}"),
+        }
+    }
 }
 
 /// A mode named on a read-write lock (DLOCK.RELEASE's optional word).
@@ -33,6 +49,7 @@ pub enum LockValue {
     Free,
     Exclusive(Exclusive),
     ReadWrite(ReadWrite),
+    Semaphore(Semaphore),
     /// Something else lives at the key: WRONGTYPE for every command.
     NotALock,
 }
@@ -158,6 +175,28 @@ pub struct RwHolder {
     pub deadline: i64,
 }
 
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Semaphore {
+    /// The number of permits, fixed while the key exists.
+    pub capacity: i64,
+    pub holders: BTreeMap<Owner, SemHolder>,
+}
+
+/// One owner's permits on a semaphore and its own lease.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SemHolder {
+    pub permits: i64,
+    /// Absolute end of this owner's lease (unix ms).
+    pub deadline: i64,
+}
+
+impl Semaphore {
+    /// Permits held by all holders.
+    pub fn used(&self) -> i64 {
+        self.holders.values().map(|h| h.permits).sum()
+    }
+}
+
 /// What a key holds, as read from Redis.
 pub enum Stored<'a> {
     Absent,
@@ -176,6 +215,13 @@ pub const READ_PREFIX: &[u8] = b"read:";
 pub const WRITE_PREFIX: &[u8] = b"write:";
 /// Read-write layout: `lease:<owner>` holds the absolute end of that owner's lease (unix ms).
 pub const LEASE_PREFIX: &[u8] = b"lease:";
+/// Semaphore layout: the `mode` value of a semaphore.
+pub const SEMAPHORE_MODE: &[u8] = b"semaphore";
+/// Semaphore layout: the field holding the number of permits.
+pub const CAPACITY_FIELD: &[u8] = b"capacity";
+/// Semaphore layout: `permits:<owner>` holds the permits that owner holds (its lease is in
+/// `lease:<owner>`, as for read-write locks).
+pub const PERMITS_PREFIX: &[u8] = b"permits:";
 
 /// A positive decimal integer as Redis writes it (HINCRBY results): a hold count or a
 /// deadline; anything else makes the hash not a lock.
@@ -216,7 +262,10 @@ impl LockValue {
             Stored::Absent => LockValue::Free,
             Stored::Other => LockValue::NotALock,
             Stored::Hash { fields, expire_at } => {
-                if fields.iter().any(|(f, _)| f == MODE_FIELD) {
+                let mode = fields.iter().find(|(f, _)| f == MODE_FIELD).map(|(_, v)| v);
+                if mode.is_some_and(|m| m == SEMAPHORE_MODE) {
+                    decode_semaphore(fields).map_or(LockValue::NotALock, LockValue::Semaphore)
+                } else if mode.is_some() {
                     decode_rw(fields).map_or(LockValue::NotALock, LockValue::ReadWrite)
                 } else {
                     decode_exclusive(fields, expire_at)
@@ -256,6 +305,21 @@ impl LockValue {
                     out.insert(field(LEASE_PREFIX), h.deadline.to_string().into_bytes());
                 }
             }
+            LockValue::Semaphore(sem) => {
+                if sem.holders.is_empty() {
+                    return out;
+                }
+                out.insert(MODE_FIELD.to_vec(), SEMAPHORE_MODE.to_vec());
+                out.insert(
+                    CAPACITY_FIELD.to_vec(),
+                    sem.capacity.to_string().into_bytes(),
+                );
+                for (owner, h) in &sem.holders {
+                    let field = |prefix: &[u8]| [prefix, owner.as_slice()].concat();
+                    out.insert(field(PERMITS_PREFIX), h.permits.to_string().into_bytes());
+                    out.insert(field(LEASE_PREFIX), h.deadline.to_string().into_bytes());
+                }
+            }
             LockValue::Free | LockValue::NotALock => {}
         }
         out
@@ -266,6 +330,7 @@ impl LockValue {
         match self {
             LockValue::Exclusive(x) => x.expire_at,
             LockValue::ReadWrite(rw) => rw.holders.values().map(|h| h.deadline).max(),
+            LockValue::Semaphore(sem) => sem.holders.values().map(|h| h.deadline).max(),
             _ => None,
         }
     }
@@ -275,6 +340,7 @@ impl LockValue {
         let empty = match self {
             LockValue::Exclusive(x) => x.holders.is_empty(),
             LockValue::ReadWrite(rw) => rw.holders.is_empty(),
+            LockValue::Semaphore(sem) => sem.holders.is_empty(),
             _ => false,
         };
         if empty {
@@ -323,6 +389,38 @@ fn decode_rw(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<ReadWrite> {
         h.deadline = *leases.get(owner)?;
     }
     Some(ReadWrite { holders })
+}
+
+/// A semaphore hash: every holder has its permits and its lease, and they fit the capacity.
+fn decode_semaphore(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Semaphore> {
+    let mut capacity = None;
+    let mut permits: BTreeMap<Owner, i64> = BTreeMap::new();
+    let mut leases: BTreeMap<Owner, i64> = BTreeMap::new();
+    for (f, v) in fields {
+        if f == MODE_FIELD {
+            continue; // already known to be `semaphore`
+        } else if f == CAPACITY_FIELD {
+            capacity = Some(positive(v)?);
+        } else if let Some(owner) = f.strip_prefix(PERMITS_PREFIX) {
+            permits.insert(owner.to_vec(), positive(v)?);
+        } else if let Some(owner) = f.strip_prefix(LEASE_PREFIX) {
+            leases.insert(owner.to_vec(), positive(v)?);
+        } else {
+            return None;
+        }
+    }
+    if leases.len() != permits.len() {
+        return None;
+    }
+    let mut sem = Semaphore {
+        capacity: capacity?,
+        holders: BTreeMap::new(),
+    };
+    for (owner, permits) in permits {
+        let deadline = *leases.get(&owner)?;
+        sem.holders.insert(owner, SemHolder { permits, deadline });
+    }
+    (sem.used() <= sem.capacity).then_some(sem)
 }
 
 #[cfg(test)]
@@ -415,6 +513,20 @@ mod tests {
             &[("a", "1"), ("b", "1.5")],
             &[("mode", "other")],
             &[("mode", "read"), ("read:a", "1")], // no lease
+            &[("mode", "semaphore"), ("permits:a", "1"), ("lease:a", "5")], // no capacity
+            &[("mode", "semaphore"), ("capacity", "2"), ("permits:a", "1")], // no lease
+            &[
+                ("mode", "semaphore"),
+                ("capacity", "1"),
+                ("permits:a", "2"),
+                ("lease:a", "5"),
+            ],
+            &[
+                ("mode", "semaphore"),
+                ("capacity", "2"),
+                ("read:a", "1"),
+                ("lease:a", "5"),
+            ],
             &[("mode", "read"), ("zzz", "1")],
             &[
                 ("mode", "write"),
@@ -465,5 +577,34 @@ mod tests {
         let mut sorted = fields.clone();
         sorted.sort();
         assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), sorted);
+    }
+
+    #[test]
+    fn semaphore_round_trip() {
+        let fields = f(&[
+            ("capacity", "4"),
+            ("lease:a", "200"),
+            ("lease:b", "300"),
+            ("mode", "semaphore"),
+            ("permits:a", "1"),
+            ("permits:b", "2"),
+        ]);
+        let v = LockValue::decode(Stored::Hash {
+            fields: &fields,
+            expire_at: Some(1),
+        });
+        let LockValue::Semaphore(sem) = &v else {
+            panic!("{v:?}")
+        };
+        assert_eq!((sem.capacity, sem.used()), (4, 3));
+        assert_eq!(
+            sem.holders[&b"b".to_vec()],
+            SemHolder {
+                permits: 2,
+                deadline: 300
+            }
+        );
+        assert_eq!(v.expire_at(), Some(300));
+        assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), fields);
     }
 }

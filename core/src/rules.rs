@@ -4,7 +4,7 @@
 //! for a command and for a queued waiter alike. `now` is unix ms.
 
 use crate::error::LockError;
-use crate::model::{Exclusive, LockValue, Mode, ReadWrite, RwHolder, Want};
+use crate::model::{Exclusive, LockValue, Mode, ReadWrite, RwHolder, SemHolder, Semaphore, Want};
 
 /// The answer to "may `owner` have this hold now?".
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,8 +42,11 @@ pub fn acquire(
     queue_ahead: bool,
 ) -> Grant {
     let deadline = now.saturating_add(lease_ms);
+    if let Want::Permits { capacity, count } = want {
+        return permits(value, owner, capacity, count, deadline, queue_ahead);
+    }
     match (want, &mut *value) {
-        (_, LockValue::NotALock) => Grant::Refused(LockError::WrongType),
+        (_, LockValue::NotALock | LockValue::Semaphore(_)) => Grant::Refused(LockError::WrongType),
         (Want::Exclusive, LockValue::ReadWrite(_)) => Grant::Refused(LockError::WrongType),
         (Want::Read | Want::Write, LockValue::Exclusive(_)) => Grant::Refused(LockError::WrongType),
         (Want::Exclusive, LockValue::Free) => {
@@ -121,18 +124,93 @@ pub fn acquire(
             Some(_) => Grant::Refused(LockError::Upgrade),
             None => Grant::Busy,
         },
+        (Want::Permits { .. }, _) => unreachable!("handled above"),
     }
 }
 
-/// DLOCK.RELEASE: takes one hold of `owner` away.
+/// DLOCK.SEMAPHORE: `count` permits of a semaphore of `capacity` for `owner`, until
+/// `deadline`. Strict FIFO: with others queued ahead nobody is served at once, not even an
+/// owner that already holds permits (its request is a new one, and permits add up).
+fn permits(
+    value: &mut LockValue,
+    owner: &[u8],
+    capacity: i64,
+    count: i64,
+    deadline: i64,
+    queue_ahead: bool,
+) -> Grant {
+    let sem = match value {
+        LockValue::Semaphore(sem) => sem,
+        LockValue::Free => {
+            *value = LockValue::Semaphore(Semaphore {
+                capacity,
+                holders: Default::default(),
+            });
+            let LockValue::Semaphore(sem) = value else {
+                unreachable!()
+            };
+            sem
+        }
+        _ => return Grant::Refused(LockError::WrongType),
+    };
+    if sem.capacity != capacity {
+        let stored = sem.capacity;
+        value.normalize();
+        return Grant::Refused(LockError::CapacityMismatch {
+            stored,
+            asked: capacity,
+        });
+    }
+    if queue_ahead || sem.used() + count > capacity {
+        value.normalize(); // a semaphore made above for this request goes back to Free
+        return Grant::Busy;
+    }
+    let h = sem.holders.entry(owner.to_vec()).or_insert(SemHolder {
+        permits: 0,
+        deadline,
+    });
+    h.permits += count;
+    h.deadline = deadline;
+    Grant::Granted {
+        count: h.permits,
+        fresh_exclusive: false,
+    }
+}
+
+/// DLOCK.RELEASE: takes one hold of `owner` away, or `count` permits of a semaphore.
 pub fn release(
     value: &mut LockValue,
     owner: &[u8],
     mode: Option<Mode>,
+    count: Option<i64>,
 ) -> Result<Released, LockError> {
     let released = match value {
         LockValue::NotALock => return Err(LockError::WrongType),
         LockValue::Free => return Ok(Released::NotHeld),
+        LockValue::Semaphore(_) if mode.is_some() => return Err(LockError::WrongType),
+        LockValue::Exclusive(_) | LockValue::ReadWrite(_) if count.is_some() => {
+            return Err(LockError::WrongType)
+        }
+        LockValue::Semaphore(sem) => {
+            let n = count.unwrap_or(1);
+            match sem.holders.get_mut(owner) {
+                None => Released::NotHeld,
+                Some(h) if n > h.permits => {
+                    return Err(LockError::CountOverHeld {
+                        count: n,
+                        held: h.permits,
+                    })
+                }
+                Some(h) if n < h.permits => {
+                    h.permits -= n;
+                    Released::Decremented
+                }
+                Some(_) => {
+                    sem.holders.remove(owner);
+                    Released::Last
+                }
+            }
+        }
         LockValue::Exclusive(_) if mode.is_some() => return Err(LockError::WrongType),
         LockValue::Exclusive(x) => match x.holders.get_mut(owner) {
             None => Released::NotHeld,
@@ -201,18 +279,32 @@ pub fn renew(
             }
             None => false,
         }),
+        LockValue::Semaphore(sem) => Ok(match sem.holders.get_mut(owner) {
+            Some(h) => {
+                h.deadline = deadline;
+                true
+            }
+            None => false,
+        }),
     }
 }
 
-/// Removes read-write holders whose own lease has passed (`now > deadline`, as Redis expires
-/// keys). Returns how many lapsed.
+/// Removes read-write and semaphore holders whose own lease has passed (`now > deadline`, as
+/// Redis expires keys): their holds and permits come back. Returns how many lapsed.
 pub fn prune_lapsed(value: &mut LockValue, now: i64) -> usize {
-    let LockValue::ReadWrite(rw) = value else {
-        return 0;
+    let lapsed = match value {
+        LockValue::ReadWrite(rw) => {
+            let before = rw.holders.len();
+            rw.holders.retain(|_, h| h.deadline >= now);
+            before - rw.holders.len()
+        }
+        LockValue::Semaphore(sem) => {
+            let before = sem.holders.len();
+            sem.holders.retain(|_, h| h.deadline >= now);
+            before - sem.holders.len()
+        }
+        _ => return 0,
     };
-    let before = rw.holders.len();
-    rw.holders.retain(|_, h| h.deadline >= now);
-    let lapsed = before - rw.holders.len();
     value.normalize();
     lapsed
 }
@@ -222,6 +314,7 @@ pub fn next_change(value: &LockValue) -> Option<i64> {
     match value {
         LockValue::Exclusive(x) => x.expire_at,
         LockValue::ReadWrite(rw) => rw.holders.values().map(|h| h.deadline).min(),
+        LockValue::Semaphore(sem) => sem.holders.values().map(|h| h.deadline).min(),
         _ => None,
     }
 }
@@ -258,12 +351,12 @@ mod tests {
             acquire(&mut v, B, Want::Exclusive, 100, 1020, false),
             Grant::Busy
         );
-        assert_eq!(release(&mut v, B, None), Ok(Released::NotHeld));
-        assert_eq!(release(&mut v, A, None), Ok(Released::Decremented));
+        assert_eq!(release(&mut v, B, None, None), Ok(Released::NotHeld));
+        assert_eq!(release(&mut v, A, None, None), Ok(Released::Decremented));
         assert_eq!(v.expire_at(), Some(1510), "release keeps the lease");
-        assert_eq!(release(&mut v, A, None), Ok(Released::Last));
+        assert_eq!(release(&mut v, A, None, None), Ok(Released::Last));
         assert_eq!(v, LockValue::Free);
-        assert_eq!(release(&mut v, A, None), Ok(Released::NotHeld));
+        assert_eq!(release(&mut v, A, None, None), Ok(Released::NotHeld));
     }
 
     #[test]
@@ -287,7 +380,7 @@ mod tests {
             Grant::Refused(LockError::WrongType)
         );
         assert_eq!(
-            release(&mut v, A, Some(Mode::Read)),
+            release(&mut v, A, Some(Mode::Read), None),
             Err(LockError::WrongType)
         );
         assert_eq!(v, before);
@@ -303,7 +396,7 @@ mod tests {
             Grant::Refused(LockError::WrongType)
         );
         assert_eq!(renew(&mut v, A, 1, 0), Err(LockError::WrongType));
-        assert_eq!(release(&mut v, A, None), Err(LockError::WrongType));
+        assert_eq!(release(&mut v, A, None, None), Err(LockError::WrongType));
     }
 
     #[test]
@@ -337,10 +430,16 @@ mod tests {
             Some(200),
             "key TTL is the latest holder deadline"
         );
-        assert_eq!(release(&mut v, A, None), Ok(Released::Decremented));
-        assert_eq!(release(&mut v, A, Some(Mode::Read)), Ok(Released::Last));
-        assert_eq!(release(&mut v, B, Some(Mode::Write)), Ok(Released::NotHeld));
-        assert_eq!(release(&mut v, B, None), Ok(Released::Last));
+        assert_eq!(release(&mut v, A, None, None), Ok(Released::Decremented));
+        assert_eq!(
+            release(&mut v, A, Some(Mode::Read), None),
+            Ok(Released::Last)
+        );
+        assert_eq!(
+            release(&mut v, B, Some(Mode::Write), None),
+            Ok(Released::NotHeld)
+        );
+        assert_eq!(release(&mut v, B, None, None), Ok(Released::Last));
         assert_eq!(v, LockValue::Free);
     }
 
@@ -361,14 +460,17 @@ mod tests {
             granted(2, false)
         );
         assert!(
-            matches!(release(&mut v, A, None), Err(LockError::NameTheMode)),
+            matches!(release(&mut v, A, None, None), Err(LockError::NameTheMode)),
             "holds both: must name one"
         );
         assert_eq!(
-            release(&mut v, A, Some(Mode::Write)),
+            release(&mut v, A, Some(Mode::Write), None),
             Ok(Released::Decremented)
         );
-        assert_eq!(release(&mut v, A, Some(Mode::Write)), Ok(Released::Last));
+        assert_eq!(
+            release(&mut v, A, Some(Mode::Write), None),
+            Ok(Released::Last)
+        );
         // Now only a read hold: read mode, other readers may join.
         assert_eq!(
             acquire(&mut v, B, Want::Read, 100, 0, false),
@@ -407,5 +509,113 @@ mod tests {
         assert_eq!(renew(&mut v, A, 300, 10), Ok(true));
         assert_eq!(next_change(&v), Some(310));
         assert_eq!(renew(&mut v, B, 300, 10), Ok(false));
+    }
+
+    fn permits(capacity: i64, count: i64) -> Want {
+        Want::Permits { capacity, count }
+    }
+
+    #[test]
+    fn semaphore_grants_until_full_then_queues() {
+        let mut v = LockValue::Free;
+        assert_eq!(
+            acquire(&mut v, A, permits(3, 2), 100, 0, false),
+            granted(2, false)
+        );
+        assert_eq!(
+            acquire(&mut v, B, permits(3, 2), 100, 0, false),
+            Grant::Busy
+        );
+        assert_eq!(
+            acquire(&mut v, B, permits(3, 1), 200, 0, false),
+            granted(1, false)
+        );
+        assert_eq!(
+            v.expire_at(),
+            Some(200),
+            "key TTL is the latest holder deadline"
+        );
+        assert_eq!(
+            acquire(&mut v, C, permits(3, 1), 100, 0, false),
+            Grant::Busy
+        );
+        // Free permits, but others queue ahead: no barging, not even by a holder.
+        assert_eq!(release(&mut v, B, None, None), Ok(Released::Last));
+        assert_eq!(acquire(&mut v, A, permits(3, 1), 100, 0, true), Grant::Busy);
+        assert_eq!(
+            acquire(&mut v, A, permits(3, 1), 300, 10, false),
+            granted(3, false)
+        );
+        assert_eq!(next_change(&v), Some(310));
+        // Refusals change nothing.
+        let before = v.clone();
+        assert!(matches!(
+            acquire(&mut v, C, permits(4, 1), 100, 0, false),
+            Grant::Refused(LockError::CapacityMismatch {
+                stored: 3,
+                asked: 4
+            })
+        ));
+        assert!(matches!(
+            release(&mut v, A, None, Some(4)),
+            Err(LockError::CountOverHeld { count: 4, held: 3 })
+        ));
+        assert_eq!(v, before);
+        assert_eq!(release(&mut v, A, None, Some(2)), Ok(Released::Decremented));
+        assert_eq!(
+            next_change(&v),
+            Some(310),
+            "a partial release keeps the lease"
+        );
+        assert_eq!(release(&mut v, C, None, None), Ok(Released::NotHeld));
+        assert_eq!(release(&mut v, A, None, None), Ok(Released::Last));
+        assert_eq!(v, LockValue::Free, "deleted when the last holder leaves");
+        // A busy request on a free key leaves it free.
+        assert_eq!(acquire(&mut v, A, permits(3, 1), 100, 0, true), Grant::Busy);
+        assert_eq!(v, LockValue::Free);
+    }
+
+    #[test]
+    fn semaphore_kinds_and_lapses() {
+        let mut v = LockValue::Free;
+        acquire(&mut v, A, permits(2, 1), 100, 0, false);
+        acquire(&mut v, B, permits(2, 1), 100, 0, false);
+        for want in [Want::Exclusive, Want::Read, Want::Write] {
+            assert_eq!(
+                acquire(&mut v, A, want, 100, 0, false),
+                Grant::Refused(LockError::WrongType)
+            );
+        }
+        assert_eq!(
+            release(&mut v, A, Some(Mode::Read), None),
+            Err(LockError::WrongType)
+        );
+        assert_eq!(renew(&mut v, B, 1000, 50), Ok(true));
+        assert_eq!(renew(&mut v, C, 1000, 50), Ok(false));
+        assert_eq!(prune_lapsed(&mut v, 101), 1, "A lapses while B renews");
+        assert_eq!(
+            acquire(&mut v, C, permits(2, 1), 100, 200, false),
+            granted(1, false)
+        );
+        let mut lock = LockValue::Free;
+        acquire(&mut lock, A, Want::Exclusive, 100, 0, false);
+        assert_eq!(
+            acquire(&mut lock, A, permits(2, 1), 100, 0, false),
+            Grant::Refused(LockError::WrongType)
+        );
+        assert_eq!(
+            release(&mut lock, A, None, Some(1)),
+            Err(LockError::WrongType)
+        );
+        let mut rw = LockValue::Free;
+        acquire(&mut rw, A, Want::Read, 100, 0, false);
+        assert_eq!(
+            acquire(&mut rw, B, permits(2, 1), 100, 0, false),
+            Grant::Refused(LockError::WrongType)
+        );
+        assert_eq!(
+            release(&mut rw, A, None, Some(1)),
+            Err(LockError::WrongType)
+        );
     }
 }

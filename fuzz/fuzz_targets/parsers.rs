@@ -57,13 +57,16 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let argv = words(rest);
-    match which % 6 {
+    match which % 8 {
         0 => check_acquire(args::acquire(&argv), &argv, "dlock.acquire"),
         1 => check_acquire(args::rwlock(&argv), &argv, "dlock.rwlock"),
         2 => match args::release(&argv) {
             Ok(r) => {
                 check_owner(&r.owner);
-                assert!(argv.len() == 2 || argv.len() == 3);
+                assert!((2..=4).contains(&argv.len()));
+                if let Some(n) = r.count {
+                    assert!((1..=args::MAX_CAPACITY).contains(&n), "COUNT {n}");
+                }
             }
             Err(e) => check_err(e, "dlock.release"),
         },
@@ -77,6 +80,24 @@ fuzz_target!(|data: &[u8]| {
         4 => match args::info(&argv) {
             Ok(k) => assert_eq!(k, argv[0]),
             Err(e) => check_err(e, "dlock.info"),
+        },
+        5 => {
+            let r = args::semaphore(&argv);
+            if let Ok(a) = &r {
+                let args::Want::Permits { capacity, count } = a.want else {
+                    panic!("DLOCK.SEMAPHORE parsed as {:?}", a.want)
+                };
+                assert!((1..=capacity).contains(&count) && capacity <= args::MAX_CAPACITY);
+                assert!(!a.fence);
+            }
+            check_acquire(r, &argv, "dlock.semaphore")
+        }
+        6 => match args::waiters(&argv) {
+            Ok((k, n)) => {
+                assert_eq!(k, argv[0]);
+                assert!(n.is_none_or(|n| (1..=args::MAX_CAPACITY as usize).contains(&n)));
+            }
+            Err(e) => check_err(e, "dlock.waiters"),
         },
         _ => {
             let strings: Vec<String> = argv

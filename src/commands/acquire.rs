@@ -1,4 +1,6 @@
-//! DLOCK.ACQUIRE and DLOCK.RWLOCK: grant now, or queue the client (`WAIT`), or answer null.
+//! DLOCK.ACQUIRE, DLOCK.RWLOCK and DLOCK.SEMAPHORE: grant now, or queue the client (`WAIT`),
+//! or answer null. The three differ only in their arguments: the kind of hold (`Want`) goes
+//! through the same rules, queue and grant path.
 
 use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
@@ -28,6 +30,18 @@ impl Command for RwLock {
         super::reply(
             "dlock.rwlock",
             args::rwlock(argv).and_then(|a| acquire(ctx, a, strs)),
+        )
+    }
+}
+
+/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms]`
+pub struct Semaphore;
+
+impl Command for Semaphore {
+    fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
+        super::reply(
+            "dlock.semaphore",
+            args::semaphore(argv).and_then(|a| acquire(ctx, a, strs)),
         )
     }
 }

@@ -1,5 +1,5 @@
-//! DLOCK.INFO: what a lock key holds, read only (lapsed read-write holders are left out, not
-//! removed).
+//! DLOCK.INFO: what a lock key holds, read only (lapsed read-write and semaphore holders are
+//! left out, not removed).
 
 use dlock_core::args;
 use dlock_core::error::LockError;
@@ -36,8 +36,25 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
     let fence = FenceKey::of(key).get(ctx)?;
     let remaining = |at: i64| (at - now).max(0);
     type Holder<'m> = (Vec<u8>, &'m str, i64, i64); // owner, mode, count, remaining ms
+
+    // For a semaphore: its capacity and the permits nobody holds.
+    let mut permits: Option<(i64, i64)> = None;
     let (kind, mode, lease, holders): (&str, Option<&str>, i64, Vec<Holder>) = match &value {
         LockValue::NotALock => return Err(LockError::WrongType),
+        LockValue::Semaphore(sem) => {
+            permits = Some((sem.capacity, sem.capacity - sem.used()));
+            let holders = sem
+                .holders
+                .iter()
+                .map(|(o, h)| (o.clone(), "permits", h.permits, remaining(h.deadline)))
+                .collect();
+            (
+                "semaphore",
+                None,
+                value.expire_at().map_or(-1, remaining),
+                holders,
+            )
+        }
         LockValue::Free => ("none", None, -2, vec![]),
         LockValue::Exclusive(x) => {
             let lease = x.expire_at.map_or(-1, remaining);
@@ -73,9 +90,15 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
     };
     // Written by hand to keep the field order; RESP2 clients get the map as a flat array.
     let r = Replier(ctx);
-    r.map(6);
+    r.map(if permits.is_some() { 8 } else { 6 });
     r.bytes(b"kind");
     r.bytes(kind.as_bytes());
+    if let Some((capacity, available)) = permits {
+        r.bytes(b"capacity");
+        r.int(capacity);
+        r.bytes(b"available");
+        r.int(available);
+    }
     r.bytes(b"mode");
     match mode {
         Some(m) => r.bytes(m.as_bytes()),

@@ -6,12 +6,14 @@ mod docs;
 mod info;
 mod release;
 mod renew;
+mod waiters;
 
-pub use acquire::{Acquire, RwLock};
+pub use acquire::{Acquire, RwLock, Semaphore};
 pub use docs::DOCS;
 pub use info::Info;
 pub use release::Release;
 pub use renew::Renew;
+pub use waiters::Waiters;
 
 use dlock_core::error::LockError;
 

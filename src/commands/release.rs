@@ -1,4 +1,5 @@
-//! DLOCK.RELEASE: one hold less; the last one hands the lock to the queue inside the command.
+//! DLOCK.RELEASE: one hold (or `COUNT` permits) less; what comes free is handed to the queue
+//! inside the command.
 
 use dlock_core::args;
 use dlock_core::error::LockError;
@@ -12,7 +13,7 @@ use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-/// `DLOCK.RELEASE key owner [READ|WRITE]`
+/// `DLOCK.RELEASE key owner [READ|WRITE|COUNT n]`
 pub struct Release;
 
 impl Command for Release {
@@ -33,9 +34,10 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
     let (result, freed_exclusive) =
         work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
             let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
-            let result = rules::release(&mut lk.value, a.owner, a.mode);
-            if let Ok(Released::Last) = result {
+            let result = rules::release(&mut lk.value, a.owner, a.mode, a.count);
+            if let Ok(Released::Last | Released::Decremented) = result {
                 // Hand-off inside this command: no window for another client or script.
+                // (Permits given back by a partial release can let the head waiter in too.)
                 work::serve(ctx, reg, db, lk, now);
             }
             let freed =

@@ -24,8 +24,19 @@ pub struct Waiter {
     pub fence: bool,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,
-    /// When it joined the queue (for the wait-time percentiles).
+    /// When it joined the queue (wait-time percentiles, DLOCK.WAITERS).
     pub since: Instant,
+    /// When its WAIT time-out ends (none for `WAIT 0`).
+    pub until: Option<Instant>,
+}
+
+/// One row of DLOCK.WAITERS: owner, request, waited ms, time-out left in ms (-1: none).
+#[derive(Debug, PartialEq, Eq)]
+pub struct WaiterView {
+    pub owner: Vec<u8>,
+    pub request: String,
+    pub waited_ms: i64,
+    pub timeout_left_ms: i64,
 }
 
 #[derive(Default)]
@@ -82,6 +93,27 @@ impl Registry {
 
     pub fn waiters_on(&self, db: i32, key: &[u8]) -> usize {
         self.queue(db, key).map_or(0, |q| q.waiters.len())
+    }
+
+    /// The first `limit` clients waiting on `key`, in FIFO order, as of `now`
+    /// (DLOCK.WAITERS).
+    pub fn view(&self, db: i32, key: &[u8], limit: usize, now: Instant) -> Vec<WaiterView> {
+        let ms = |d: std::time::Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        let Some(q) = self.queue(db, key) else {
+            return vec![];
+        };
+        q.waiters
+            .values()
+            .take(limit)
+            .map(|w| WaiterView {
+                owner: w.owner.clone(),
+                request: w.want.describe(),
+                waited_ms: ms(now.saturating_duration_since(w.since)),
+                timeout_left_ms: w
+                    .until
+                    .map_or(-1, |until| ms(until.saturating_duration_since(now))),
+            })
+            .collect()
     }
 
     /// The head of the queue of `key` and its sequence number.
@@ -179,7 +211,47 @@ mod tests {
             fence: false,
             timer: None,
             since: Instant::now(),
+            until: None,
         }
+    }
+
+    #[test]
+    fn view_lists_in_order_with_times() {
+        let mut r = Registry::default();
+        let t0 = Instant::now();
+        let mut a = waiter(1);
+        a.since = t0;
+        let mut b = waiter(2);
+        b.since = t0 + std::time::Duration::from_millis(40);
+        b.want = Want::Permits {
+            capacity: 4,
+            count: 3,
+        };
+        b.until = Some(t0 + std::time::Duration::from_millis(1040));
+        r.push(0, b"k", a);
+        r.push(0, b"k", b);
+        let now = t0 + std::time::Duration::from_millis(100);
+        let rows = r.view(0, b"k", usize::MAX, now);
+        let got: Vec<(&[u8], &str, i64, i64)> = rows
+            .iter()
+            .map(|w| {
+                (
+                    w.owner.as_slice(),
+                    w.request.as_str(),
+                    w.waited_ms,
+                    w.timeout_left_ms,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (&b"o1"[..], "lock", 100, -1),
+                (&b"o2"[..], "permits:3", 60, 940)
+            ]
+        );
+        assert_eq!(r.view(0, b"k", 1, now).len(), 1);
+        assert!(r.view(0, b"none", 5, now).is_empty());
     }
 
     #[test]

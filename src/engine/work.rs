@@ -82,7 +82,13 @@ pub fn try_grant(
             fresh_exclusive,
         } => match fence_on_grant(ctx, lk.key, fresh_exclusive, req.fence) {
             Ok(fence) => {
-                let counter = if count == 1 {
+                // Fresh: the owner held nothing of this before (for permits: exactly the
+                // count it just got).
+                let fresh = match req.want {
+                    Want::Permits { count: n, .. } => count == n,
+                    _ => count == 1,
+                };
+                let counter = if fresh {
                     &STATS.grants
                 } else {
                     &STATS.reentrant_grants
@@ -142,6 +148,8 @@ pub fn enqueue(
         fence: req.fence,
         timer,
         since: Instant::now(),
+        until: (wait_ms > 0)
+            .then(|| Instant::now() + std::time::Duration::from_millis(wait_ms as u64)),
     };
     if reg.waiters_on(db, key) == 0 {
         wake::watch(db, key);
