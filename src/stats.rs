@@ -23,7 +23,7 @@ pub struct Stats {
     /// WAIT requests that ended with a time-out.
     pub wait_timeouts: AtomicU64,
     /// Leases that ran out while held: lock keys granted by dlock that Redis expired, and
-    /// read-write holders whose own lease lapsed.
+    /// read-write and semaphore holders whose own lease lapsed.
     pub leases_expired: AtomicU64,
     /// Error replies.
     pub errors: AtomicU64,
