@@ -15,16 +15,21 @@
 //! - `setnx`: `SET NX PX`, release by a compare-and-delete script, waiting by retry + 1 ms sleep;
 //! - `raw`: HINCRBY + PEXPIRE, then DEL: the same data writes with no logic (a ceiling).
 //!
+//! The `semaphore` scenario (16 workers, 4 permits) sets `DLOCK.SEMAPHORE` against an
+//! emulation of redis-semaphore's polling algorithm, both on the module's server.
+//!
 //! Options: `--quick` (fewer, shorter repetitions), `--no-write` (leave docs/BENCHMARKS.md
-//! alone), `--only <scenario>` (uncontended, hot, handoff, renew, waiters, client-cpu;
-//! repeatable). `--instr` counts instructions per operation with callgrind instead (`make
-//! bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains the word).
+//! alone), `--only <scenario>` (uncontended, hot, handoff, renew, waiters, client-cpu,
+//! semaphore; repeatable). `--instr` counts instructions per operation with callgrind instead
+//! (`make bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains
+//! the word).
 
 mod client_cpu;
 mod instr;
 mod report;
 mod resp;
 mod scenarios;
+mod semaphore;
 mod stats;
 
 use std::path::PathBuf;
@@ -510,6 +515,9 @@ fn main() {
         if want("client-cpu") {
             client_cpu::client_cpu(&ctx, &mut rep).await;
         }
+        if want("semaphore") {
+            semaphore::semaphore(&ctx, &mut rep).await;
+        }
         rep
     });
     let elapsed = started.elapsed();
@@ -553,7 +561,9 @@ fn main() {
              a server with the module, the others on a plain one. `srv_us/op` is the server's own time per lock cycle \
              inside the commands (INFO commandstats), `srv_cpu_us/op` all its CPU per lock cycle (I/O included). \
              Hot lock: `lua` grants mostly go back to the worker that just released (barging), so its p99 wait is \
-             low while most workers starve (see wait_max). The machine's other load shows in the min–max ranges.\n\n",
+             low while most workers starve (see wait_max). Semaphore: 16 workers share 4 permits (hold 1 ms); \
+             `redis-semaphore` = its algorithm emulated on the module's server (sorted set scored by client-side \
+             expiry, retry every 10 ms). The machine's other load shows in the min–max ranges.\n\n",
         );
         s.push_str(&report.tables(true));
         s.push_str("| target | rule | measured | |\n|---|---|---|---|\n");
