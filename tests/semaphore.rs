@@ -5,7 +5,6 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// `DLOCK.SEMAPHORE key owner capacity lease [extra...]`.
@@ -655,34 +654,9 @@ fn sem_worker() {
 #[test]
 fn eight_processes_never_exceed_the_capacity() {
     let srv = Server::start();
-    let exe = std::env::current_exe().unwrap();
     let t0 = Instant::now();
-    let children: Vec<_> = (0..8)
-        .map(|i| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "sem_worker",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
-                .env("DLOCK_SEM_WORKER", format!("{},{i},100", srv.port()))
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for (i, ch) in children.into_iter().enumerate() {
-        let out = ch.wait_with_output().unwrap();
-        let so = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && so.contains("1 passed"),
-            "worker {i} failed:\n{so}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let specs: Vec<String> = (0..8).map(|i| format!("{},{i},100", srv.port())).collect();
+    run_worker_processes("sem_worker", "DLOCK_SEM_WORKER", &specs);
     let mut c = srv.connection();
     assert_eq!(get_int(&mut c, "inside"), Some(0));
     let max = get_int(&mut c, "max").unwrap();

@@ -3,7 +3,6 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 
 /// Worker: DLOCK_STRESS = "port,mode,id,iterations".
 #[test]
@@ -92,41 +91,12 @@ fn stress_worker() {
 }
 
 fn run_workers(srv: &Server, workers: &[(&str, u64)]) {
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = workers
+    let specs: Vec<String> = workers
         .iter()
         .enumerate()
-        .map(|(i, (mode, iters))| {
-            Command::new(&exe)
-                .args([
-                    "--exact",
-                    "stress_worker",
-                    "--nocapture",
-                    "--test-threads",
-                    "1",
-                ])
-                .env("DLOCK_STRESS", format!("{},{mode},{i},{iters}", srv.port()))
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
+        .map(|(i, (mode, iters))| format!("{},{mode},{i},{iters}", srv.port()))
         .collect();
-    for (i, ch) in children.into_iter().enumerate() {
-        let out = ch.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "worker {i} ({}) failed:\n{}\n{}",
-            workers[i].0,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let so = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            so.contains("1 passed"),
-            "worker {i} did not run the worker test:\n{so}"
-        );
-    }
+    run_worker_processes("stress_worker", "DLOCK_STRESS", &specs);
 }
 
 #[test]

@@ -453,3 +453,31 @@ pub fn subscriber(srv: &Server, chan: &str) -> redis::PubSub<'static> {
     ps.subscribe(chan).unwrap();
     ps
 }
+
+/// Runs this test binary again as worker processes, one per spec: each runs only the test
+/// named `worker_test` with the environment variable `env` set to its spec (the worker test
+/// does nothing without it). Panics with the output of a worker that failed.
+pub fn run_worker_processes(worker_test: &str, env: &str, specs: &[String]) {
+    let exe = std::env::current_exe().unwrap();
+    let children: Vec<_> = specs
+        .iter()
+        .map(|spec| {
+            std::process::Command::new(&exe)
+                .args(["--exact", worker_test, "--nocapture", "--test-threads", "1"])
+                .env(env, spec)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (spec, ch) in specs.iter().zip(children) {
+        let out = ch.wait_with_output().unwrap();
+        let so = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && so.contains("1 passed"),
+            "worker {spec} failed or did not run {worker_test}:\n{so}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
