@@ -1,6 +1,6 @@
 //! Flash-sale ("seckill") stock demo from the seeds: N buyers race for a stock of 1 000.
 //!
-//! Three runs against the same Redis:
+//! Four runs against the same Redis:
 //! 1. `naive`     GET stock, then SET stock-1: no lock, oversells;
 //! 2. `one lock`  the same read-then-write under one dlock lock;
 //! 3. `10 locks`  stock split into 10 keys of 100, each under its own lock; a buyer picks a
@@ -33,7 +33,7 @@ const SEGMENTS: usize = 10;
 /// Buyers allowed in the checkout at once (semaphore permits).
 const CHECKOUT: usize = 10;
 
-/// Flash-sale demo: buyers race for a stock of 1 000 with no lock, one lock, and 10 segment locks.
+/// Flash-sale demo: buyers race for a stock of 1 000 with no lock, one lock, 10 segment locks, and a checkout capped by a semaphore.
 #[derive(Parser)]
 #[command(name = "seckill")]
 struct Args {
