@@ -57,14 +57,7 @@ impl Native {
             let cmd = grant_cmd(req, None);
             let sent = Instant::now();
             let (v, acks) = if guard.is_some() {
-                pool::node_call(
-                    inner,
-                    req.key,
-                    &cmd,
-                    guard,
-                    pool::command_limit(inner, guard),
-                )
-                .await?
+                pool::guarded_call(inner, req.key, &cmd).await?
             } else {
                 let v: Value = cmd
                     .query_async(&mut inner.conn.clone())

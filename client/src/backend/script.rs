@@ -44,16 +44,7 @@ impl Script {
     async fn try_once(&self, inner: &Inner, req: &Request<'_>) -> Result<Result<Grant, i64>> {
         let sent = Instant::now();
         let (v, acks) = if inner.config.min_replicas.is_some() {
-            let cmd = grant_cmd(req);
-            let guard = inner.config.min_replicas;
-            pool::node_call(
-                inner,
-                req.key,
-                &cmd,
-                guard,
-                pool::command_limit(inner, guard),
-            )
-            .await?
+            pool::guarded_call(inner, req.key, &grant_cmd(req)).await?
         } else {
             let mut conn = inner.conn.clone();
             let mut inv = match req.kind {

@@ -137,8 +137,19 @@ pub(crate) async fn node_call(
     Err(Error::Protocol(format!("{key}: too many redirections")))
 }
 
+/// One command followed by the configured replication `WAIT` (`min_replicas`) on a
+/// dedicated connection, within the usual limit: a single try under the failover guard.
+pub(crate) async fn guarded_call(
+    inner: &Inner,
+    key: &str,
+    cmd: &redis::Cmd,
+) -> Result<(Value, Option<u32>)> {
+    let guard = inner.config.min_replicas;
+    node_call(inner, key, cmd, guard, command_limit(inner, guard)).await
+}
+
 /// The usual limit of one command sent with `guard` (the replication `WAIT` adds its own).
-pub(crate) fn command_limit(inner: &Inner, guard: Option<(u32, Duration)>) -> Limit {
+fn command_limit(inner: &Inner, guard: Option<(u32, Duration)>) -> Limit {
     Limit::Within(
         inner
             .config
