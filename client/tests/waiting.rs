@@ -87,7 +87,7 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         .build()
         .await
         .unwrap();
-    let mut r = raw(&s).await;
+    let r = raw(&s).await;
     let mut granted_before_cancel = 0;
     for round in 0..50 {
         let key = format!("c{round}");
