@@ -15,7 +15,7 @@ use std::time::Duration;
 use dlock_testutil::{wait_for, Server};
 
 use crate::resp::encode_into;
-use crate::{Backend, Shas, SETNX_RELEASE, SETNX_RENEW};
+use crate::{Backend, Shas, SCRIPTS, SETNX_RELEASE, SETNX_RENEW};
 
 /// Operations in the shorter run; the longer one does twice as many.
 const N: usize = 4_000;
@@ -80,13 +80,7 @@ fn script_shas() -> Shas {
 /// `SCRIPT LOAD` of every script (set-up of the script workloads).
 fn load_scripts() -> Vec<u8> {
     let mut out = vec![];
-    for src in [
-        dlock_client::scripts::LOCK,
-        dlock_client::scripts::UNLOCK,
-        dlock_client::scripts::RENEW,
-        SETNX_RELEASE,
-        SETNX_RENEW,
-    ] {
+    for src in SCRIPTS {
         out.extend(cmd(&["SCRIPT", "LOAD", src]));
     }
     out

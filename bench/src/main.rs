@@ -93,6 +93,15 @@ pub const SETNX_RELEASE: &str =
 /// Compare-and-pexpire renewal of the `setnx` backend.
 pub const SETNX_RENEW: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end";
 
+/// Every script the Lua workloads use, in the order their SHAs are read back.
+pub const SCRIPTS: [&str; 5] = [
+    dlock_client::scripts::LOCK,
+    dlock_client::scripts::UNLOCK,
+    dlock_client::scripts::RENEW,
+    SETNX_RELEASE,
+    SETNX_RENEW,
+];
+
 pub struct Ctx {
     pub native: Server,
     pub plain: Server,
@@ -313,13 +322,7 @@ fn raise_nofile() -> u64 {
 async fn load_scripts(port: u16) -> Shas {
     let mut c = RawConn::connect(port).await.expect("connect");
     let mut shas = vec![];
-    for src in [
-        dlock_client::scripts::LOCK,
-        dlock_client::scripts::UNLOCK,
-        dlock_client::scripts::RENEW,
-        SETNX_RELEASE,
-        SETNX_RENEW,
-    ] {
+    for src in SCRIPTS {
         let bytes = encode(&[b"SCRIPT", b"LOAD", src.as_bytes()]);
         match c.call(&bytes).await.expect("SCRIPT LOAD") {
             Reply::Bulk(b) => shas.push(String::from_utf8(b).unwrap()),
