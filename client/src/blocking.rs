@@ -20,6 +20,9 @@ use std::sync::Arc;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+mod semaphore;
+pub use semaphore::{Semaphore, SemaphoreGuard};
+
 use crate::backend::Wait;
 use crate::owner::next_owner_number;
 use crate::{ClientBuilder, LockKind, LostReason, LostSignal, Owner, Result};
@@ -198,6 +201,7 @@ impl Lock {
             LockKind::Exclusive => self.client.inner.lock_as(name, &owner),
             LockKind::Read => self.client.inner.rwlock_as(name, &owner).read(),
             LockKind::Write => self.client.inner.rwlock_as(name, &owner).write(),
+            LockKind::Semaphore => unreachable!("semaphores have their own handle"),
         };
         if self.fence {
             l.fenced()

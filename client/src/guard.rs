@@ -26,6 +26,8 @@ pub struct LockGuard {
     entry: Arc<Entry>,
     hold_count: u64,
     token: Option<u64>,
+    /// Holds this guard gives back: 1, or a semaphore guard's permits.
+    count: u64,
     done: bool,
 }
 
@@ -46,12 +48,14 @@ impl LockGuard {
         entry: Arc<Entry>,
         hold_count: u64,
         token: Option<u64>,
+        count: u64,
     ) -> LockGuard {
         LockGuard {
             client,
             entry,
             hold_count,
             token,
+            count,
             done: false,
         }
     }
@@ -136,7 +140,7 @@ impl LockGuard {
     /// ```
     pub async fn release(mut self) -> Result<()> {
         self.done = true;
-        release(&self.client, &self.entry).await
+        release(&self.client, &self.entry, self.count).await
     }
 }
 
@@ -146,22 +150,23 @@ impl Drop for LockGuard {
             self.done = true;
             let c = self.client.clone();
             let e = self.entry.clone();
+            let count = self.count;
             self.client.runtime().spawn(async move {
-                let _ = release(&c, &e).await;
+                let _ = release(&c, &e, count).await;
             });
         }
     }
 }
 
-/// Give back one hold of `entry`.
-async fn release(client: &Client, entry: &Arc<Entry>) -> Result<()> {
+/// Give back `count` holds of `entry` (1, or a semaphore guard's permits).
+async fn release(client: &Client, entry: &Arc<Entry>, count: u64) -> Result<()> {
     let inner = &client.inner;
     // Stop renewing before the release goes out if this was our last hold, so a renewal
     // racing with it cannot be mistaken for a loss.
     let last = {
         let _map = inner.registry.lock();
         let mut st = entry.state.lock().unwrap();
-        st.holds = st.holds.saturating_sub(1);
+        st.holds = st.holds.saturating_sub(count);
         st.holds == 0
     };
     if last {
@@ -171,7 +176,7 @@ async fn release(client: &Client, entry: &Arc<Entry>) -> Result<()> {
     let key = &entry.key;
     let v = inner
         .engine
-        .release(inner, entry)
+        .release(inner, entry, count)
         .await
         .map_err(|e| Error::from_redis(key, e))?;
     match v {

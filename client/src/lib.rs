@@ -36,7 +36,8 @@
 //! Source layout: `config` (builder), `owner`, `client`, `conn/` (shared connection,
 //! Sentinel, cluster slot map, pool of waiting connections), `backend/` (native, script,
 //! Lua texts, unlock-channel subscriber), `lock`, `guard`, `lease` (registry, lost signal),
-//! `watchdog`, `rwlock`, `multilock`, `redlock`, `blocking`.
+//! `watchdog`, `rwlock`, `semaphore`, `waiters` (who waits: `DLOCK.WAITERS`), `multilock`,
+//! `redlock`, `blocking`.
 
 #![warn(missing_docs)]
 
@@ -53,6 +54,8 @@ pub mod multilock;
 mod owner;
 pub mod redlock;
 pub mod rwlock;
+mod semaphore;
+mod waiters;
 mod watchdog;
 
 pub use backend::lua as scripts;
@@ -67,3 +70,5 @@ pub use multilock::{MultiLock, MultiLockGuard};
 pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
 pub use rwlock::RwLock;
+pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use waiters::{WaitRequest, Waiter};

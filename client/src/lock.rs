@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use crate::backend::{Grant, Request, Wait};
+use crate::backend::{Grant, Permits, Request, Wait};
 use crate::config::wire_ms;
 use crate::lease::{find, insert, Entry};
 use crate::{Client, Error, LockGuard, LostReason, Owner, Result};
@@ -25,13 +25,16 @@ pub enum LockKind {
     Read,
     /// The write side of a read-write lock (`DLOCK.RWLOCK ... WRITE`).
     Write,
+    /// Permits of a counting semaphore (`DLOCK.SEMAPHORE`, see
+    /// [`Semaphore`](crate::Semaphore)).
+    Semaphore,
 }
 
 impl LockKind {
     /// The mode word of the module's commands (`READ`/`WRITE`), none for exclusive locks.
     pub(crate) fn word(self) -> Option<&'static str> {
         match self {
-            LockKind::Exclusive => None,
+            LockKind::Exclusive | LockKind::Semaphore => None,
             LockKind::Read => Some("READ"),
             LockKind::Write => Some("WRITE"),
         }
@@ -39,19 +42,20 @@ impl LockKind {
     /// The mode argument of the read-write Lua scripts.
     pub(crate) fn script_word(self) -> &'static str {
         match self {
-            LockKind::Exclusive => "",
+            LockKind::Exclusive | LockKind::Semaphore => "",
             LockKind::Read => "read",
             LockKind::Write => "write",
         }
     }
-    /// The hash field holding `owner`'s hold count for this kind (the layout is
-    /// dlock-core's, shared with the module).
+    /// The hash field holding `owner`'s hold count (or permits) for this kind (the layout
+    /// is dlock-core's, shared with the module).
     pub(crate) fn field(self, owner: &str) -> Vec<u8> {
-        use dlock_core::model::{READ_PREFIX, WRITE_PREFIX};
+        use dlock_core::model::{PERMITS_PREFIX, READ_PREFIX, WRITE_PREFIX};
         let prefix: &[u8] = match self {
             LockKind::Exclusive => b"",
             LockKind::Read => READ_PREFIX,
             LockKind::Write => WRITE_PREFIX,
+            LockKind::Semaphore => PERMITS_PREFIX,
         };
         [prefix, owner.as_bytes()].concat()
     }
@@ -61,6 +65,7 @@ impl LockKind {
             LockKind::Exclusive => 0,
             LockKind::Read => 1,
             LockKind::Write => 2,
+            LockKind::Semaphore => 3,
         }
     }
 }
@@ -91,6 +96,8 @@ pub struct Lock {
     owner: Owner,
     fence: bool,
     kind: LockKind,
+    /// What a semaphore handle asks for (kind [`LockKind::Semaphore`]).
+    permits: Option<Permits>,
 }
 
 impl Lock {
@@ -101,7 +108,20 @@ impl Lock {
             owner,
             fence: false,
             kind,
+            permits: None,
         }
+    }
+
+    /// The same name as a semaphore handle taking `permits` (see [`crate::Semaphore`]).
+    pub(crate) fn with_permits(mut self, permits: Permits) -> Lock {
+        self.kind = LockKind::Semaphore;
+        self.permits = Some(permits);
+        self
+    }
+
+    /// Holds one grant stands for: the permits asked for, 1 for locks.
+    pub(crate) fn count(&self) -> u64 {
+        self.permits.map_or(1, |p| u64::from(p.count))
     }
 
     /// The lock key.
@@ -328,6 +348,7 @@ impl Lock {
             self.owner.id(),
             self.kind,
             inner.config.lease,
+            self.count(),
         );
         let mut conn = inner.conn.clone();
         let _ = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)).await;
@@ -351,6 +372,7 @@ impl Lock {
             key: &self.name,
             owner: self.owner.id(),
             kind: self.kind,
+            permits: self.permits,
             lease_ms: wire_ms(lease),
             fence: self.fence,
             wait,
@@ -416,14 +438,15 @@ impl Lock {
                 e
             }
         };
+        let count = self.count();
         let holds = {
             let mut st = entry.state.lock().unwrap();
-            st.holds += 1;
+            st.holds += count;
             st.watched |= watched;
             st.holds
         };
         drop(map);
-        if holds > 1 {
+        if holds > count {
             // A reentrant acquire reset the lease on the server.
             entry.status.send_modify(|s| s.deadline = deadline);
         }
@@ -432,6 +455,7 @@ impl Lock {
             entry,
             grant.count.unwrap_or(holds),
             grant.token,
+            count,
         )
     }
 }
@@ -467,8 +491,8 @@ impl Drop for Abandon<'_> {
 }
 
 /// After an abandoned acquire: once the server is done with the request, compare the
-/// owner's hold count on the server with the holds this client knows of; a surplus is the
-/// abandoned grant, released once. (An acquire of the same owner running concurrently in
+/// owner's hold count (permits) on the server with the holds this client knows of; a surplus
+/// is the abandoned grant, released once (up to the permits it asked for). (An acquire of the same owner running concurrently in
 /// another task could be mistaken for it; owners are meant to acquire one at a time.)
 async fn give_back_abandoned(lock: Lock, lease: Duration) {
     let inner = &lock.client.inner;
@@ -488,9 +512,10 @@ async fn give_back_abandoned(lock: Lock, lease: Duration) {
     };
     let known = crate::lease::local_holds(&inner.registry, &lock.name, owner, lock.kind);
     if on_server > known {
+        let surplus = (on_server - known).min(lock.count());
         let cmd = inner
             .engine
-            .release_cmd(inner, &lock.name, owner, lock.kind, lease);
+            .release_cmd(inner, &lock.name, owner, lock.kind, lease, surplus);
         let _: redis::RedisResult<Value> = cmd.query_async(&mut inner.conn.clone()).await;
     }
 }

@@ -280,3 +280,188 @@ return 1
 pub fn rw_lock_script(body: &str) -> String {
     format!("{RW_PRELUDE}{body}")
 }
+
+// ---------------------------------------------------------------------------------------
+// Semaphore (script backend). The layout of the module's DLOCK.SEMAPHORE (dlock-core's
+// `model`): `mode` = `semaphore`, `capacity`, `permits:<owner>` and `lease:<owner>` (the
+// owner's absolute deadline, unix ms); the key's PEXPIREAT is the latest deadline and the
+// key is deleted when its last holder leaves. The field names are put in front of each
+// script by [`semaphore_script`], from dlock-core, so they are written once.
+//
+// Plain Redis keeps no queue: a waiter tries, and tries again when a release publishes on
+// the unlock channel or after at most 100 ms (no FIFO order; see the crate README).
+
+/// Shared Lua prelude of the semaphore scripts (after the field names [`semaphore_script`]
+/// defines): `now_ms()`, `load(key, now)` (the semaphore with lapsed holders removed:
+/// `{capacity, used, holders = {owner = {permits, deadline}}, pruned}`, or `false` when the
+/// key is not a semaphore) and `settle(key, s)` (the key's PEXPIREAT from the holders, or
+/// delete it when none is left).
+///
+/// ```
+/// assert!(dlock_client::scripts::SEMAPHORE_PRELUDE.contains("local function load"));
+/// ```
+pub const SEMAPHORE_PRELUDE: &str = r#"
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function load(key, now)
+  local h = redis.call('hgetall', key)
+  local s = {capacity = nil, used = 0, holders = {}, pruned = false}
+  if #h == 0 then return s end
+  local f = {}
+  for i = 1, #h, 2 do f[h[i]] = h[i + 1] end
+  if f[MODE] ~= SEMAPHORE then return false end
+  s.capacity = tonumber(f[CAPACITY])
+  if s.capacity == nil then return false end
+  local lapsed = {}
+  for k, v in pairs(f) do
+    if string.sub(k, 1, #PERMITS) == PERMITS then
+      local o = string.sub(k, #PERMITS + 1)
+      local d = tonumber(f[LEASE .. o])
+      if d == nil or d <= now then
+        table.insert(lapsed, k)
+        table.insert(lapsed, LEASE .. o)
+      else
+        local p = tonumber(v)
+        s.holders[o] = {p, d}
+        s.used = s.used + p
+      end
+    end
+  end
+  if #lapsed > 0 then
+    redis.call('hdel', key, unpack(lapsed))
+    s.pruned = true
+  end
+  -- No holder left: a free semaphore (the next grant may set another capacity).
+  if next(s.holders) == nil then s.capacity = nil end
+  return s
+end
+local function settle(key, s)
+  local maxd = 0
+  for _, h in pairs(s.holders) do
+    if h[2] > maxd then maxd = h[2] end
+  end
+  if maxd == 0 then
+    redis.call('del', key)
+  else
+    redis.call('pexpireat', key, maxd)
+  end
+end
+"#;
+
+/// Semaphore acquire. `KEYS[1]` semaphore key, `ARGV[1]` owner, `ARGV[2]` capacity,
+/// `ARGV[3]` lease (ms), `ARGV[4]` permits to take. Returns `{1, the owner's permits}` when
+/// granted (the owner's lease is reset), `{0, ms}` when they do not fit (`ms`: when to try
+/// again at the latest, at most 100), `{-1, stored capacity}` when the semaphore exists
+/// with another capacity, or a `WRONGTYPE` error. Use [`semaphore_script`] for the full
+/// text.
+///
+/// ```
+/// assert!(dlock_client::scripts::SEMAPHORE_ACQUIRE_BODY.contains("hset"));
+/// ```
+pub const SEMAPHORE_ACQUIRE_BODY: &str = r#"
+local key, owner = KEYS[1], ARGV[1]
+local cap, lease, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local now = now_ms()
+local s = load(key, now)
+if s == false then return redis.error_reply(WRONGTYPE) end
+if s.capacity ~= nil and s.capacity ~= cap then return {-1, s.capacity} end
+if s.used + n > cap then
+  local wait = 100
+  for o, h in pairs(s.holders) do
+    if o ~= owner and h[2] - now < wait then wait = math.max(1, h[2] - now) end
+  end
+  if s.pruned then settle(key, s) end
+  return {0, wait}
+end
+local c = n
+if s.holders[owner] ~= nil then c = s.holders[owner][1] + n end
+redis.call('hset', key, MODE, SEMAPHORE, CAPACITY, cap, PERMITS .. owner, c, LEASE .. owner, now + lease)
+s.holders[owner] = {c, now + lease}
+settle(key, s)
+return {1, c}
+"#;
+
+/// Semaphore release. `KEYS[1]` semaphore key, `KEYS[2]` unlock channel, `ARGV[1]` owner,
+/// `ARGV[2]` permits to give back, `ARGV[3]` unlock message. Returns nil (the owner holds
+/// none: nothing changes), 0 (it still holds some; its lease is left as it is), 1 (it holds
+/// none now: its fields are gone, and the key when it was the last holder), or
+/// `{-1, permits held}` when asked to give back more than it holds (nothing changes).
+/// Every release publishes the message, waking a waiter.
+///
+/// ```
+/// assert!(dlock_client::scripts::SEMAPHORE_RELEASE_BODY.contains("publish"));
+/// ```
+pub const SEMAPHORE_RELEASE_BODY: &str = r#"
+local key, owner, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
+local now = now_ms()
+local s = load(key, now)
+if s == false then return redis.error_reply(WRONGTYPE) end
+local mine = s.holders[owner]
+if mine == nil then
+  if s.pruned then settle(key, s) end
+  return nil
+end
+if n > mine[1] then return {-1, mine[1]} end
+local r = 0
+if n == mine[1] then
+  redis.call('hdel', key, PERMITS .. owner, LEASE .. owner)
+  s.holders[owner] = nil
+  r = 1
+else
+  redis.call('hincrby', key, PERMITS .. owner, -n)
+end
+settle(key, s)
+redis.call('publish', KEYS[2], ARGV[3])
+return r
+"#;
+
+/// Semaphore renewal. `KEYS[1]` semaphore key, `ARGV[1]` lease (ms), `ARGV[2]` owner (the
+/// argument order of [`RENEW`]). Returns 1 (the owner holds permits: its own lease is reset)
+/// or 0.
+///
+/// ```
+/// assert!(dlock_client::scripts::SEMAPHORE_RENEW_BODY.contains("return 1"));
+/// ```
+pub const SEMAPHORE_RENEW_BODY: &str = r#"
+local key, lease, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
+local now = now_ms()
+local s = load(key, now)
+if s == false then return redis.error_reply(WRONGTYPE) end
+local mine = s.holders[owner]
+if mine == nil then
+  if s.pruned then settle(key, s) end
+  return 0
+end
+redis.call('hset', key, LEASE .. owner, now + lease)
+mine[2] = now + lease
+settle(key, s)
+return 1
+"#;
+
+/// The full text of a semaphore script: the layout's field names (from dlock-core) and the
+/// `WRONGTYPE` text as Lua locals, [`SEMAPHORE_PRELUDE`], then `body`.
+///
+/// ```
+/// let s = dlock_client::scripts::semaphore_script(dlock_client::scripts::SEMAPHORE_ACQUIRE_BODY);
+/// assert!(s.contains("'permits:'"));
+/// let _script = redis::Script::new(&s);
+/// ```
+pub fn semaphore_script(body: &str) -> String {
+    use dlock_core::model::{
+        CAPACITY_FIELD, LEASE_PREFIX, MODE_FIELD, PERMITS_PREFIX, SEMAPHORE_MODE,
+    };
+    // The names are short ASCII constants without quotes, safe inside '...'.
+    let lua = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    format!(
+        "local MODE, SEMAPHORE, CAPACITY, PERMITS, LEASE = '{}', '{}', '{}', '{}', '{}'\n\
+         local WRONGTYPE = '{}'\n{SEMAPHORE_PRELUDE}{body}",
+        lua(MODE_FIELD),
+        lua(SEMAPHORE_MODE),
+        lua(CAPACITY_FIELD),
+        lua(PERMITS_PREFIX),
+        lua(LEASE_PREFIX),
+        dlock_core::error::WRONGTYPE,
+    )
+}

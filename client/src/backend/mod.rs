@@ -3,8 +3,8 @@
 //! - [`script`]: Redisson's Lua scripts ([`lua`]) on plain Redis, waiting through the
 //!   unlock channel ([`subscriber`]).
 //!
-//! Nothing outside this folder asks which backend is in use; a third kind of lock (e.g. a
-//! semaphore) adds a [`LockKind`] and its commands here.
+//! Nothing outside this folder asks which backend is in use; each kind of lock (exclusive,
+//! read, write, semaphore permits) is a [`LockKind`] with its commands here.
 
 pub mod lua;
 mod native;
@@ -47,11 +47,22 @@ impl Wait {
     }
 }
 
+/// The permits a semaphore request asks for ([`LockKind::Semaphore`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Permits {
+    /// The semaphore's capacity (fixed while its key exists).
+    pub(crate) capacity: u32,
+    /// Permits to take.
+    pub(crate) count: u32,
+}
+
 /// One acquire as the backends see it.
 pub(crate) struct Request<'a> {
     pub(crate) key: &'a str,
     pub(crate) owner: &'a str,
     pub(crate) kind: LockKind,
+    /// Set for (and only for) [`LockKind::Semaphore`].
+    pub(crate) permits: Option<Permits>,
     pub(crate) lease_ms: u64,
     pub(crate) fence: bool,
     pub(crate) wait: Wait,
@@ -71,7 +82,8 @@ pub(crate) struct Grant {
 /// The backend in use.
 pub(crate) enum Engine {
     Native(native::Native),
-    Script(script::Script),
+    /// Boxed: a dozen script handles, against the native backend's nothing.
+    Script(Box<script::Script>),
 }
 
 impl Engine {
@@ -94,7 +106,7 @@ impl Engine {
         Ok(if native {
             Engine::Native(native::Native)
         } else {
-            Engine::Script(script::Script::new())
+            Engine::Script(Box::new(script::Script::new()))
         })
     }
 
@@ -110,8 +122,8 @@ impl Engine {
         }
     }
 
-    /// The command that gives back one hold of `owner` on `key` (`lease`: what a script
-    /// release resets when holds remain).
+    /// The command that gives back one hold of `owner` on `key`, or `count` permits of a
+    /// semaphore (`lease`: what a script release resets when holds remain).
     pub(crate) fn release_cmd(
         &self,
         inner: &Inner,
@@ -119,22 +131,28 @@ impl Engine {
         owner: &str,
         kind: LockKind,
         lease: Duration,
+        count: u64,
     ) -> redis::Cmd {
         match self {
-            Engine::Native(_) => native::release_cmd(key, owner, kind),
-            Engine::Script(_) => script::release_cmd(inner, key, owner, kind, lease),
+            Engine::Native(_) => native::release_cmd(key, owner, kind, count),
+            Engine::Script(_) => script::release_cmd(inner, key, owner, kind, lease, count),
         }
     }
 
-    /// Release one hold of `e` on the shared connection.
-    pub(crate) async fn release(&self, inner: &Inner, e: &Entry) -> redis::RedisResult<Value> {
+    /// Release one hold of `e` (`count` permits of a semaphore) on the shared connection.
+    pub(crate) async fn release(
+        &self,
+        inner: &Inner,
+        e: &Entry,
+        count: u64,
+    ) -> redis::RedisResult<Value> {
         match self {
             Engine::Native(_) => {
-                native::release_cmd(&e.key, &e.owner, e.kind)
+                native::release_cmd(&e.key, &e.owner, e.kind, count)
                     .query_async(&mut inner.conn.clone())
                     .await
             }
-            Engine::Script(s) => s.release(inner, e).await,
+            Engine::Script(s) => s.release(inner, e, count).await,
         }
     }
 

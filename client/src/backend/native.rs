@@ -102,13 +102,23 @@ impl Native {
 
 /// The module's grant command for the request's kind.
 fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>) -> redis::Cmd {
-    let mut cmd = match req.kind.word() {
-        None => {
+    let mut cmd = match (req.permits, req.kind.word()) {
+        (Some(p), _) => {
+            let mut c = redis::cmd("DLOCK.SEMAPHORE");
+            c.arg(req.key)
+                .arg(req.owner)
+                .arg(p.capacity)
+                .arg(req.lease_ms)
+                .arg("COUNT")
+                .arg(p.count);
+            c
+        }
+        (None, None) => {
             let mut c = redis::cmd("DLOCK.ACQUIRE");
             c.arg(req.key).arg(req.owner).arg(req.lease_ms);
             c
         }
-        Some(w) => {
+        (None, Some(w)) => {
             let mut c = redis::cmd("DLOCK.RWLOCK");
             c.arg(req.key).arg(req.owner).arg(w).arg(req.lease_ms);
             c
@@ -123,10 +133,13 @@ fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>) -> redis::Cmd {
     cmd
 }
 
-pub(crate) fn release_cmd(key: &str, owner: &str, kind: LockKind) -> redis::Cmd {
+/// `DLOCK.RELEASE` of one hold, or of `count` permits of a semaphore.
+pub(crate) fn release_cmd(key: &str, owner: &str, kind: LockKind, count: u64) -> redis::Cmd {
     let mut c = redis::cmd("DLOCK.RELEASE");
     c.arg(key).arg(owner);
-    if let Some(w) = kind.word() {
+    if kind == LockKind::Semaphore {
+        c.arg("COUNT").arg(count);
+    } else if let Some(w) = kind.word() {
         c.arg(w);
     }
     c
@@ -160,17 +173,10 @@ pub(crate) async fn wait_not_queued(inner: &Inner, key: &str, owner: &str) {
     let deadline = Instant::now() + inner.config.response_timeout.saturating_mul(2);
     let mut conn = inner.conn.clone();
     while Instant::now() < deadline {
-        let r: redis::RedisResult<Vec<Vec<Value>>> = redis::cmd("DLOCK.WAITERS")
-            .arg(key)
-            .query_async(&mut conn)
-            .await;
-        let Ok(waiters) = r else { return };
-        let queued = waiters.iter().any(|w| match w.first() {
-            Some(Value::BulkString(b)) => b == owner.as_bytes(),
-            Some(Value::SimpleString(s)) => s == owner,
-            _ => false,
-        });
-        if !queued {
+        let Ok(waiters) = crate::waiters::query(&mut conn, key).await else {
+            return;
+        };
+        if !waiters.iter().any(|w| w.owner == owner) {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;

@@ -13,6 +13,7 @@ use crate::client::Inner;
 use crate::conn::{pool, Connection};
 use crate::lease::Entry;
 use crate::{Error, LockKind, Result};
+use dlock_core::error::LockError;
 
 pub(crate) struct Script {
     lock: redis::Script,
@@ -22,6 +23,9 @@ pub(crate) struct Script {
     rw_lock: redis::Script,
     rw_unlock: redis::Script,
     rw_renew: redis::Script,
+    sem_acquire: redis::Script,
+    sem_release: redis::Script,
+    sem_renew: redis::Script,
     subscribers: Subscribers,
 }
 
@@ -35,12 +39,15 @@ impl Script {
             rw_lock: redis::Script::new(&lua::rw_lock_script(lua::RW_LOCK_BODY)),
             rw_unlock: redis::Script::new(&lua::rw_lock_script(lua::RW_UNLOCK_BODY)),
             rw_renew: redis::Script::new(&lua::rw_lock_script(lua::RW_RENEW_BODY)),
+            sem_acquire: redis::Script::new(&lua::semaphore_script(lua::SEMAPHORE_ACQUIRE_BODY)),
+            sem_release: redis::Script::new(&lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY)),
+            sem_renew: redis::Script::new(&lua::semaphore_script(lua::SEMAPHORE_RENEW_BODY)),
             subscribers: Subscribers::default(),
         }
     }
 
     /// `Ok(Ok(grant))` = granted, `Ok(Err(ms))` = held by someone else (PTTL, or how long
-    /// until the earliest conflicting lease ends).
+    /// until the earliest conflicting lease ends; for a semaphore at most 100 ms).
     async fn try_once(&self, inner: &Inner, req: &Request<'_>) -> Result<Result<Grant, i64>> {
         let sent = Instant::now();
         let (v, acks) = if inner.config.min_replicas.is_some() {
@@ -49,11 +56,17 @@ impl Script {
             let mut conn = inner.conn.clone();
             let mut inv = match req.kind {
                 LockKind::Exclusive => self.lock.key(req.key),
+                LockKind::Semaphore => self.sem_acquire.key(req.key),
                 _ => self.rw_lock.key(req.key),
             };
-            match req.kind {
-                LockKind::Exclusive => inv.arg(req.lease_ms).arg(req.owner),
-                k => inv.arg(req.owner).arg(k.script_word()).arg(req.lease_ms),
+            match (req.kind, req.permits) {
+                (LockKind::Exclusive, _) => inv.arg(req.lease_ms).arg(req.owner),
+                (_, Some(p)) => inv
+                    .arg(req.owner)
+                    .arg(p.capacity)
+                    .arg(req.lease_ms)
+                    .arg(p.count),
+                (k, None) => inv.arg(req.owner).arg(k.script_word()).arg(req.lease_ms),
             };
             let v: Value = inv
                 .invoke_async(&mut conn)
@@ -75,6 +88,12 @@ impl Script {
             Value::Array(a) if a.len() == 2 => match (&a[0], &a[1]) {
                 (Value::Int(1), Value::Int(c)) => Ok(grant(Some(*c as u64))),
                 (Value::Int(0), Value::Int(w)) => Ok(Err(*w)),
+                (Value::Int(-1), Value::Int(stored)) if req.permits.is_some() => {
+                    Err(Error::Server(error_text(LockError::CapacityMismatch {
+                        stored: *stored,
+                        asked: req.permits.map_or(0, |p| i64::from(p.capacity)),
+                    })))
+                }
                 _ => Err(Error::Protocol(format!("lock script answered {a:?}"))),
             },
             Value::ServerError(e) => Err(Error::from_server_value(req.key, e)),
@@ -136,10 +155,26 @@ impl Script {
         }
     }
 
-    pub(crate) async fn release(&self, inner: &Inner, e: &Entry) -> redis::RedisResult<Value> {
+    pub(crate) async fn release(
+        &self,
+        inner: &Inner,
+        e: &Entry,
+        count: u64,
+    ) -> redis::RedisResult<Value> {
         let mut conn = inner.conn.clone();
         let channel = lua::channel_name(&inner.config.channel_prefix, &e.key);
-        if e.kind == LockKind::Exclusive {
+        if e.kind == LockKind::Semaphore {
+            let v = self
+                .sem_release
+                .key(&*e.key)
+                .key(channel)
+                .arg(&*e.owner)
+                .arg(count)
+                .arg(lua::UNLOCK_MESSAGE)
+                .invoke_async(&mut conn)
+                .await?;
+            over_held(count, v)
+        } else if e.kind == LockKind::Exclusive {
             self.unlock
                 .key(&*e.key)
                 .key(channel)
@@ -161,10 +196,10 @@ impl Script {
     }
 
     pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
-        let hash = if e.kind == LockKind::Exclusive {
-            self.renew.get_hash()
-        } else {
-            self.rw_renew.get_hash()
+        let hash = match e.kind {
+            LockKind::Exclusive => self.renew.get_hash(),
+            LockKind::Semaphore => self.sem_renew.get_hash(),
+            LockKind::Read | LockKind::Write => self.rw_renew.get_hash(),
         };
         let mut c = redis::cmd("EVALSHA");
         c.arg(hash)
@@ -188,6 +223,16 @@ impl Script {
 /// The grant attempt as a plain `EVAL` (for a dedicated connection).
 fn grant_cmd(req: &Request<'_>) -> redis::Cmd {
     let mut c = redis::cmd("EVAL");
+    if let Some(p) = req.permits {
+        c.arg(lua::semaphore_script(lua::SEMAPHORE_ACQUIRE_BODY))
+            .arg(1)
+            .arg(req.key)
+            .arg(req.owner)
+            .arg(p.capacity)
+            .arg(req.lease_ms)
+            .arg(p.count);
+        return c;
+    }
     match req.kind {
         LockKind::Exclusive => {
             c.arg(lua::LOCK)
@@ -208,17 +253,28 @@ fn grant_cmd(req: &Request<'_>) -> redis::Cmd {
     c
 }
 
-/// Release one hold as a plain `EVAL` (for a dedicated connection or a blind clean-up).
+/// Release one hold (`count` permits of a semaphore) as a plain `EVAL` (for a dedicated
+/// connection or a blind clean-up).
 pub(crate) fn release_cmd(
     inner: &Inner,
     key: &str,
     owner: &str,
     kind: LockKind,
     lease: Duration,
+    count: u64,
 ) -> redis::Cmd {
     let channel = lua::channel_name(&inner.config.channel_prefix, key);
     let mut c = redis::cmd("EVAL");
     match kind {
+        LockKind::Semaphore => {
+            c.arg(lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY))
+                .arg(2)
+                .arg(key)
+                .arg(channel)
+                .arg(owner)
+                .arg(count)
+                .arg(lua::UNLOCK_MESSAGE);
+        }
         LockKind::Exclusive => {
             c.arg(lua::UNLOCK)
                 .arg(2)
@@ -247,6 +303,7 @@ pub(crate) async fn reload_scripts(conn: &mut Connection) {
     for text in [
         lua::RENEW.to_string(),
         lua::rw_lock_script(lua::RW_RENEW_BODY),
+        lua::semaphore_script(lua::SEMAPHORE_RENEW_BODY),
     ] {
         let _: redis::RedisResult<Value> = redis::cmd("SCRIPT")
             .arg("LOAD")
@@ -254,4 +311,24 @@ pub(crate) async fn reload_scripts(conn: &mut Connection) {
             .query_async(conn)
             .await;
     }
+}
+
+/// An error text of dlock-core (the module's own), as this client reports server errors.
+fn error_text(e: LockError) -> String {
+    e.message("")
+}
+
+/// The semaphore release script's `{-1, held}` (asked to give back more permits than the
+/// owner holds) as the error reply the module gives; any other reply as it is.
+fn over_held(count: u64, v: Value) -> redis::RedisResult<Value> {
+    let Value::Array(a) = &v else { return Ok(v) };
+    let [Value::Int(-1), Value::Int(held)] = a.as_slice() else {
+        return Ok(v);
+    };
+    let text = error_text(LockError::CountOverHeld {
+        count: count as i64,
+        held: *held,
+    });
+    let detail = text.strip_prefix("ERR ").unwrap_or(&text).to_string();
+    Err((redis::ErrorKind::ResponseError, "semaphore release", detail).into())
 }
