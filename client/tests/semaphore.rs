@@ -11,23 +11,6 @@ use dlock_client::{blocking, Backend, Client, Error, LostReason, WaitRequest};
 use rand::Rng;
 use support::*;
 
-/// A field of `DLOCK.INFO key` (RESP2: a flat field/value array).
-async fn info_int(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> i64 {
-    let v: Vec<redis::Value> = redis::cmd("DLOCK.INFO")
-        .arg(key)
-        .query_async(c)
-        .await
-        .unwrap();
-    for pair in v.chunks(2) {
-        if let [redis::Value::BulkString(name), redis::Value::Int(n)] = pair {
-            if name == field.as_bytes() {
-                return *n;
-            }
-        }
-    }
-    panic!("DLOCK.INFO {key} has no integer field {field}: {v:?}")
-}
-
 async fn hget_str(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> String {
     redis::cmd("HGET")
         .arg(key)
@@ -296,22 +279,7 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         let g = holder.semaphore(key.as_str(), 2).acquire(2).await.unwrap();
         let sem = waiter.semaphore(key.as_str(), 2);
         let task = tokio::spawn(async move { sem.acquire(2).await });
-        let channel = dlock_client::scripts::channel_name(
-            dlock_client::scripts::DEFAULT_CHANNEL_PREFIX,
-            &key,
-        );
-        until(Duration::from_secs(5), "the waiter to wait", || {
-            let mut r = r.clone();
-            let (key, channel) = (key.clone(), channel.clone());
-            async move {
-                if b == Backend::Native {
-                    info_waiters(&mut r, &key).await == 1
-                } else {
-                    numsub(&mut r, &channel).await >= 1
-                }
-            }
-        })
-        .await;
+        until_waiting(&r, b, &key).await;
         let (before, after) = {
             let mut rng = rand::thread_rng();
             (rng.gen_range(0..1500u64), rng.gen_range(0..1500u64))

@@ -95,19 +95,7 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         let w = waiter.clone();
         let k = key.clone();
         let task = tokio::spawn(async move { w.lock(k).acquire().await });
-        let channel = scripts::channel_name(scripts::DEFAULT_CHANNEL_PREFIX, &key);
-        until(Duration::from_secs(5), "the waiter to queue", || {
-            let mut r = r.clone();
-            let (key, channel) = (key.clone(), channel.clone());
-            async move {
-                if b == Backend::Native {
-                    info_waiters(&mut r, &key).await == 1
-                } else {
-                    numsub(&mut r, &channel).await >= 1
-                }
-            }
-        })
-        .await;
+        until_waiting(&r, b, &key).await;
         let (before, after) = {
             let mut rng = rand::thread_rng();
             (rng.gen_range(0..1500u64), rng.gen_range(0..1500u64))

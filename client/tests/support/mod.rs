@@ -87,8 +87,13 @@ macro_rules! both_backends {
     };
 }
 
-/// `waiters` of `DLOCK.INFO key` (RESP2: a flat field/value array).
+/// `waiters` of `DLOCK.INFO key`.
 pub async fn info_waiters(c: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    info_int(c, key, "waiters").await
+}
+
+/// An integer field of `DLOCK.INFO key` (RESP2: a flat field/value array).
+pub async fn info_int(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> i64 {
     let v: Vec<redis::Value> = redis::cmd("DLOCK.INFO")
         .arg(key)
         .query_async(c)
@@ -96,12 +101,31 @@ pub async fn info_waiters(c: &mut redis::aio::MultiplexedConnection, key: &str) 
         .unwrap();
     for pair in v.chunks(2) {
         if let [redis::Value::BulkString(name), redis::Value::Int(n)] = pair {
-            if name == b"waiters" {
+            if name == field.as_bytes() {
                 return *n;
             }
         }
     }
-    panic!("DLOCK.INFO {key} has no waiters field: {v:?}")
+    panic!("DLOCK.INFO {key} has no integer field {field}: {v:?}")
+}
+
+/// Wait until a client waits on `key`: in the module's queue (native), or subscribed to
+/// its unlock channel (script).
+pub async fn until_waiting(r: &redis::aio::MultiplexedConnection, b: Backend, key: &str) {
+    let channel =
+        dlock_client::scripts::channel_name(dlock_client::scripts::DEFAULT_CHANNEL_PREFIX, key);
+    until(Duration::from_secs(5), "a client to wait", || {
+        let mut r = r.clone();
+        let (key, channel) = (key.to_string(), channel.clone());
+        async move {
+            if b == Backend::Native {
+                info_waiters(&mut r, &key).await >= 1
+            } else {
+                numsub(&mut r, &channel).await >= 1
+            }
+        }
+    })
+    .await;
 }
 
 /// Subscribers of `channel` (`PUBSUB NUMSUB`).
