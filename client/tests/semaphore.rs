@@ -504,6 +504,67 @@ async fn waiters_of_every_kind(b: Backend) {
     ));
 }
 
+/// A server with the module, a native and a script client on one semaphore: the module
+/// accepts the Lua scripts' hash (same layout), they exclude each other, and each one's
+/// release lets the other's waiter in (native waiters hear the script's writes; script
+/// waiters try again within 100 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_and_script_share_a_semaphore() {
+    let s = Server::start();
+    let n = client(&s, Backend::Native).await;
+    let sc = client(&s, Backend::Script).await;
+    assert!(n.is_native() && !sc.is_native());
+    let mut r = raw(&s).await;
+    let native_held = n.semaphore("shared", 3).acquire(2).await.unwrap();
+    let script_sem = sc.semaphore("shared", 3);
+    assert!(script_sem.try_acquire(2).await.unwrap().is_none());
+    let script_held = script_sem
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .expect("the last permit");
+    assert_eq!(info_int(&mut r, "shared", "available").await, 0);
+    assert!(n
+        .semaphore("shared", 3)
+        .try_acquire(1)
+        .await
+        .unwrap()
+        .is_none());
+    // Both watchdogs renew, each with its own command; the module still reads a semaphore.
+    tokio::time::sleep(LEASE * 2).await; // time passing is what is tested
+    assert!(script_held.lost().check().is_none() && native_held.lost().check().is_none());
+    assert_eq!(info_int(&mut r, "shared", "available").await, 0);
+
+    // A native waiter, let in by the script client's release.
+    let native_waiter = n.semaphore("shared", 3);
+    let task = tokio::spawn(async move { native_waiter.acquire(1).await });
+    until_waiting(&r, Backend::Native, "shared").await;
+    let t = Instant::now();
+    script_held.release().await.unwrap();
+    let g = task.await.unwrap().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+
+    // A script waiter, let in by the native client's release.
+    let task = tokio::spawn(async move {
+        script_sem
+            .try_acquire_for(2, Duration::from_secs(5), None)
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let t = Instant::now();
+    native_held.release().await.unwrap();
+    let sg = task
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("granted after the release");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert_eq!(info_int(&mut r, "shared", "available").await, 0);
+    sg.release().await.unwrap();
+    g.release().await.unwrap();
+    assert!(!exists(&mut r, "shared").await);
+}
+
 both_backends!(
     permits_add_up_and_release,
     capacity_never_exceeded,
