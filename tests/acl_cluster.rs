@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use dlock_testutil::Cluster;
 
 fn as_app(srv: &Server) -> Connection {
     let mut c = srv.connection();
@@ -106,56 +107,15 @@ fn command_getkeys_lists_only_the_lock_key() {
     );
 }
 
-fn cluster_node() -> Server {
-    let bus = dlock_testutil::free_port().to_string();
-    Server::builder()
-        .args([
-            "--cluster-enabled",
-            "yes",
-            "--cluster-port",
-            bus.as_str(),
-            "--cluster-config-file",
-            "nodes.conf",
-        ])
-        .start()
-}
-
-fn cluster_ok(c: &mut Connection) -> bool {
-    let s: String = redis::cmd("CLUSTER").arg("INFO").query(c).unwrap();
-    s.contains("cluster_state:ok")
-}
-
 #[test]
 fn cluster_routing_moved_and_fence_in_slot() {
-    let a = cluster_node();
-    let b = cluster_node();
+    // Node 0 serves slots 0-8191, node 1 slots 8192-16383.
+    let cl = Cluster::start(2);
+    let (a, b) = (&cl.nodes[0], &cl.nodes[1]);
     let mut ca = a.connection();
     let mut cb = b.connection();
-    assert!(!cmd(&mut ca, &["CLUSTER", "ADDSLOTSRANGE", "0", "8191"]).is_err());
-    assert!(!cmd(&mut cb, &["CLUSTER", "ADDSLOTSRANGE", "8192", "16383"]).is_err());
-    let bus_b: String = {
-        let s: String = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("cluster-port")
-            .query::<Vec<String>>(&mut cb)
-            .unwrap()[1]
-            .clone();
-        s
-    };
-    let r = cmd(
-        &mut ca,
-        &[
-            "CLUSTER",
-            "MEET",
-            "127.0.0.1",
-            &b.port().to_string(),
-            &bus_b,
-        ],
-    );
-    assert_eq!(r, Reply::Status("OK".into()));
-    wait_for(30 * SEC, "cluster_state:ok on both nodes", || {
-        (cluster_ok(&mut ca) && cluster_ok(&mut cb)).then_some(())
-    });
+    assert_eq!(cl.slot_owner(8191), 0);
+    assert_eq!(cl.slot_owner(8192), 1);
     // a key served by b, asked on a
     let key = (0..)
         .map(|i| format!("lock{i}"))

@@ -1,105 +1,18 @@
-//! A real 3-master Redis Cluster with the module loaded on every node.
+//! A real 3-primary Redis Cluster (from `testutil`) with the module loaded on every node:
+//! locks spread over the primaries, `MOVED` after a slot changed owner, and `ASK` during a
+//! live slot migration.
 
 mod support;
 
 use std::collections::HashSet;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dlock_client::{Backend, Client, LostReason};
+use dlock_testutil::cluster::exists_asking;
+use dlock_testutil::Cluster;
 use support::*;
 
-struct Cluster {
-    nodes: Vec<Server>,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let nodes: Vec<Server> = (0..3)
-            .map(|_| {
-                Server::builder()
-                    .args([
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        "nodes.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                    ])
-                    .start()
-            })
-            .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port()))
-            .collect();
-        let out = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .arg("--cluster-yes")
-            .output()
-            .expect("redis-cli");
-        assert!(
-            out.status.success(),
-            "cluster create: {}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        for n in &nodes {
-            let mut c = n.connection();
-            wait_for(Duration::from_secs(20), "cluster_state:ok", || {
-                let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut c).ok()?;
-                info.contains("cluster_state:ok").then_some(())
-            });
-        }
-        Cluster { nodes }
-    }
-
-    fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| n.url()).collect()
-    }
-
-    /// The node (index) whose keyspace holds `key` now.
-    fn holder(&self, key: &str) -> Option<usize> {
-        self.nodes.iter().position(|n| {
-            let mut c = n.connection();
-            // Ask each node directly; a non-owner answers MOVED (an error), not 1.
-            redis::cmd("EXISTS").arg(key).query::<i64>(&mut c) == Ok(1)
-        })
-    }
-
-    fn node_id(&self, i: usize) -> String {
-        let mut c = self.nodes[i].connection();
-        redis::cmd("CLUSTER").arg("MYID").query(&mut c).unwrap()
-    }
-
-    fn owner_of_slot(&self, slot: u16) -> usize {
-        let mut c = self.nodes[0].connection();
-        let v: Vec<redis::Value> = redis::cmd("CLUSTER").arg("SLOTS").query(&mut c).unwrap();
-        for r in v {
-            let redis::Value::Array(r) = r else { continue };
-            let (redis::Value::Int(lo), redis::Value::Int(hi), redis::Value::Array(node)) =
-                (&r[0], &r[1], &r[2])
-            else {
-                continue;
-            };
-            if *lo <= slot as i64 && slot as i64 <= *hi {
-                let redis::Value::Int(port) = node[1] else {
-                    panic!()
-                };
-                return self
-                    .nodes
-                    .iter()
-                    .position(|n| n.port() as i64 == port)
-                    .unwrap();
-            }
-        }
-        panic!("slot {slot} unassigned")
-    }
-}
-
-async fn cluster_client(cl: &Cluster, b: Backend, seeds: Vec<String>) -> Client {
-    let _ = cl;
+async fn cluster_client(b: Backend, seeds: Vec<String>) -> Client {
     Client::cluster_builder(seeds)
         .backend(b)
         .lease(LEASE)
@@ -111,8 +24,8 @@ async fn cluster_client(cl: &Cluster, b: Backend, seeds: Vec<String>) -> Client 
 }
 
 async fn spread_wait_and_watchdog(b: Backend) {
-    let cl = Cluster::start();
-    let c = cluster_client(&cl, b, cl.urls()).await;
+    let cl = Cluster::start(3);
+    let c = cluster_client(b, cl.urls()).await;
     assert!(c.is_cluster());
     assert_eq!(c.is_native(), b == Backend::Native);
     // 30 locks with the watchdog: they land on all three masters.
@@ -202,34 +115,24 @@ async fn spread_wait_and_watchdog(b: Backend) {
     rd.release().await.unwrap();
 }
 
-both_backends!(spread_wait_and_watchdog);
+both_backends!(spread_wait_and_watchdog, ask_during_live_slot_migration);
 
 /// A client seeded with one node only, whose slot map then goes stale: the slot of the
 /// lock key is moved to another master (CLUSTER SETSLOT ... NODE on every node), so the
 /// client's first command gets MOVED and follows it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follows_moved_from_a_non_owner_seed() {
-    let cl = Cluster::start();
+    let cl = Cluster::start(3);
     let key = "moved:lock";
     let slot = redis::cluster_routing::get_slot(key.as_bytes());
-    let from = cl.owner_of_slot(slot);
+    let from = cl.slot_owner(slot);
     let to = (from + 1) % 3;
     let seed = (from + 2) % 3; // neither owner before nor after
-    let c = cluster_client(&cl, Backend::Native, vec![cl.nodes[seed].url()]).await;
+    let c = cluster_client(Backend::Native, vec![cl.nodes[seed].url()]).await;
     // Warm the slot map, then move the (empty) slot.
     let g = c.lock("warm").acquire().await.unwrap();
     g.release().await.unwrap();
-    let to_id = cl.node_id(to);
-    for n in &cl.nodes {
-        let mut x = n.connection();
-        let _: () = redis::cmd("CLUSTER")
-            .arg("SETSLOT")
-            .arg(slot)
-            .arg("NODE")
-            .arg(&to_id)
-            .query(&mut x)
-            .unwrap();
-    }
+    cl.set_slot_owner(slot, to);
     // A direct command to the old owner is now answered MOVED.
     let mut old = cl.nodes[from].connection();
     let r: redis::RedisResult<redis::Value> = redis::cmd("DLOCK.ACQUIRE")
@@ -259,4 +162,144 @@ async fn follows_moved_from_a_non_owner_seed() {
     g.release().await.unwrap();
     let g2 = w.await.unwrap().unwrap().expect("waiter granted");
     g2.release().await.unwrap();
+}
+
+/// `waiters` of `DLOCK.INFO key` asked of node `node` after `ASKING` (the node may be
+/// importing the key's slot).
+fn waiters_asking(cl: &Cluster, node: usize, key: &str) -> i64 {
+    let mut c = cl.nodes[node].connection();
+    let (_, info): (redis::Value, Vec<redis::Value>) = redis::pipe()
+        .cmd("ASKING")
+        .cmd("DLOCK.INFO")
+        .arg(key)
+        .query(&mut c)
+        .unwrap();
+    for pair in info.chunks(2) {
+        if let [redis::Value::BulkString(name), redis::Value::Int(n)] = pair {
+            if name == b"waiters" {
+                return *n;
+            }
+        }
+    }
+    panic!("DLOCK.INFO {key} has no waiters field: {info:?}")
+}
+
+/// A live slot migration: the slot of `{mig}` is MIGRATING on its owner and IMPORTING on
+/// another node, two of its keys already moved (`MIGRATE`). The source serves the keys it
+/// still has and answers `ASK` for the others, which the target serves after `ASKING`. The
+/// client acquires, renews (watchdog), waits for (native) and releases (native) locks on keys
+/// of both kinds, and each lock is on the node that really has its key; once the slot is
+/// handed over (`SETSLOT ... NODE`) the client's stale slot map is corrected by `MOVED`.
+async fn ask_during_live_slot_migration(b: Backend) {
+    let cl = Cluster::start(3);
+    let key = |name: &str| format!("{{mig}}:{name}");
+    let (moved, stay, busy, fresh) = (key("moved"), key("stay"), key("busy"), key("fresh"));
+    let slot = redis::cluster_routing::get_slot(moved.as_bytes());
+    let from = cl.slot_owner(slot);
+    let to = (from + 1) % 3;
+    let c = cluster_client(b, cl.urls()).await;
+    let other = cluster_client(b, cl.urls()).await;
+
+    // Before the migration every lock of the slot is on its owner.
+    let g_moved = c.lock(&moved).acquire().await.unwrap();
+    let g_stay = c.lock(&stay).acquire().await.unwrap();
+    let g_busy = other.lock(&busy).acquire().await.unwrap();
+    assert_eq!(cl.holder(&moved), Some(from));
+
+    cl.begin_slot_migration(slot, from, to);
+    cl.migrate_keys(from, to, &[&moved, &busy]);
+    assert_eq!(cl.holder(&moved), Some(to), "moved by MIGRATE");
+    assert_eq!(cl.holder(&busy), Some(to), "moved by MIGRATE");
+    assert_eq!(cl.holder(&stay), Some(from), "not moved yet");
+    // The source now answers ASK for a key it no longer has.
+    let mut src = cl.nodes[from].connection();
+    let r: redis::RedisResult<redis::Value> = redis::cmd("DLOCK.INFO").arg(&moved).query(&mut src);
+    assert_eq!(r.unwrap_err().kind(), redis::ErrorKind::Ask);
+
+    // A new lock on a key the source does not have is created on the target (ASK).
+    let g_fresh = c.lock(&fresh).acquire().await.unwrap();
+    assert_eq!(
+        cl.holder(&fresh),
+        Some(to),
+        "fresh lock on the importing node"
+    );
+    // Reads follow the same way: held on either node, free nowhere.
+    assert!(c.lock(&moved).is_locked().await.unwrap(), "moved lock held");
+    assert!(
+        c.lock(&stay).is_locked().await.unwrap(),
+        "unmoved lock held"
+    );
+    assert!(!c.lock(key("none")).is_locked().await.unwrap());
+    // The watchdog renews locks on both nodes for three leases: none is lost, none moves.
+    tokio::time::sleep(LEASE * 3).await;
+    for g in [&g_moved, &g_stay, &g_fresh] {
+        assert!(g.lost().check().is_none(), "{} lost", g.name());
+    }
+    assert_eq!(cl.holder(&moved), Some(to));
+    assert_eq!(cl.holder(&stay), Some(from));
+    assert_eq!(cl.holder(&fresh), Some(to));
+
+    // Locks released only once the migration has ended (script backend, see below).
+    let mut release_after = vec![];
+    if b == Backend::Native {
+        // A wait on a moved key held by another owner is queued on the target, and granted
+        // there when that owner releases.
+        let c2 = c.clone();
+        let busy2 = busy.clone();
+        let waiter = tokio::spawn(async move {
+            c2.lock(&busy2)
+                .try_acquire_for(Duration::from_secs(10), None)
+                .await
+        });
+        let queued = || {
+            let n = waiters_asking(&cl, to, &busy);
+            async move { n == 1 }
+        };
+        until(Duration::from_secs(5), "a waiter on the moved key", queued).await;
+        g_busy.release().await.unwrap();
+        let g_waiter = waiter.await.unwrap().unwrap().expect("granted on release");
+        assert_eq!(cl.holder(&busy), Some(to), "granted on the importing node");
+
+        // Releases go to the node that has each key.
+        g_moved.release().await.unwrap();
+        g_stay.release().await.unwrap();
+        g_waiter.release().await.unwrap();
+        assert_eq!(cl.holder(&moved), None);
+        assert_eq!(cl.holder(&stay), None);
+        assert_eq!(cl.holder(&busy), None);
+    } else {
+        // The script backend's release scripts name the unlock channel as a second key
+        // (Redisson's layout), a key that never exists: while the slot migrates, Redis
+        // answers TRYAGAIN to any command on several keys of it that are not all on one
+        // node. Those locks are released once the migration has ended.
+        release_after.extend([g_moved, g_stay, g_busy]);
+    }
+    assert!(exists_asking(&mut cl.nodes[to].connection(), &fresh));
+
+    // The migration ends: the remaining keys move, the target owns the slot. The client still
+    // maps it to the source, whose MOVED it follows, for plain and waiting commands alike.
+    cl.finish_slot_migration(slot, from, to);
+    let mut src = cl.nodes[from].connection();
+    let r: redis::RedisResult<redis::Value> = redis::cmd("DLOCK.INFO").arg(&fresh).query(&mut src);
+    assert_eq!(r.unwrap_err().kind(), redis::ErrorKind::Moved);
+    let after = key("after");
+    let g_after = c.lock(&after).acquire().await.unwrap();
+    assert_eq!(cl.holder(&after), Some(to));
+    let waited = key("waited");
+    let g_waited = c
+        .lock(&waited)
+        .try_acquire_for(Duration::from_secs(5), None)
+        .await
+        .unwrap()
+        .expect("free lock");
+    assert_eq!(cl.holder(&waited), Some(to));
+    for g in release_after
+        .into_iter()
+        .chain([g_fresh, g_after, g_waited])
+    {
+        g.release().await.unwrap();
+    }
+    for k in [&moved, &stay, &busy, &fresh, &after, &waited] {
+        assert_eq!(cl.holder(k), None, "{k} released");
+    }
 }

@@ -6,153 +6,32 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dlock_client::{Client, Error};
+use dlock_testutil::replication::wait_promoted;
+use dlock_testutil::workers::scale;
+use dlock_testutil::{ReplicaSet, Sentinels};
 use support::*;
 
 fn reps() -> usize {
-    if std::env::var("DLOCK_LONG").is_ok_and(|v| v == "1") {
-        20
-    } else {
-        3
-    }
+    scale(3, 20)
 }
 
-struct Sentinel {
-    child: Child,
-    port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Sentinel {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn sentinel_binary() -> String {
-    std::env::var("REDIS_SENTINEL").unwrap_or_else(|_| "redis-sentinel".into())
-}
-
-fn start_sentinel(master_port: u16) -> Sentinel {
-    let dir = tempfile::tempdir().unwrap();
-    let port = dlock_testutil::free_port();
-    let conf = dir.path().join("sentinel.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            "port {port}\nbind 127.0.0.1\ndaemonize no\ndir {d}\nlogfile {d}/sentinel.log\n\
-             sentinel monitor m 127.0.0.1 {master_port} 1\n\
-             sentinel down-after-milliseconds m 500\n\
-             sentinel failover-timeout m 2000\n",
-            d = dir.path().display()
-        ),
-    )
-    .unwrap();
-    let child = Command::new(sentinel_binary())
-        .arg(&conf)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("redis-sentinel (Debian package redis-sentinel)");
-    Sentinel {
-        child,
-        port,
-        _dir: dir,
-    }
-}
-
-fn sentinel_url(s: &Sentinel) -> String {
-    format!("redis://127.0.0.1:{}/", s.port)
-}
-
-/// The master's port once the sentinel has no failover in progress.
-fn master_port_of(s: &Sentinel) -> Option<u16> {
-    let c = redis::Client::open(sentinel_url(s)).ok()?;
-    let mut c = c
-        .get_connection_with_timeout(Duration::from_millis(500))
-        .ok()?;
-    let v: Vec<String> = redis::cmd("SENTINEL")
-        .arg("master")
-        .arg("m")
-        .query(&mut c)
-        .ok()?;
-    let get = |k: &str| v.chunks(2).find(|p| p[0] == k).map(|p| p[1].clone());
-    let flags = get("flags")?;
-    if flags.contains("failover_in_progress") || flags.contains("down") {
-        return None;
-    }
-    get("port")?.parse().ok()
-}
-
-fn known_replicas(s: &Sentinel) -> usize {
-    let Ok(c) = redis::Client::open(sentinel_url(s)) else {
-        return 0;
-    };
-    let Ok(mut c) = c.get_connection_with_timeout(Duration::from_millis(500)) else {
-        return 0;
-    };
-    let v: redis::RedisResult<Vec<redis::Value>> = redis::cmd("SENTINEL")
-        .arg("replicas")
-        .arg("m")
-        .query(&mut c);
-    v.map(|v| v.len()).unwrap_or(0)
-}
-
-/// After a diskless sync the master counts the replica (for WAIT) only once its first
-/// REPLCONF ACK arrived.
-fn wait_online(master: &Server) {
-    let mut mc = master.connection();
-    wait_for(
-        Duration::from_secs(10),
-        "replica online on the master",
-        || {
-            let info: String = redis::cmd("INFO").arg("replication").query(&mut mc).ok()?;
-            info.contains("state=online").then_some(())
-        },
-    );
-}
-
+/// A primary with one replica (module loaded on both) and one Sentinel watching them.
 struct Set {
-    master: Server,
-    replica: Server,
-    sentinel: Sentinel,
+    servers: ReplicaSet,
+    sentinels: Sentinels,
 }
 
 fn setup() -> Set {
-    let master = Server::start();
-    let replica = Server::builder()
-        .args([
-            "--replicaof".to_string(),
-            "127.0.0.1".to_string(),
-            master.port().to_string(),
-            "--replica-announce-ip".to_string(),
-            "127.0.0.1".to_string(),
-        ])
-        .start();
-    let mut rc = replica.connection();
-    wait_for(Duration::from_secs(10), "replica link up", || {
-        let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
-        info.contains("master_link_status:up").then_some(())
-    });
-    wait_online(&master);
-    let sentinel = start_sentinel(master.port());
-    wait_for(Duration::from_secs(15), "sentinel sees the replica", || {
-        (known_replicas(&sentinel) >= 1).then_some(())
-    });
-    Set {
-        master,
-        replica,
-        sentinel,
-    }
+    let servers = ReplicaSet::with_module(1);
+    let sentinels = Sentinels::start(&servers, 1);
+    Set { servers, sentinels }
 }
 
 async fn sentinel_client(set: &Set, guard: bool) -> Client {
-    let mut b = Client::sentinel_builder([sentinel_url(&set.sentinel)], "m")
+    let mut b = Client::sentinel_builder(set.sentinels.urls(), Sentinels::NAME)
         .lease(Duration::from_secs(10))
         .response_timeout(Duration::from_secs(1));
     if guard {
@@ -160,15 +39,11 @@ async fn sentinel_client(set: &Set, guard: bool) -> Client {
     }
     match b.build().await {
         Ok(c) => c,
-        Err(e) => {
-            let c = redis::Client::open(sentinel_url(&set.sentinel)).unwrap();
-            let mut c = c.get_connection().unwrap();
-            let v: redis::Value = redis::cmd("SENTINEL").arg("MASTERS").query(&mut c).unwrap();
-            panic!(
-                "sentinel client: {e}; masters: {v:?}\nMASTER LOG:\n{}",
-                set.master.log()
-            )
-        }
+        Err(e) => panic!(
+            "sentinel client: {e}; {}\nMASTER LOG:\n{}",
+            set.sentinels.describe(),
+            set.servers.primary.log()
+        ),
     }
 }
 
@@ -191,7 +66,7 @@ async fn one_failover(guard: bool, cut_link: bool) -> Outcome {
     if cut_link {
         // Drop the replication link: the replica reconnects on its next cron tick (≤ 1 s),
         // so the grant below is most likely not replicated when the master dies.
-        let mut m = set.master.connection();
+        let mut m = set.servers.primary.connection();
         let _: i64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")
@@ -219,7 +94,7 @@ async fn one_failover(guard: bool, cut_link: bool) -> Outcome {
     let g = match lock.try_acquire().await {
         Ok(Some(g)) => Some(g),
         Err(e @ Error::NotReplicated { .. }) => {
-            let mut m = set.master.connection();
+            let mut m = set.servers.primary.connection();
             let info: String = redis::cmd("INFO").arg("replication").query(&mut m).unwrap();
             eprintln!("refused: {e}\n{info}");
             None
@@ -227,17 +102,11 @@ async fn one_failover(guard: bool, cut_link: bool) -> Outcome {
         x => panic!("acquire: {x:?}"),
     };
     let granted_at = Instant::now();
-    set.master.kill();
-    let replica_port = set.replica.port();
-    let s = &set.sentinel;
-    wait_for(Duration::from_secs(20), "sentinel failover", || {
-        (master_port_of(s) == Some(replica_port)).then_some(())
-    });
-    let mut rc = set.replica.connection();
-    wait_for(Duration::from_secs(10), "replica promoted", || {
-        let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
-        info.contains("role:master").then_some(())
-    });
+    set.servers.primary.kill();
+    let replica = &set.servers.replicas[0];
+    set.sentinels
+        .wait_failover_to(replica, Duration::from_secs(20));
+    wait_promoted(replica, Duration::from_secs(10));
     let b = sentinel_client(&set, false).await;
     let mut got_b = None;
     for _ in 0..20 {
@@ -347,20 +216,11 @@ async fn no_replica_no_grant() {
 /// A renewal that reaches too few replicas reports the lock lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_without_replica_is_lost() {
-    let master = Server::start();
-    let mut replica = Server::builder()
-        .args([
-            "--replicaof".to_string(),
-            "127.0.0.1".to_string(),
-            master.port().to_string(),
-        ])
-        .start();
-    let mut rc = replica.connection();
-    wait_for(Duration::from_secs(10), "replica link up", || {
-        let info: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
-        info.contains("master_link_status:up").then_some(())
-    });
-    wait_online(&master);
+    let ReplicaSet {
+        primary: master,
+        mut replicas,
+    } = ReplicaSet::with_module(1);
+    let mut replica = replicas.pop().unwrap();
     // The WAIT time-out stays well below the lease, so a missing replica is reported as
     // NotReplicated before the lease could run out.
     let c = builder(&master, dlock_client::Backend::Native)

@@ -1,7 +1,17 @@
-//! Throw-away `redis-server` processes for the integration tests.
+//! The one test harness: throw-away `redis-server` processes and the topologies built from
+//! them, for the integration tests, the client tests and the benchmarks.
 //!
-//! Every [`Server`] runs on a free loopback port (never 6379) in its own temporary
-//! directory and is killed by PID when dropped, so a failing test still cleans up.
+//! Every process runs on a free loopback port (never 6379) in its own temporary directory
+//! and is killed by PID when dropped, so a failing test still cleans up.
+//!
+//! - [`server`]: one server ([`ServerBuilder`], [`Server`]);
+//! - [`replication`]: a primary with replicas ([`ReplicaSet`]), waits for sync;
+//! - [`sentinel`]: Sentinels monitoring a primary ([`Sentinels`]);
+//! - [`cluster`]: a Redis Cluster with its slots assigned ([`Cluster`]), slot migrations;
+//! - [`info`]: `INFO` fields; [`keys`]: reading a key's state (hash, TTL);
+//! - [`workers`]: the test binary re-run as worker processes, latency statistics and the
+//!   long-variant switch (`DLOCK_LONG`);
+//! - [`wait_for`]: poll a state until it holds (never a bare sleep).
 //!
 //! Environment:
 //! - `REDIS_SERVER`: the server binary (default `redis-server`; `make test-matrix` runs the
@@ -9,254 +19,24 @@
 //! - `DLOCK_MODULE`: path of the module (default `<workspace>/target/release/libdlock.so`,
 //!   which `make test` builds first).
 
+pub mod cluster;
+pub mod info;
+pub mod keys;
+pub mod replication;
+pub mod sentinel;
+pub mod server;
 mod version;
+pub mod workers;
+
+pub use cluster::Cluster;
+pub use info::{info_field, info_int, info_section, used_memory};
+pub use keys::{hgetall, pttl};
+pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, ReplicaSet};
+pub use sentinel::Sentinels;
+pub use server::{free_port, module_path, server_binary, Server, ServerBuilder};
 pub use version::{server_version, skip, Flavor, ServerVersion};
 
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// Path of the built module.
-pub fn module_path() -> PathBuf {
-    if let Ok(p) = std::env::var("DLOCK_MODULE") {
-        return PathBuf::from(p);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    root.join("target/release/libdlock.so")
-}
-
-/// The server binary to run.
-pub fn server_binary() -> String {
-    std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".to_string())
-}
-
-/// A port that was free a moment ago on 127.0.0.1.
-pub fn free_port() -> u16 {
-    loop {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        let port = l.local_addr().unwrap().port();
-        if port != 6379 {
-            return port;
-        }
-    }
-}
-
-/// How to start a server.
-#[derive(Clone, Debug)]
-pub struct ServerBuilder {
-    load_module: bool,
-    module_args: Vec<String>,
-    extra: Vec<String>,
-    dir: Option<PathBuf>,
-    port: Option<u16>,
-    wrapper: Vec<String>,
-}
-
-impl Default for ServerBuilder {
-    fn default() -> Self {
-        ServerBuilder {
-            load_module: true,
-            module_args: vec![],
-            extra: vec![],
-            dir: None,
-            port: None,
-            wrapper: vec![],
-        }
-    }
-}
-
-impl ServerBuilder {
-    /// Start without loading the dlock module (e.g. a plain replica, or the script backend).
-    pub fn without_module(mut self) -> Self {
-        self.load_module = false;
-        self
-    }
-    /// Arguments after the module path on the `--loadmodule` line.
-    pub fn module_args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
-        self.module_args.extend(args.into_iter().map(Into::into));
-        self
-    }
-    /// Extra server options, e.g. `["--appendonly", "yes"]`.
-    pub fn args<I: IntoIterator<Item = S>, S: Into<String>>(mut self, args: I) -> Self {
-        self.extra.extend(args.into_iter().map(Into::into));
-        self
-    }
-    /// Use this data directory (kept after the server stops) instead of a fresh temp dir:
-    /// for restart tests.
-    pub fn dir(mut self, dir: &Path) -> Self {
-        self.dir = Some(dir.to_path_buf());
-        self
-    }
-    /// Listen on this port (for a restart on the same port).
-    pub fn port(mut self, port: u16) -> Self {
-        self.port = Some(port);
-        self
-    }
-    /// Run the server under this program and its arguments (e.g. `valgrind --tool=callgrind`).
-    pub fn wrapper<I: IntoIterator<Item = S>, S: Into<String>>(mut self, cmd: I) -> Self {
-        self.wrapper = cmd.into_iter().map(Into::into).collect();
-        self
-    }
-    /// Start the server and wait until it answers PING. Panics with the server log on failure.
-    pub fn start(self) -> Server {
-        self.try_start().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// Start the server; on failure return the reason and the server's log.
-    pub fn try_start(self) -> Result<Server, String> {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-        let port = self.port.unwrap_or_else(free_port);
-        let log = tmp.path().join("server.log");
-        let mut cmd = match self.wrapper.split_first() {
-            Some((program, args)) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(server_binary());
-                c
-            }
-            None => Command::new(server_binary()),
-        };
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
-            .args([
-                "--repl-diskless-sync-delay",
-                "0",
-                "--enable-debug-command",
-                "yes",
-            ])
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--logfile")
-            .arg(&log);
-        if self.load_module {
-            cmd.arg("--loadmodule")
-                .arg(module_path())
-                .args(&self.module_args);
-        }
-        cmd.args(&self.extra);
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
-        let mut server = Server {
-            child,
-            port,
-            log,
-            _tmp: tmp,
-            dir,
-        };
-        // A wrapped server (valgrind) starts many times slower.
-        let patience = if self.wrapper.is_empty() { 20 } else { 120 };
-        let deadline = Instant::now() + Duration::from_secs(patience);
-        loop {
-            if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!(
-                    "server exited at start ({status}); log:\n{}",
-                    server.log()
-                ));
-            }
-            if let Ok(mut c) = server.try_connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    return Ok(server);
-                }
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "server did not answer PING in {patience} s; log:\n{}",
-                    server.log()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// A running redis-server, killed when dropped.
-pub struct Server {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    dir: PathBuf,
-    _tmp: tempfile::TempDir,
-}
-
-impl Server {
-    pub fn builder() -> ServerBuilder {
-        ServerBuilder::default()
-    }
-    /// A server with the module loaded and default settings.
-    pub fn start() -> Server {
-        ServerBuilder::default().start()
-    }
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-    pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-    /// A RESP3 URL (`?protocol=resp3`).
-    pub fn url_resp3(&self) -> String {
-        format!("redis://127.0.0.1:{}/?protocol=resp3", self.port)
-    }
-    pub fn client(&self) -> redis::Client {
-        redis::Client::open(self.url()).unwrap()
-    }
-    fn try_connection(&self) -> redis::RedisResult<redis::Connection> {
-        let c = self.client();
-        c.get_connection_with_timeout(Duration::from_secs(2))
-    }
-    /// A new synchronous connection (panics if the server does not answer).
-    pub fn connection(&self) -> redis::Connection {
-        self.try_connection().expect("connect to test server")
-    }
-    /// Everything the server logged so far.
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-    /// Whether the process is still running.
-    pub fn is_running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-    /// Kill the process (SIGKILL) and wait for it.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-    /// Ask the server to stop (SHUTDOWN NOSAVE) and wait for the process; falls back to kill.
-    pub fn shutdown(&mut self) {
-        self.shutdown_within(Duration::from_secs(10));
-    }
-    /// [`Server::shutdown`], waiting up to `patience` for the process to exit.
-    pub fn shutdown_within(&mut self, patience: Duration) {
-        if let Ok(mut c) = self.try_connection() {
-            let _: redis::RedisResult<()> = redis::cmd("SHUTDOWN").arg("NOSAVE").query(&mut c);
-        }
-        let deadline = Instant::now() + patience;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        self.kill();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 /// Poll `f` every 5 ms until it returns `Some`, or panic after `timeout` with `what`.
 /// For states the server reaches on its own (a replica catching up, a lease running out);
