@@ -29,7 +29,7 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, command_info, info, module, Ctx};
+    use crate::ffi::{command, command_info, info, module, targets, Ctx};
     use crate::{commands, config, engine, events, stats};
 
     #[global_allocator]
@@ -70,6 +70,8 @@ mod registration {
         let fail = |line: String| c.log_warning(&line);
         config::set(config::Config::parse(&words).map_err(fail)?);
         events::subscribe(c).map_err(fail)?;
+        // Propagation is skipped while nothing would receive it (no AOF, no replication).
+        targets::watch(c).map_err(fail)?;
         // SAFETY (registration calls below): the OnLoad context.
         unsafe { info::register::<stats::Info>(ctx) };
         // Legacy key positions (first 1, last 1, step 1); `command_docs` then replaces the

@@ -17,6 +17,7 @@ pub mod notify;
 pub mod replicate;
 pub mod reply;
 pub mod string;
+pub mod targets;
 pub mod timer;
 
 pub use context::Ctx;

@@ -1,17 +1,21 @@
 //! Propagation to replicas and the AOF (`RedisModule_Replicate`). Redis wraps what one command
 //! or one timer callback propagates in MULTI/EXEC. A key write is propagated as the core
 //! command that makes the same change, and announced with that command's keyspace event.
+//! Nothing is propagated when Redis would drop it (no AOF, no replication: see `targets`).
 
 use std::ffi::CStr;
 
 use redis_module::raw;
 
 use super::notify::{self, Class};
-use super::{api, Ctx, RStr};
+use super::{api, targets, Ctx, RStr};
 
 /// Propagates `cmd args...`. Up to three strings go one by one (formats "s", "ss", "sss");
 /// more as an array ("v"), which costs Redis one more reallocation.
 pub fn replicate(ctx: Ctx, cmd: &CStr, args: &[&RStr]) {
+    if !targets::get(ctx).any() {
+        return;
+    }
     let (c, p) = (ctx.as_ptr(), cmd.as_ptr());
     // SAFETY (every arm): a live context; `cmd` and the format are NUL-terminated; the
     // variadic arguments are as many live strings as the format says ("v": an array of `len`
@@ -33,6 +37,9 @@ pub fn replicate(ctx: Ctx, cmd: &CStr, args: &[&RStr]) {
 
 /// Propagates `cmd key n` (format "sl": Redis makes the number's string itself).
 pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
+    if !targets::get(ctx).any() {
+        return;
+    }
     // SAFETY: a live context; `cmd` and "sl" are NUL-terminated; the variadic arguments are
     // one live string and one `long long`, as "sl" says.
     unsafe {
@@ -46,11 +53,25 @@ pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
     }
 }
 
-/// PUBLISHes `message` on `channel` here, and propagates the PUBLISH.
+/// PUBLISHes `message` on `channel` here, and propagates the PUBLISH to replicas only (format
+/// modifier "A": not to the AOF), as Redis's own PUBLISH is.
 pub fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
     // SAFETY: a live context and strings.
     unsafe { api!(RedisModule_PublishMessage)(ctx.as_ptr(), channel.as_ptr(), message.as_ptr()) };
-    replicate(ctx, c"PUBLISH", &[channel, message]);
+    if !targets::get(ctx).replicas {
+        return;
+    }
+    // SAFETY: a live context; the command name and format are NUL-terminated; the two
+    // variadic arguments are live strings, as "ssA" says ("A" takes no argument).
+    unsafe {
+        api!(RedisModule_Replicate)(
+            ctx.as_ptr(),
+            c"PUBLISH".as_ptr(),
+            c"ssA".as_ptr(),
+            channel.as_ptr(),
+            message.as_ptr(),
+        )
+    };
 }
 
 /// A change to a key, as the core command that makes it.

@@ -1,0 +1,139 @@
+//! Whether anything receives what the module propagates: the AOF, replicas, or nothing.
+//!
+//! Redis drops a propagated command unless the AOF is on or the server is a master with
+//! replicas or a replication backlog (`shouldPropagate` in server.c, Redis 7.0 to 8.x, Valkey
+//! alike). `RedisModule_Replicate` pays ~2.5k instructions (a command-table look-up through
+//! new strings, an argument vector) before that test, so on a standalone server without AOF
+//! every propagated write cost that for nothing. This file keeps Redis's answer, cached:
+//! [`replicate`](super::replicate) skips the call when Redis would drop the command.
+//!
+//! The answer can only turn from "nothing" to "something" at moments Redis announces:
+//! - a replica syncs: the backlog is created in SYNC/PSYNC, then a child is forked for the
+//!   snapshot (`fork`); what was written before the fork is in the snapshot, what comes
+//!   after must be propagated (a partial resync needs a backlog, which only these paths
+//!   create);
+//! - the AOF is switched on at run time: Redis forks its rewrite (`fork`); writes before
+//!   the fork are in the rewrite;
+//! - the server turns replica or master (`role changed`), a replica comes or goes;
+//! - start-up, MODULE LOAD, loading a data set (a master keeps the backlog of an RDB that
+//!   has replication information).
+//! Each of these only marks the answer unknown; the next propagation asks Redis again
+//! (INFO replication, ~20k instructions once). Turning back to "nothing" (AOF switched off,
+//! backlog freed after `repl-backlog-ttl`) is not announced: the module keeps propagating
+//! (what Redis then drops), the safe direction.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use redis_module::raw;
+
+use super::{api, Ctx};
+
+const KNOWN: u8 = 1;
+/// The AOF is on (or being switched on).
+const AOF: u8 = 2;
+/// The server is a replica, or has replicas or a replication backlog.
+const REPLICAS: u8 = 4;
+
+/// `KNOWN | AOF? | REPLICAS?`, or 0 when Redis must be asked again.
+static TARGETS: AtomicU8 = AtomicU8::new(0);
+
+/// What receives propagated commands now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Targets {
+    pub aof: bool,
+    pub replicas: bool,
+}
+
+impl Targets {
+    pub fn any(self) -> bool {
+        self.aof || self.replicas
+    }
+}
+
+/// Where Redis would send a command propagated now (asks Redis when not known).
+pub fn get(ctx: Ctx) -> Targets {
+    let mut t = TARGETS.load(Ordering::Relaxed);
+    if t & KNOWN == 0 {
+        t = KNOWN | ask(ctx);
+        TARGETS.store(t, Ordering::Relaxed);
+    }
+    Targets {
+        aof: t & AOF != 0,
+        replicas: t & REPLICAS != 0,
+    }
+}
+
+/// The next propagation asks Redis again.
+pub fn forget() {
+    TARGETS.store(0, Ordering::Relaxed);
+}
+
+/// AOF and replication state as Redis reports it; anything unreadable counts as a target.
+fn ask(ctx: Ctx) -> u8 {
+    // SAFETY: a live context of the running callback.
+    let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx.as_ptr()) } as u32;
+    let mut t = 0;
+    if flags & raw::REDISMODULE_CTX_FLAGS_AOF != 0 {
+        t |= AOF;
+    }
+    if flags & raw::REDISMODULE_CTX_FLAGS_MASTER == 0 || replication_in_use(ctx) {
+        t |= REPLICAS;
+    }
+    t
+}
+
+/// `INFO replication` says this master has replicas or a backlog (or cannot be read).
+fn replication_in_use(ctx: Ctx) -> bool {
+    // SAFETY: a live context; the section name is NUL-terminated. The returned data is
+    // freed below, once, and the field names are NUL-terminated.
+    unsafe {
+        let info = api!(RedisModule_GetServerInfo)(ctx.as_ptr(), c"replication".as_ptr());
+        if info.is_null() {
+            return true;
+        }
+        let field = |name: &std::ffi::CStr| {
+            let mut err: c_int = 0;
+            let v = api!(RedisModule_ServerInfoGetFieldSigned)(info, name.as_ptr(), &mut err);
+            if err != 0 {
+                None
+            } else {
+                Some(v)
+            }
+        };
+        let slaves = field(c"connected_slaves");
+        let backlog = field(c"repl_backlog_active");
+        api!(RedisModule_FreeServerInfo)(ctx.as_ptr(), info);
+        !matches!((slaves, backlog), (Some(0), Some(0)))
+    }
+}
+
+/// At load: the answer is unknown, and every event that may change it forgets it.
+pub fn watch(ctx: Ctx) -> Result<(), String> {
+    unsafe extern "C" fn on_event(
+        _ctx: *mut raw::RedisModuleCtx,
+        _event: raw::RedisModuleEvent,
+        _subevent: u64,
+        _data: *mut c_void,
+    ) {
+        forget();
+    }
+    forget();
+    for id in [
+        raw::REDISMODULE_EVENT_FORK_CHILD,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+        raw::REDISMODULE_EVENT_LOADING,
+    ] {
+        let event = raw::RedisModuleEvent { id, dataver: 1 };
+        // SAFETY: a live context; the callback has the signature Redis expects.
+        let ok = unsafe {
+            api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), event, Some(on_event))
+        };
+        if ok != raw::REDISMODULE_OK as c_int {
+            return Err(format!("cannot subscribe to server event {id}"));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,143 @@
+//! The module propagates nothing while Redis would drop it (no AOF, no replication: see
+//! `src/ffi/targets.rs`). These tests take locks while nothing listens, then make something
+//! listen (a replica attaching, a replica reconnecting, the AOF switched on, a replica
+//! promoted) and check that every later write reaches it.
+
+mod common;
+use common::*;
+
+fn wait_replica_up(replica: &Server) {
+    let mut rc = replica.connection();
+    wait_for(ms(20_000), "replica link up", || {
+        let s: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
+        s.contains("master_link_status:up").then_some(())
+    });
+}
+
+#[test]
+fn replica_attached_later_gets_every_later_write() {
+    let master = Server::start();
+    let mut m = master.connection();
+    // Nothing listens yet: these are not propagated, the replica gets them in its snapshot.
+    assert_eq!(acquire(&mut m, "a", "o1", 30_000), Reply::Int(1));
+    assert_eq!(acquire(&mut m, "gone", "o1", 30_000), Reply::Int(1));
+    assert_eq!(release(&mut m, "gone", "o1"), Reply::Int(1));
+
+    let replica = start_replica(&master, false);
+    let mut r = replica.connection();
+    assert_mirrored(&mut m, &mut r, &["a", "gone"]);
+
+    assert_eq!(acquire(&mut m, "b", "o2", 40_000), Reply::Int(1));
+    assert_eq!(renew(&mut m, "a", "o1", 50_000), Reply::Int(1));
+    assert_mirrored(&mut m, &mut r, &["a", "b"]);
+    assert!(
+        pttl(&mut r, "a") > 48_000,
+        "the renewal reached the replica"
+    );
+    assert_eq!(release(&mut m, "a", "o1"), Reply::Int(1));
+    assert_mirrored(&mut m, &mut r, &["a", "b"]);
+
+    // The link breaks; the replica comes back with a partial resync from the backlog, which
+    // must hold what was written meanwhile (no replica connected then).
+    let _: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "replica"])
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(acquire(&mut m, "c", "o3", 30_000), Reply::Int(1));
+    assert_eq!(release(&mut m, "b", "o2"), Reply::Int(1));
+    wait_replica_up(&replica);
+    assert_mirrored(&mut m, &mut r, &["b", "c"]);
+    assert_eq!(hgetall(&mut r, "c"), map(&[("o3", "1")]));
+    assert!(
+        info_section(&mut m, "stats")["sync_partial_ok"] >= 1,
+        "the replica resumed with a partial resync"
+    );
+}
+
+#[test]
+fn aof_switched_on_at_run_time_records_later_writes() {
+    let srv = Server::builder()
+        .args(["--enable-debug-command", "yes"])
+        .start();
+    let mut c = srv.connection();
+    assert_eq!(acquire(&mut c, "a", "o1", 30_000), Reply::Int(1));
+    assert_eq!(acquire(&mut c, "b", "o1", 30_000), Reply::Int(1));
+
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "appendonly", "yes"])
+        .query(&mut c)
+        .unwrap();
+    wait_for(ms(20_000), "the AOF rewrite done", || {
+        let p = info_section(&mut c, "persistence");
+        (p["aof_enabled"] == 1
+            && p["aof_rewrite_in_progress"] == 0
+            && p["aof_rewrite_scheduled"] == 0)
+            .then_some(())
+    });
+
+    assert_eq!(acquire(&mut c, "c", "o2", 40_000), Reply::Int(1));
+    assert_eq!(release(&mut c, "a", "o1"), Reply::Int(1));
+    assert_eq!(acquire(&mut c, "b", "o1", 30_000), Reply::Int(2));
+
+    // Replace the data set with what the AOF holds.
+    let _: () = redis::cmd("DEBUG").arg("LOADAOF").query(&mut c).unwrap();
+    assert!(!exists(&mut c, "a"), "the release is in the AOF");
+    assert_eq!(hgetall(&mut c, "b"), map(&[("o1", "2")]));
+    assert_eq!(hgetall(&mut c, "c"), map(&[("o2", "1")]));
+    assert!(pttl(&mut c, "c") > 38_000, "the lease is in the AOF");
+}
+
+#[test]
+fn promoted_replica_keeps_its_backlog_for_the_old_master() {
+    // No pings from the old master: its stream must stop where the new one's ends.
+    let old = Server::builder()
+        .args(["--repl-ping-replica-period", "3600"])
+        .start();
+    let new = start_replica(&old, true);
+    let mut o = old.connection();
+    let mut n = new.connection();
+    // The replica has all of the old master's stream (WAIT's GETACK included), so that the
+    // old master can resume from the new one's backlog.
+    wait_for(ms(20_000), "the replica at the master's offset", || {
+        let at = info_section(&mut o, "replication")["master_repl_offset"];
+        (info_section(&mut n, "replication")["slave_repl_offset"] == at).then_some(())
+    });
+    let _: () = redis::cmd("REPLICAOF")
+        .arg(&["NO", "ONE"])
+        .query(&mut n)
+        .unwrap();
+    // No replica is connected, but the backlog a partial resync will read must hold this.
+    assert_eq!(acquire(&mut n, "x", "o1", 30_000), Reply::Int(1));
+    assert_eq!(acquire(&mut n, "y", "o1", 30_000), Reply::Int(1));
+    assert_eq!(release(&mut n, "y", "o1"), Reply::Int(1));
+
+    let port = new.port().to_string();
+    let _: () = redis::cmd("REPLICAOF")
+        .arg(&["127.0.0.1", port.as_str()])
+        .query(&mut o)
+        .unwrap();
+    wait_replica_up(&old);
+    assert_mirrored(&mut n, &mut o, &["x", "y"]);
+    assert_eq!(hgetall(&mut o, "x"), map(&[("o1", "1")]));
+    assert!(
+        info_section(&mut n, "stats")["sync_partial_ok"] >= 1,
+        "the old master resumed with a partial resync: {}\n{}",
+        new.log(),
+        old.log()
+    );
+}
+
+#[test]
+fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
+    let master = Server::start();
+    let mut m = master.connection();
+    assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
+    assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1)); // nobody to propagate to yet
+    let replica = start_replica(&master, false);
+    let mut sub = subscriber(&replica, &channel("k"));
+    assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
+    assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
+    let msg = sub.get_message().expect("the unlock message on the replica");
+    assert_eq!(msg.get_channel_name(), channel("k"));
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+}
