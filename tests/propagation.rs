@@ -137,7 +137,9 @@ fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
     let mut sub = subscriber(&replica, &channel("k"));
     assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
     assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
-    let msg = sub.get_message().expect("the unlock message on the replica");
+    let msg = sub
+        .get_message()
+        .expect("the unlock message on the replica");
     assert_eq!(msg.get_channel_name(), channel("k"));
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
 }

@@ -49,12 +49,29 @@ async fn spread_wait_and_watchdog(b: Backend) {
     assert_eq!(used.len(), 3, "locks on every master");
     // Read-write locks too.
     let rd = c.rwlock("cfg").read().acquire().await.unwrap();
+    // And semaphores, full, on keys of every master.
+    let mut permits = Vec::new();
+    for i in 0..6 {
+        permits.push(
+            c.semaphore(format!("pool:{i}"), 2)
+                .acquire(2)
+                .await
+                .unwrap(),
+        );
+    }
+    let used: HashSet<usize> = (0..6)
+        .map(|i| cl.holder(&format!("pool:{i}")).expect("held somewhere"))
+        .collect();
+    assert_eq!(used.len(), 3, "semaphores on every master");
     // The watchdog renews across nodes for three leases.
     tokio::time::sleep(LEASE * 3).await;
     for g in &guards {
         assert!(g.lost().check().is_none(), "{} lost", g.name());
     }
     assert!(rd.lost().check().is_none());
+    for p in &permits {
+        assert!(p.lost().check().is_none(), "{} lost", p.name());
+    }
     assert_eq!(
         (0..30)
             .filter(|i| cl.holder(&format!("order:{i}")).is_some())
@@ -113,6 +130,22 @@ async fn spread_wait_and_watchdog(b: Backend) {
         g.release().await.unwrap();
     }
     rd.release().await.unwrap();
+    // A waiter on each full semaphore is granted when its permits come back.
+    let mut waiters = Vec::new();
+    for p in &permits {
+        let sem = c.semaphore(p.name(), 2);
+        waiters.push(tokio::spawn(async move {
+            sem.try_acquire_for(1, Duration::from_secs(5), None).await
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for p in permits {
+        p.release().await.unwrap();
+    }
+    for w in waiters {
+        let g = w.await.unwrap().unwrap().expect("granted after release");
+        g.release().await.unwrap();
+    }
 }
 
 both_backends!(spread_wait_and_watchdog, ask_during_live_slot_migration);
