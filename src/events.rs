@@ -34,9 +34,14 @@ impl KeyspaceHandler for Gone {
 pub struct Changed;
 
 impl KeyspaceHandler for Changed {
+    /// Nobody waits: the event is dropped before anything is read.
+    fn interested() -> bool {
+        engine::waiting() > 0
+    }
+
     fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
-        if engine::waiting() == 0 || !wake::may_be_watched(key) {
-            return; // nobody waits, or not on this key
+        if !wake::may_be_watched(key) {
+            return; // nobody waits on this key
         }
         if event == b"expired" || event == b"evicted" {
             return; // `Gone` has it

@@ -29,7 +29,7 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, command_info, info, module, targets, Ctx};
+    use crate::ffi::{command, command_info, info, module, string, targets, Ctx};
     use crate::{commands, config, engine, events, stats};
 
     #[global_allocator]
@@ -91,6 +91,8 @@ mod registration {
             // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
             command_info::describe(ctx, commands::DOCS).map_err(fail)?;
         }
+        // Last: a failed load is not unloaded (no OnUnload), so nothing to free by then.
+        string::make_shared();
         Ok(())
     }
 
@@ -104,6 +106,7 @@ mod registration {
         engine::free_all();
         stats::free_all();
         config::free();
+        string::free_shared();
         raw::REDISMODULE_OK as c_int
     }
 }

@@ -104,6 +104,18 @@ fn channel_name_with_braces() {
 }
 
 #[test]
+fn channel_name_of_a_long_key() {
+    // Longer than the module's stack buffer for names: put together on the heap instead.
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let k = "k".repeat(300);
+    let mut sub = Sub::new(&srv, &channel(&k));
+    assert_eq!(acquire(&mut c, &k, "o", 10_000), Reply::Int(1));
+    assert_eq!(release(&mut c, &k, "o"), Reply::Int(1));
+    assert_eq!(sub.drain(&mut c), vec!["0"]);
+}
+
+#[test]
 fn channel_prefix_module_argument() {
     let srv = Server::builder()
         .module_args(["channel-prefix", "my_unlock"])

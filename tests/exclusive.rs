@@ -254,6 +254,9 @@ fn fence_key_names_stay_in_the_lock_slot() {
     let odd = ["a{b", "x}y", "{}z", "}{", "a{}b}c"];
     let mut all: Vec<String> = cases.iter().map(|c| c.0.to_string()).collect();
     all.extend(odd.iter().map(|s| s.to_string()));
+    // Longer than the module's stack buffer for names (plain, and with a slot tag).
+    all.push("L".repeat(300));
+    all.push(format!("{}{{", "q".repeat(300)));
     for k in &all {
         let r = cmd(&mut c, &["DLOCK.ACQUIRE", k, "o", "10000", "FENCE"]);
         assert_eq!(

@@ -30,6 +30,8 @@ enum Scene {
     Alone,
     /// A replica (without the module) is attached.
     Replica,
+    /// The AOF is on (`appendfsync no`: the writes to the file count, no fsync thread).
+    Aof,
     /// One client waits (`DLOCK.ACQUIRE ... WAIT 0`) on a key of its own the whole time.
     ClientWaiting,
     /// A client waited and was granted before the measurement; nobody waits now.
@@ -94,7 +96,11 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
         ("SET NX PX + Lua", Backend::SetNx),
         ("raw commands", Backend::Raw),
     ];
-    for (scene, suffix) in [(Scene::Alone, ""), (Scene::Replica, ", replica")] {
+    for (scene, suffix) in [
+        (Scene::Alone, ""),
+        (Scene::Replica, ", replica"),
+        (Scene::Aof, ", AOF"),
+    ] {
         for (label, b) in backends {
             w.push(Workload {
                 name: leak(format!("acquire+release{suffix}: {label}")),
@@ -217,7 +223,12 @@ fn run_once(w: &Workload, n: usize, dir: &Path) -> u64 {
             "--tool=callgrind".into(),
             format!("--callgrind-out-file={}", out.display()),
         ])
-        .args(["--hz", "1", "--appendonly", "no"]);
+        .args(["--hz", "1"])
+        .args(if w.scene == Scene::Aof {
+            ["--appendonly", "yes", "--appendfsync", "no"]
+        } else {
+            ["--appendonly", "no", "--appendfsync", "everysec"]
+        });
     if !w.module {
         b = b.without_module();
     }
@@ -323,6 +334,7 @@ pub fn run(only: &[String]) {
             "acquire + release, replica attached",
             "acquire+release, replica: ",
         ),
+        ("acquire + release, AOF on", "acquire+release, AOF: "),
     ] {
         let Some(d) = get(&format!("{prefix}dlock")) else {
             continue;

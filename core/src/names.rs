@@ -1,6 +1,8 @@
 //! Names of the keys and channels that belong to a lock: the fencing counter (same cluster
 //! slot as the lock) and Redisson's unlock channel.
 
+use std::io::{self, Write};
+
 /// Redis Cluster's CRC16 (XMODEM), as in `cluster.c`.
 pub const fn crc16(bytes: &[u8]) -> u16 {
     let mut crc: u16 = 0;
@@ -52,23 +54,30 @@ pub fn key_slot(key: &[u8]) -> u16 {
 /// - otherwise (braces without a valid tag, e.g. `a}b` or `x{}y`) `dlock:fence:{N}:K`, where N
 ///   is the smallest decimal number whose slot is K's slot.
 pub fn fence_key(key: &[u8]) -> Vec<u8> {
-    const PREFIX: &[u8] = b"dlock:fence:";
     // Room for the longest form (`{N}:` with N < 2^32 takes at most 13 bytes): one allocation.
-    let mut name = Vec::with_capacity(PREFIX.len() + key.len() + 13);
-    name.extend_from_slice(PREFIX);
-    if !key.contains(&b'{') && !key.contains(&b'}') {
-        name.push(b'{');
-        name.extend_from_slice(key);
-        name.push(b'}');
-    } else if hash_tag(key).is_some() {
-        name.extend_from_slice(key);
-    } else {
-        name.push(b'{');
-        name.extend_from_slice(slot_tag(key_slot(key)).as_bytes());
-        name.extend_from_slice(b"}:");
-        name.extend_from_slice(key);
-    }
+    let mut name = Vec::with_capacity(FENCE_PREFIX.len() + key.len() + 13);
+    write_fence_key(key, &mut name).expect("a Vec takes every byte");
     name
+}
+
+const FENCE_PREFIX: &[u8] = b"dlock:fence:";
+
+/// [`fence_key`] written into `out` (e.g. a stack buffer: the module's hot path allocates
+/// nothing for it).
+pub fn write_fence_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
+    out.write_all(FENCE_PREFIX)?;
+    if !key.contains(&b'{') && !key.contains(&b'}') {
+        out.write_all(b"{")?;
+        out.write_all(key)?;
+        out.write_all(b"}")
+    } else if hash_tag(key).is_some() {
+        out.write_all(key)
+    } else {
+        out.write_all(b"{")?;
+        out.write_all(slot_tag(key_slot(key)).as_bytes())?;
+        out.write_all(b"}:")?;
+        out.write_all(key)
+    }
 }
 
 /// For each slot, the smallest decimal number hashing to it. Built at compile time, so it costs
@@ -141,16 +150,25 @@ pub const DEFAULT_CHANNEL_PREFIX: &str = "redisson_lock__channel";
 /// Redisson's unlock channel for lock `key`: `<prefix>:{K}`, or `<prefix>:K` when K has a `{`.
 pub fn unlock_channel(prefix: &str, key: &[u8]) -> Vec<u8> {
     let mut name = Vec::with_capacity(prefix.len() + key.len() + 3);
-    name.extend_from_slice(prefix.as_bytes());
-    name.push(b':');
-    if key.contains(&b'{') {
-        name.extend_from_slice(key);
-    } else {
-        name.push(b'{');
-        name.extend_from_slice(key);
-        name.push(b'}');
-    }
+    write_unlock_channel(prefix, key, &mut name).expect("a Vec takes every byte");
     name
+}
+
+/// [`unlock_channel`] written into `out`.
+pub fn write_unlock_channel<W: Write + ?Sized>(
+    prefix: &str,
+    key: &[u8],
+    out: &mut W,
+) -> io::Result<()> {
+    out.write_all(prefix.as_bytes())?;
+    out.write_all(b":")?;
+    if key.contains(&b'{') {
+        out.write_all(key)
+    } else {
+        out.write_all(b"{")?;
+        out.write_all(key)?;
+        out.write_all(b"}")
+    }
 }
 
 #[cfg(test)]

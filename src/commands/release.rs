@@ -4,7 +4,6 @@
 use dlock_core::args;
 use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
-use dlock_core::names;
 use dlock_core::rules::{self, Released};
 
 use crate::engine::store::{self, Requester};
@@ -51,11 +50,7 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
         // Nobody in the queue took it: wake Redisson-style waiters (same MULTI as the DEL).
         let cfg = crate::config::get();
         if cfg.publish {
-            store::publish(
-                ctx,
-                &names::unlock_channel(&cfg.channel_prefix, a.key),
-                b"0",
-            );
+            store::publish_unlock(ctx, &cfg.channel_prefix, a.key);
         }
     }
     Ok(match result? {

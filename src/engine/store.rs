@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use dlock_core::error::LockError;
 use dlock_core::model::{Exclusive, LockValue, Stored};
+use dlock_core::names;
 
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::notify::signal_modified;
@@ -87,12 +88,12 @@ impl<'k> LockKey<'k> {
         need_expire: bool,
     ) -> LockKey<'k> {
         let name = match name {
-            Some(arg) => RStr::retained(ctx, arg),
+            Some(arg) => RStr::borrowed(ctx, arg),
             None => RStr::new(ctx, key),
         };
         let owner = owner.map(|r| {
             let s = match r.arg {
-                Some(arg) => RStr::retained(ctx, arg),
+                Some(arg) => RStr::borrowed(ctx, arg),
                 None => RStr::new(ctx, r.owner),
             };
             (r.owner, s)
@@ -291,24 +292,26 @@ impl<'k> LockKey<'k> {
 }
 
 /// The fencing counter of a lock (see `names::fence_key`).
-pub struct FenceKey {
-    name: Vec<u8>,
+pub struct FenceKey<'a> {
+    lock_key: &'a [u8],
 }
 
-impl FenceKey {
-    pub fn of(lock_key: &[u8]) -> FenceKey {
-        FenceKey {
-            name: dlock_core::names::fence_key(lock_key),
-        }
+impl<'a> FenceKey<'a> {
+    pub fn of(lock_key: &'a [u8]) -> FenceKey<'a> {
+        FenceKey { lock_key }
+    }
+
+    fn name(&self, ctx: Ctx) -> RStr {
+        RStr::written(ctx, |out| names::write_fence_key(self.lock_key, out))
     }
 
     fn corrupt(&self) -> LockError {
-        LockError::FenceNotInteger(self.name.clone())
+        LockError::FenceNotInteger(names::fence_key(self.lock_key))
     }
 
     /// The counter, `None` when it does not exist.
     pub fn get(&self, ctx: Ctx) -> Result<Option<i64>, LockError> {
-        let name = RStr::new(ctx, &self.name);
+        let name = self.name(ctx);
         // Most locks never have a counter: a look-up without opening the key says so.
         if !Key::exists(ctx, &name) {
             return Ok(None);
@@ -326,7 +329,7 @@ impl FenceKey {
 
     /// Sets the counter (replicated and announced as `SET name value`).
     pub fn set(&self, ctx: Ctx, value: i64) {
-        let name = RStr::new(ctx, &self.name);
+        let name = self.name(ctx);
         let v = RStr::number(ctx, value);
         Key::open(ctx, &name, true).string_set(&v);
         propagate(ctx, CoreWrite::Set, &[&name, &v]);
@@ -334,7 +337,11 @@ impl FenceKey {
     }
 }
 
-/// Publishes `message` on `channel` here and on replicas (as Redisson's unlock script does).
-pub fn publish(ctx: Ctx, channel: &[u8], message: &[u8]) {
-    crate::ffi::replicate::publish(ctx, &RStr::new(ctx, channel), &RStr::new(ctx, message));
+/// Publishes Redisson's unlock message (`0`) on the unlock channel of `key`, here and on
+/// replicas (as Redisson's unlock script does).
+pub fn publish_unlock(ctx: Ctx, channel_prefix: &str, key: &[u8]) {
+    let channel = RStr::written(ctx, |out| {
+        names::write_unlock_channel(channel_prefix, key, out)
+    });
+    crate::ffi::replicate::publish(ctx, &channel, &RStr::number(ctx, 0));
 }

@@ -10,6 +10,11 @@ use super::{api, Ctx};
 
 /// Receives keyspace events (every type: `REDISMODULE_NOTIFY_ALL`).
 pub trait KeyspaceHandler {
+    /// Asked first, before the event or key is read: `false` drops the event (the cheapest
+    /// way out, for the many events nobody waits for).
+    fn interested() -> bool {
+        true
+    }
     /// `event` is Redis's event name (`del`, `expired`, `hset`, ...).
     fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]);
 }
@@ -40,8 +45,9 @@ pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx, classes: Classes) -> Res
         event: *const c_char,
         key: *mut raw::RedisModuleString,
     ) -> c_int {
-        if super::notify::own_event() {
-            return raw::REDISMODULE_OK as c_int; // the module's own write: nothing to wake
+        if !H::interested() || super::notify::own_event() {
+            // Not wanted, or the module's own write: nothing to wake.
+            return raw::REDISMODULE_OK as c_int;
         }
         // SAFETY: Redis passes a live context, a NUL-terminated event name and a live key
         // name, all valid for this call.

@@ -1,16 +1,49 @@
 //! Redis strings (`RedisModuleString`): the ones the module creates, and reading the bytes of
 //! the ones Redis hands it.
 
+use std::io::{self, Write};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 use redis_module::raw;
 
 use super::{api, Ctx};
 
-/// A RedisModuleString this module owns a reference to; released on drop.
+/// A RedisModuleString the module uses during one callback: one it made (released on drop),
+/// or one it borrows (a command argument, a module-lifetime number: nothing to release).
 pub struct RStr {
     ctx: Ctx,
     ptr: NonNull<raw::RedisModuleString>,
+    owned: bool,
+}
+
+/// "0" and "1" made once per load (the unlock message, a hold count of one): most writes need
+/// no new string for their number. Null until `make_shared`, and again after `free_shared`.
+static SHARED_NUMBERS: [AtomicPtr<raw::RedisModuleString>; 2] = [
+    AtomicPtr::new(std::ptr::null_mut()),
+    AtomicPtr::new(std::ptr::null_mut()),
+];
+
+/// At load: makes the shared numbers (no context: they outlive every callback).
+pub fn make_shared() {
+    for (n, slot) in SHARED_NUMBERS.iter().enumerate() {
+        // SAFETY: a null context is allowed (no automatic memory); the string is freed by
+        // `free_shared` only.
+        let s =
+            unsafe { api!(RedisModule_CreateStringFromLongLong)(std::ptr::null_mut(), n as i64) };
+        slot.store(s, Ordering::Relaxed);
+    }
+}
+
+/// MODULE UNLOAD: frees the shared numbers (no callback is running that could use them).
+pub fn free_shared() {
+    for slot in &SHARED_NUMBERS {
+        let s = slot.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !s.is_null() {
+            // SAFETY: made by `make_shared` with a null context, freed once (swapped out).
+            unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) };
+        }
+    }
 }
 
 impl RStr {
@@ -22,19 +55,47 @@ impl RStr {
         RStr::owned(ctx, ptr)
     }
 
-    /// A number as a Redis string (no Rust formatting, one allocation inside Redis).
+    /// A number as a Redis string (no Rust formatting; 0 and 1 shared, others made by Redis).
     pub fn number(ctx: Ctx, n: i64) -> RStr {
+        let shared = usize::try_from(n)
+            .ok()
+            .and_then(|i| SHARED_NUMBERS.get(i))
+            .and_then(|slot| NonNull::new(slot.load(Ordering::Relaxed)));
+        if let Some(ptr) = shared {
+            return RStr {
+                ctx,
+                ptr,
+                owned: false,
+            };
+        }
         // SAFETY: a live context.
         let ptr = unsafe { api!(RedisModule_CreateStringFromLongLong)(ctx.as_ptr(), n) };
         RStr::owned(ctx, ptr)
     }
 
-    /// Shares a string Redis handed the module (a command argument) instead of copying it:
-    /// one more reference, dropped with this value.
-    pub fn retained(ctx: Ctx, arg: ArgStr) -> RStr {
-        // SAFETY: `arg` is a live argument of the running command (see `ArgStr`).
-        unsafe { api!(RedisModule_RetainString)(ctx.as_ptr(), arg.0.as_ptr()) };
-        RStr { ctx, ptr: arg.0 }
+    /// The bytes `write` produces as a Redis string, put together on the stack when they fit
+    /// (no heap allocation of ours; names of keys and channels).
+    pub fn written(ctx: Ctx, write: impl Fn(&mut dyn Write) -> io::Result<()>) -> RStr {
+        let mut buf = [0u8; 256];
+        let mut rest: &mut [u8] = &mut buf;
+        if write(&mut rest).is_ok() {
+            let n = 256 - rest.len();
+            return RStr::new(ctx, &buf[..n]);
+        }
+        let mut long = Vec::new();
+        write(&mut long).expect("a Vec takes every byte");
+        RStr::new(ctx, &long)
+    }
+
+    /// A string Redis handed the running command (an argument), used in place: Redis keeps
+    /// it alive until the command returns, and an `RStr` never outlives its callback. (The
+    /// key API, `RM_Replicate` and `RM_HashSet` take their own reference or copy.)
+    pub fn borrowed(ctx: Ctx, arg: ArgStr) -> RStr {
+        RStr {
+            ctx,
+            ptr: arg.0,
+            owned: false,
+        }
     }
 
     /// Takes ownership of a string Redis returned with one reference for the caller.
@@ -42,6 +103,7 @@ impl RStr {
         RStr {
             ctx,
             ptr: NonNull::new(ptr).expect("Redis returned a string"),
+            owned: true,
         }
     }
 
@@ -57,9 +119,11 @@ impl RStr {
 
 impl Drop for RStr {
     fn drop(&mut self) {
-        // SAFETY: releases the one reference this value owns, in the context it was made in
-        // (still running: an RStr never outlives its callback).
-        unsafe { api!(RedisModule_FreeString)(self.ctx.as_ptr(), self.ptr.as_ptr()) }
+        if self.owned {
+            // SAFETY: releases the one reference this value owns, in the context it was made
+            // in (still running: an RStr never outlives its callback).
+            unsafe { api!(RedisModule_FreeString)(self.ctx.as_ptr(), self.ptr.as_ptr()) }
+        }
     }
 }
 

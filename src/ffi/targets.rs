@@ -53,6 +53,7 @@ impl Targets {
 }
 
 /// Where Redis would send a command propagated now (asks Redis when not known).
+#[inline]
 pub fn get(ctx: Ctx) -> Targets {
     let mut t = TARGETS.load(Ordering::Relaxed);
     if t & KNOWN == 0 {
