@@ -50,10 +50,8 @@ fn handoff_on_eviction() {
     assert!(info_dlock(&mut c)["dlock_handoffs"] >= 1);
 }
 
+/// One integer `INFO` field (panics when absent).
 fn info_field(c: &mut Connection, section: &str, field: &str) -> i64 {
-    let text: String = redis::cmd("INFO").arg(section).query(c).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{field}:")))
-        .and_then(|v| v.trim().parse().ok())
+    dlock_testutil::info_int(c, section, field)
         .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
 }

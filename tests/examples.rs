@@ -53,10 +53,11 @@ fn run(lang: &str, file: &str) -> Option<String> {
     let program = interpreter(lang)?;
     let srv = Server::start();
     let dir = examples_dir().join(lang);
-    // Output goes to files (named by the server's free port) so a hung child cannot block
-    // on a full pipe while this loop waits for it.
-    let out_path = std::env::temp_dir().join(format!("dlock-example-{}-{file}.out", srv.port()));
-    let err_path = std::env::temp_dir().join(format!("dlock-example-{}-{file}.err", srv.port()));
+    // Output goes to files so a hung child cannot block on a full pipe while this loop waits
+    // for it.
+    let out_dir = tempfile::tempdir().unwrap();
+    let out_path = out_dir.path().join("stdout");
+    let err_path = out_dir.path().join("stderr");
     let mut child = Command::new(&program)
         .arg(dir.join(file))
         .arg(srv.port().to_string())
@@ -80,8 +81,6 @@ fn run(lang: &str, file: &str) -> Option<String> {
     };
     let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&err_path);
     match status {
         Some(s) if s.success() => {}
         Some(s) => panic!("{lang}/{file} exited with {s}\nstdout:\n{stdout}\nstderr:\n{stderr}"),

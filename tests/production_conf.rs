@@ -7,13 +7,11 @@
 //! path lines the test harness sets itself (`port`, `bind`, `dir`, and the module path).
 
 mod common;
-mod reliability_common;
 
 use std::time::Duration;
 
 use common::*;
-use dlock_testutil::{free_port, ServerBuilder};
-use reliability_common::TempDir;
+use dlock_testutil::{free_port, info_section, ServerBuilder};
 
 /// Server options and module arguments from a shipped configuration file.
 fn settings(file: &str) -> (Vec<String>, Vec<String>) {
@@ -71,10 +69,10 @@ enum Stop {
 /// Hands out a few tokens, stops the server, starts it again on the same directory and
 /// returns (last token before, first token after).
 fn tokens_around_restart(file: &str, extra: &[&str], stop: Stop) -> (i64, i64) {
-    let dir = TempDir::new("conf");
+    let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let start = || {
-        server(file, &dir.0, port)
+        server(file, dir.path(), port)
             .args(extra.iter().copied())
             .start()
     };
@@ -149,8 +147,8 @@ fn quick_start_conf_restarts_tokens_at_one() {
 
 #[test]
 fn production_conf_never_evicts_locks() {
-    let dir = TempDir::new("conf-policy");
-    let srv = server("redis-production.conf", &dir.0, free_port()).start();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server("redis-production.conf", dir.path(), free_port()).start();
     let mut c = srv.connection();
     let policy: Vec<String> = redis::cmd("CONFIG")
         .arg("GET")

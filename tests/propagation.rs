@@ -5,14 +5,7 @@
 
 mod common;
 use common::*;
-
-fn wait_replica_up(replica: &Server) {
-    let mut rc = replica.connection();
-    wait_for(ms(20_000), "replica link up", || {
-        let s: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
-        s.contains("master_link_status:up").then_some(())
-    });
-}
+use dlock_testutil::{assert_mirrored, info_section, wait_replica_synced};
 
 #[test]
 fn replica_attached_later_gets_every_later_write() {
@@ -23,7 +16,10 @@ fn replica_attached_later_gets_every_later_write() {
     assert_eq!(acquire(&mut m, "gone", "o1", 30_000), Reply::Int(1));
     assert_eq!(release(&mut m, "gone", "o1"), Reply::Int(1));
 
-    let replica = start_replica(&master, false);
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
     let mut r = replica.connection();
     assert_mirrored(&mut m, &mut r, &["a", "gone"]);
 
@@ -45,7 +41,7 @@ fn replica_attached_later_gets_every_later_write() {
         .unwrap();
     assert_eq!(acquire(&mut m, "c", "o3", 30_000), Reply::Int(1));
     assert_eq!(release(&mut m, "b", "o2"), Reply::Int(1));
-    wait_replica_up(&replica);
+    wait_replica_synced(&replica, master.port());
     assert_mirrored(&mut m, &mut r, &["b", "c"]);
     assert_eq!(hgetall(&mut r, "c"), map(&[("o3", "1")]));
     assert!(
@@ -93,7 +89,7 @@ fn promoted_replica_keeps_its_backlog_for_the_old_master() {
     let old = Server::builder()
         .args(["--repl-ping-replica-period", "3600"])
         .start();
-    let new = start_replica(&old, true);
+    let new = Server::builder().replica_of(&old).start();
     let mut o = old.connection();
     let mut n = new.connection();
     // The replica has all of the old master's stream (WAIT's GETACK included), so that the
@@ -116,7 +112,7 @@ fn promoted_replica_keeps_its_backlog_for_the_old_master() {
         .arg(&["127.0.0.1", port.as_str()])
         .query(&mut o)
         .unwrap();
-    wait_replica_up(&old);
+    wait_replica_synced(&old, new.port());
     assert_mirrored(&mut n, &mut o, &["x", "y"]);
     assert_eq!(hgetall(&mut o, "x"), map(&[("o1", "1")]));
     assert!(
@@ -133,7 +129,10 @@ fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
     let mut m = master.connection();
     assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
     assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1)); // nobody to propagate to yet
-    let replica = start_replica(&master, false);
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
     let mut sub = subscriber(&replica, &channel("k"));
     assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
     assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));

@@ -6,12 +6,11 @@
 //! renewal the server saw, never before), and the rest keep their FIFO order.
 
 mod common;
-mod reliability_common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use reliability_common::*;
+use dlock_testutil::workers::*;
 
 const LEASE: u64 = 500;
 

@@ -5,13 +5,12 @@
 //! sequences (GET, then SET) that are only correct if the lock excludes everyone else.
 
 mod common;
-mod reliability_common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
+use dlock_testutil::workers::*;
 use rand::Rng;
-use reliability_common::*;
 
 const PROCS: usize = 8;
 

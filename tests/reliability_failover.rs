@@ -7,16 +7,16 @@
 //!   (Redis answers `-UNBLOCKED ...`), INFO dlock shows 0 waiters, and nobody was granted.
 
 mod common;
-mod reliability_common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
+use dlock_testutil::{sync_replicas, wait_replica_synced};
 
 #[test]
 fn promoted_replica_serves_the_same_locks() {
     let mut master = Server::start();
-    let replica = start_replica(&master, true);
+    let replica = Server::builder().replica_of(&master).start();
     let mut m = master.connection();
     assert_eq!(
         cmd(&mut m, &["DLOCK.ACQUIRE", "x", "A", "30000", "FENCE"]),
@@ -167,10 +167,7 @@ fn demoted_master_unblocks_its_waiters_with_an_error() {
     assert_eq!(info_dlock(&mut o)["dlock_waiters"], 0, "no waiter left");
     assert_eq!(waiters(&mut o, "x"), 0);
     // It follows the new master: its data replaces the old locks; nobody was granted.
-    wait_for(Duration::from_secs(20), "demoted master in sync", || {
-        let s: String = redis::cmd("INFO").arg("replication").query(&mut o).ok()?;
-        s.contains("master_link_status:up").then_some(())
-    });
+    wait_replica_synced(&old, new.port());
     sync_replicas(&mut n);
     assert_eq!(get_int(&mut o, "on-new"), Some(1));
     assert!(!exists(&mut o, "x") && !exists(&mut o, "rw"));

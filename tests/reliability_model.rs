@@ -13,7 +13,6 @@
 //! `DLOCK_SEED` replays a run; `make test` runs 5 000 steps, `DLOCK_LONG=1` 50 000.
 
 mod common;
-mod reliability_common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
@@ -562,7 +561,7 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
 
 #[test]
 fn random_operations_follow_the_spec_model() {
-    let steps = reliability_common::scale(5000, 50_000);
+    let steps = dlock_testutil::workers::scale(5000, 50_000);
     let seed: u64 = std::env::var("DLOCK_SEED")
         .ok()
         .and_then(|s| s.parse().ok())

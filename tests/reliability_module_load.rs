@@ -8,13 +8,12 @@
 //! - MODULE UNLOAD with a blocked waiter is refused by Redis and the waiter is still served.
 
 mod common;
-mod reliability_common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
-use dlock_testutil::module_path;
-use reliability_common::*;
+use dlock_testutil::workers::*;
+use dlock_testutil::{info_int, module_path, used_memory};
 
 const BAD: [(&[&str], &str); 6] = [
     (
@@ -89,6 +88,43 @@ fn bad_arguments_at_module_load_leave_the_server_healthy() {
         Reply::Err("ERR too many waiters on this key (max-waiters-per-key 1)".into()),
         "the arguments of MODULE LOAD apply"
     );
+}
+
+/// A server with the module loaded and `MODULE LOAD/UNLOAD` allowed, a connection to it, and
+/// the module's path (for `MODULE LOAD`).
+fn module_command_server() -> (Server, Connection, String) {
+    let srv = Server::builder()
+        .args(["--enable-module-command", "yes"])
+        .start();
+    let c = srv.connection();
+    let path = module_path().to_string_lossy().into_owned();
+    (srv, c, path)
+}
+
+/// Unloads the module once nothing waits, and loads it again.
+fn reload(c: &mut Connection, path: &str) {
+    unload_when_idle(c);
+    assert_eq!(
+        cmd(c, &["MODULE", "LOAD", path]),
+        Reply::Status("OK".into())
+    );
+}
+
+/// How much `used_memory` grew over `cycles` runs of `work`, each followed by an unload and a
+/// reload of the module. One run comes first and is not counted: allocations the server
+/// makes once (client buffers, the first module load's tables) are not leaks.
+fn memory_growth(cycles: usize, mut work: impl FnMut(&Server, &mut Connection)) -> i64 {
+    let (srv, mut c, path) = module_command_server();
+    let mut cycle = |c: &mut Connection| {
+        work(&srv, c);
+        reload(c, &path);
+    };
+    cycle(&mut c);
+    let before = used_memory(&mut c);
+    for _ in 0..cycles {
+        cycle(&mut c);
+    }
+    used_memory(&mut c) - before
 }
 
 fn module_loaded(c: &mut Connection) -> bool {
@@ -183,11 +219,7 @@ fn unload_reload_cycle(srv: &Server, c: &mut Connection, path: &str, n: usize) -
 
 #[test]
 fn unload_and_reload_keep_the_server_healthy() {
-    let srv = Server::builder()
-        .args(["--enable-module-command", "yes"])
-        .start();
-    let mut c = srv.connection();
-    let path = module_path().to_string_lossy().into_owned();
+    let (srv, mut c, path) = module_command_server();
     let _: () = redis::cmd("SET")
         .arg("plain")
         .arg(42)
@@ -218,10 +250,7 @@ fn unload_and_reload_keep_the_server_healthy() {
 
 #[test]
 fn unload_with_a_blocked_waiter_is_refused() {
-    let srv = Server::builder()
-        .args(["--enable-module-command", "yes"])
-        .start();
-    let mut c = srv.connection();
+    let (srv, mut c, _) = module_command_server();
     assert_eq!(acquire(&mut c, "k", "A", 60_000), Reply::Int(1));
     for (n, args) in [
         ["DLOCK.ACQUIRE", "k", "B", "60000", "WAIT", "0"],
@@ -259,25 +288,8 @@ fn unload_with_a_blocked_waiter_is_refused() {
 /// every load and nothing freed it; the module now registers itself without the macro.
 #[test]
 fn unload_reload_does_not_leak() {
-    let srv = Server::builder()
-        .args(["--enable-module-command", "yes"])
-        .start();
-    let mut c = srv.connection();
-    let path = module_path().to_string_lossy().into_owned();
-    let cycle = |c: &mut Connection| {
-        unload_when_idle(c);
-        assert_eq!(
-            cmd(c, &["MODULE", "LOAD", &path]),
-            Reply::Status("OK".into())
-        );
-    };
-    cycle(&mut c);
-    let before = used_memory(&mut c);
     let cycles = 20;
-    for _ in 0..cycles {
-        cycle(&mut c);
-    }
-    let per_cycle = (used_memory(&mut c) - before) / cycles;
+    let per_cycle = memory_growth(cycles, |_, _| {}) / cycles as i64;
     println!("used_memory per bare unload/load cycle: {per_cycle} B");
     assert!(
         per_cycle < 4096,
@@ -291,12 +303,7 @@ fn unload_reload_does_not_leak() {
 /// handed the lock in turn, then released), grow `used_memory` by less than 64 KiB in all.
 #[test]
 fn twenty_unload_cycles_with_waiters_free_what_the_module_held() {
-    let srv = Server::builder()
-        .args(["--enable-module-command", "yes"])
-        .start();
-    let mut c = srv.connection();
-    let path = module_path().to_string_lossy().into_owned();
-    let cycle = |c: &mut Connection| {
+    let grown = memory_growth(20, |srv, c| {
         let mut p = redis::pipe();
         for i in 0..300 {
             p.cmd("DLOCK.ACQUIRE")
@@ -309,7 +316,7 @@ fn twenty_unload_cycles_with_waiters_free_what_the_module_held() {
             .map(|i| {
                 let (key, owner) = (format!("m:{}", i % 5), format!("w{i}"));
                 let args = ["DLOCK.ACQUIRE", &key, &owner, "60000", "WAIT", "0"];
-                let pending = enqueue(&srv, c, &key, &args, (i / 5 + 1) as i64);
+                let pending = enqueue(srv, c, &key, &args, (i / 5 + 1) as i64);
                 (key, owner, pending)
             })
             .collect();
@@ -333,20 +340,9 @@ fn twenty_unload_cycles_with_waiters_free_what_the_module_held() {
         assert_eq!(dbsize(c), 0);
         drop(waiters);
         wait_for(Duration::from_secs(10), "waiter connections closed", || {
-            (info_field(c, "clients", "connected_clients") == Some(1)).then_some(())
+            (info_int(c, "clients", "connected_clients") == Some(1)).then_some(())
         });
-        unload_when_idle(c);
-        assert_eq!(
-            cmd(c, &["MODULE", "LOAD", &path]),
-            Reply::Status("OK".into())
-        );
-    };
-    cycle(&mut c);
-    let before = used_memory(&mut c);
-    for _ in 0..20 {
-        cycle(&mut c);
-    }
-    let grown = used_memory(&mut c) - before;
+    });
     println!("used_memory after 20 unload/load cycles with waiters: {grown:+} B");
     assert!(
         grown < 64 * 1024,

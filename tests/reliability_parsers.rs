@@ -12,8 +12,6 @@
 
 use dlock_core::{args, config, error};
 
-mod reliability_common;
-
 use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
@@ -397,7 +395,7 @@ fn argv(rng: &mut StdRng) -> Vec<Vec<u8>> {
 }
 
 fn budget() -> Duration {
-    Duration::from_secs(reliability_common::scale(2, 30))
+    Duration::from_secs(dlock_testutil::workers::scale(2, 30))
 }
 
 fn seed() -> u64 {

@@ -8,14 +8,12 @@
 //! on punctually to a new waiter.
 
 mod common;
-mod reliability_common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::{free_port, ServerBuilder};
-use reliability_common::*;
 
 #[derive(Clone, Copy, Debug)]
 enum Stop {
@@ -52,9 +50,9 @@ fn fence(c: &mut Connection, key: &str) -> Option<i64> {
 }
 
 fn restart(how: Stop) {
-    let dir = TempDir::new("restart");
+    let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut srv = builder(&dir.0, port).start();
+    let mut srv = builder(dir.path(), port).start();
     let mut c = srv.connection();
 
     // Exclusive, reentrant, with a fencing counter.
@@ -147,7 +145,7 @@ fn restart(how: Stop) {
     }
 
     let t_restart = Instant::now();
-    let srv2 = builder(&dir.0, port).start();
+    let srv2 = builder(dir.path(), port).start();
     let restart_took = t_restart.elapsed();
     let mut c = srv2.connection();
     let mut drifts = vec![];

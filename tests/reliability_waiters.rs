@@ -17,15 +17,15 @@
 //! says so).
 
 mod common;
-mod reliability_common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
+use dlock_testutil::workers::*;
+use dlock_testutil::{info_int, used_memory};
 use redis::aio::MultiplexedConnection;
-use reliability_common::*;
 use tokio::sync::mpsc;
 
 const PHASES: [&str; 4] = ["connect+enqueue", "waiting", "serving", "after"];
@@ -95,7 +95,7 @@ fn total_waiters(c: &mut Connection) -> i64 {
 }
 
 fn connected_clients(c: &mut Connection) -> i64 {
-    info_field(c, "clients", "connected_clients").unwrap()
+    info_int(c, "clients", "connected_clients").unwrap()
 }
 
 struct CycleReport {

@@ -5,17 +5,9 @@
 
 mod common;
 use common::*;
+use dlock_testutil::replication::replicate;
+use dlock_testutil::{info_field, sync_replicas};
 use std::time::Duration;
-
-/// One field of `INFO <section>`.
-fn info_field(c: &mut Connection, section: &str, field: &str) -> Option<String> {
-    let s: String = redis::cmd("INFO").arg(section).query(c).ok()?;
-    s.lines().find_map(|l| {
-        l.trim()
-            .strip_prefix(&format!("{field}:"))
-            .map(str::to_string)
-    })
-}
 
 fn link_up(c: &mut Connection) -> bool {
     info_field(c, "replication", "master_link_status").as_deref() == Some("up")
@@ -45,14 +37,7 @@ fn swapdb_replica_loads_diskless_and_serves_old_data_while_loading() {
         .args(["--loading-process-events-interval-bytes", "1024"])
         .start();
     let mut r = replica.connection();
-    let _: () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(master.port())
-        .query(&mut r)
-        .unwrap();
-    wait_for(Duration::from_secs(20), "replica link up", || {
-        link_up(&mut r).then_some(())
-    });
+    replicate(&replica, &master);
     sync_replicas(&mut m);
     let log = replica.log();
     assert!(!log.contains(SKIPPED), "fell back to a disk load:\n{log}");

@@ -3,11 +3,15 @@
 
 mod common;
 use common::*;
+use dlock_testutil::{assert_mirrored, sync_replicas};
 
 #[test]
 fn replica_without_module_mirrors_locks() {
     let master = Server::start();
-    let replica = start_replica(&master, false);
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
     let mut m = master.connection();
     let mut r = replica.connection();
     let fk = fence_key("k");
@@ -64,7 +68,10 @@ fn replica_without_module_mirrors_locks() {
 #[test]
 fn replica_without_module_mirrors_expiry_handoff() {
     let master = Server::start();
-    let replica = start_replica(&master, false);
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
     let mut m = master.connection();
     let mut r = replica.connection();
     assert_eq!(acquire(&mut m, "k", "h", 250), Reply::Int(1));
@@ -85,27 +92,13 @@ fn replica_without_module_mirrors_expiry_handoff() {
     assert!(pttl(&mut r, "k") > 28_000);
 }
 
-fn temp_dir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "dlock-test-{name}-{}-{}",
-        std::process::id(),
-        free_suffix()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-fn free_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
-
 #[test]
 fn aof_replays_without_the_module() {
-    let dir = temp_dir("aof");
+    // Kept across the three servers below, removed when dropped.
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
     let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut master = Server::builder().dir(&dir).args(aof).start();
+    let mut master = Server::builder().dir(dir).args(aof).start();
     let mut m = master.connection();
     let got = cmd(&mut m, &["DLOCK.ACQUIRE", "k1", "o", "600000", "FENCE"]);
     assert_eq!(got, Reply::Arr(vec![Reply::Int(1), Reply::Int(1)]));
@@ -129,7 +122,7 @@ fn aof_replays_without_the_module() {
 
     let plain = Server::builder()
         .without_module()
-        .dir(&dir)
+        .dir(dir)
         .args(aof)
         .start();
     let mut p = plain.connection();
@@ -147,7 +140,7 @@ fn aof_replays_without_the_module() {
     plain.shutdown();
 
     // and with the module again, tokens continue
-    let again = Server::builder().dir(&dir).args(aof).start();
+    let again = Server::builder().dir(dir).args(aof).start();
     let mut a = again.connection();
     assert_eq!(acquire(&mut a, "k1", "x", 1000), Reply::Nil, "still held");
     let got = cmd(&mut a, &["DLOCK.ACQUIRE", "k2", "o", "1000", "FENCE"]);
@@ -156,15 +149,12 @@ fn aof_replays_without_the_module() {
         Reply::Arr(vec![Reply::Int(1), Reply::Int(2)]),
         "token continues after restart"
     );
-    drop(a);
-    drop(again);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn replica_with_module_is_read_only_but_answers_info() {
     let master = Server::start();
-    let replica = start_replica(&master, true);
+    let replica = Server::builder().replica_of(&master).start();
     let mut m = master.connection();
     let mut r = replica.connection();
     let got = cmd(&mut m, &["DLOCK.ACQUIRE", "k", "o", "60000", "FENCE"]);

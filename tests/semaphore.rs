@@ -5,6 +5,8 @@
 
 mod common;
 use common::*;
+use dlock_testutil::assert_mirrored;
+use dlock_testutil::workers::{run_worker_processes, worker_spec};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// `DLOCK.SEMAPHORE key owner capacity lease [extra...]`.
@@ -553,7 +555,10 @@ fn replica_without_module_and_aof_replay_mirror_semaphores() {
     let master = Server::builder()
         .args(["--appendonly", "yes", "--appendfsync", "always"])
         .start();
-    let replica = start_replica(&master, false);
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
     let mut m = master.connection();
     let mut r = replica.connection();
     assert_eq!(
@@ -619,7 +624,7 @@ fn replica_without_module_and_aof_replay_mirror_semaphores() {
 
 #[test]
 fn sem_worker() {
-    let Ok(spec) = std::env::var("DLOCK_SEM_WORKER") else {
+    let Some(spec) = worker_spec("semaphore") else {
         return; // not a worker run
     };
     let parts: Vec<&str> = spec.split(',').collect();
@@ -656,7 +661,7 @@ fn eight_processes_never_exceed_the_capacity() {
     let srv = Server::start();
     let t0 = Instant::now();
     let specs: Vec<String> = (0..8).map(|i| format!("{},{i},100", srv.port())).collect();
-    run_worker_processes("sem_worker", "DLOCK_SEM_WORKER", &specs);
+    run_worker_processes("sem_worker", "semaphore", &specs);
     let mut c = srv.connection();
     assert_eq!(get_int(&mut c, "inside"), Some(0));
     let max = get_int(&mut c, "max").unwrap();

@@ -1,13 +1,14 @@
 //! Mutual exclusion under contention from several OS processes: the test binary re-executes
-//! itself as workers (`stress_worker`, a no-op unless DLOCK_STRESS is set).
+//! itself as workers (`stress_worker`, a no-op unless started as a `stress` worker).
 
 mod common;
 use common::*;
+use dlock_testutil::workers::{run_worker_processes, worker_spec};
 
-/// Worker: DLOCK_STRESS = "port,mode,id,iterations".
+/// Worker, spec "port,mode,id,iterations".
 #[test]
 fn stress_worker() {
-    let Ok(spec) = std::env::var("DLOCK_STRESS") else {
+    let Some(spec) = worker_spec("stress") else {
         return; // not a worker run
     };
     let parts: Vec<&str> = spec.split(',').collect();
@@ -96,7 +97,7 @@ fn run_workers(srv: &Server, workers: &[(&str, u64)]) {
         .enumerate()
         .map(|(i, (mode, iters))| format!("{},{mode},{i},{iters}", srv.port()))
         .collect();
-    run_worker_processes("stress_worker", "DLOCK_STRESS", &specs);
+    run_worker_processes("stress_worker", "stress", &specs);
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod common;
 use common::*;
+use dlock_testutil::sync_replicas;
 
 /// `[owner, request, waited-ms, timeout-left-ms]` rows.
 fn rows(c: &mut Connection, args: &[&str]) -> Vec<(String, String, i64, i64)> {
@@ -136,7 +137,7 @@ fn every_request_kind_is_named() {
 #[test]
 fn answers_on_a_read_only_replica() {
     let master = Server::start();
-    let replica = start_replica(&master, true);
+    let replica = Server::builder().replica_of(&master).start();
     let mut m = master.connection();
     let mut r = replica.connection();
     assert_eq!(acquire(&mut m, "L", "h", 60_000), Reply::Int(1));

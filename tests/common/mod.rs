@@ -1,11 +1,14 @@
-//! Shared helpers for the module's integration tests: a simplified reply type, command
-//! helpers, blocked-waiter threads and parsers for DLOCK.INFO / INFO dlock.
+//! The DLOCK protocol helpers of the module's integration tests: a simplified reply type,
+//! the commands, blocked-waiter threads, DLOCK.INFO / INFO dlock, and the names (fence key,
+//! unlock channel, slot) from `dlock-core`. Servers, topologies, INFO fields, key readers and
+//! worker processes come from `dlock_testutil`; the few every test needs are re-exported here.
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
+pub use dlock_testutil::keys::*;
 pub use dlock_testutil::{wait_for, Server};
 pub use redis::{Connection, Value};
 
@@ -153,52 +156,6 @@ pub fn rwlock(con: &mut Connection, key: &str, owner: &str, mode: &str, lease: u
     cmd(con, &["DLOCK.RWLOCK", key, owner, mode, &lease.to_string()])
 }
 
-/// HGETALL as an ordered map (lossy UTF-8).
-pub fn hgetall(con: &mut Connection, key: &str) -> BTreeMap<String, String> {
-    let v: Vec<(Vec<u8>, Vec<u8>)> = redis::cmd("HGETALL").arg(key).query(con).expect("HGETALL");
-    v.into_iter()
-        .map(|(k, v)| {
-            (
-                String::from_utf8_lossy(&k).into_owned(),
-                String::from_utf8_lossy(&v).into_owned(),
-            )
-        })
-        .collect()
-}
-
-pub fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-pub fn pttl(con: &mut Connection, key: &str) -> i64 {
-    redis::cmd("PTTL").arg(key).query(con).expect("PTTL")
-}
-pub fn exists(con: &mut Connection, key: &str) -> bool {
-    let n: i64 = redis::cmd("EXISTS").arg(key).query(con).expect("EXISTS");
-    n == 1
-}
-pub fn dbsize(con: &mut Connection) -> i64 {
-    redis::cmd("DBSIZE").query(con).expect("DBSIZE")
-}
-pub fn get_int(con: &mut Connection, key: &str) -> Option<i64> {
-    redis::cmd("GET").arg(key).query(con).expect("GET")
-}
-/// DUMP of a key without its trailing version/CRC differences (raw bytes, None if absent).
-pub fn dump(con: &mut Connection, key: &str) -> Option<Vec<u8>> {
-    redis::cmd("DUMP").arg(key).query(con).expect("DUMP")
-}
-pub fn ping(con: &mut Connection) {
-    let r = cmd(con, &["PING"]);
-    assert_eq!(
-        r,
-        Reply::Status("PONG".into()),
-        "server must still answer PING"
-    );
-}
-
 /// Assert `pttl` is in (lease - slack, lease].
 #[track_caller]
 pub fn assert_pttl_about(con: &mut Connection, key: &str, lease: i64) {
@@ -243,22 +200,7 @@ pub fn wait_waiters(con: &mut Connection, key: &str, n: i64) {
 
 /// `INFO dlock` as name -> integer.
 pub fn info_dlock(con: &mut Connection) -> HashMap<String, i64> {
-    info_section(con, "dlock")
-}
-
-/// One `INFO` section's integer fields as name -> value.
-pub fn info_section(con: &mut Connection, section: &str) -> HashMap<String, i64> {
-    let s: String = redis::cmd("INFO")
-        .arg(section)
-        .query(con)
-        .unwrap_or_else(|e| panic!("INFO {section}: {e}"));
-    s.lines()
-        .filter(|l| !l.starts_with('#') && l.contains(':'))
-        .filter_map(|l| {
-            let (k, v) = l.trim().split_once(':')?;
-            Some((k.to_string(), v.trim().parse().ok()?))
-        })
-        .collect()
+    dlock_testutil::info_section(con, "dlock")
 }
 
 /// A command running on its own connection in its own thread (for blocking waiters).
@@ -384,65 +326,6 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Start a replica of `master` (with or without the module) and wait until it is in sync.
-pub fn start_replica(master: &Server, with_module: bool) -> Server {
-    let port = master.port().to_string();
-    let mut b = Server::builder().args(["--replicaof", "127.0.0.1", port.as_str()]);
-    if !with_module {
-        b = b.without_module();
-    }
-    let replica = b.start();
-    let mut rc = replica.connection();
-    wait_for(
-        std::time::Duration::from_secs(20),
-        "replica link up",
-        || {
-            let s: String = redis::cmd("INFO").arg("replication").query(&mut rc).ok()?;
-            s.contains("master_link_status:up").then_some(())
-        },
-    );
-    let mut mc = master.connection();
-    sync_replicas(&mut mc);
-    replica
-}
-
-/// Redis `WAIT 1 2000` on the master: every write so far reached the replica.
-#[track_caller]
-pub fn sync_replicas(master: &mut Connection) {
-    let n: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(master).unwrap();
-    assert!(n >= 1, "replica did not acknowledge (WAIT 1 2000 -> {n})");
-}
-
-/// Assert the replica shows the same type, hash and TTL (± 300 ms) for each key.
-#[track_caller]
-pub fn assert_mirrored(master: &mut Connection, replica: &mut Connection, keys: &[&str]) {
-    sync_replicas(master);
-    for k in keys {
-        let tm: String = redis::cmd("TYPE").arg(*k).query(master).unwrap();
-        let tr: String = redis::cmd("TYPE").arg(*k).query(replica).unwrap();
-        assert_eq!(tr, tm, "TYPE of {k} on the replica");
-        match tm.as_str() {
-            "hash" => assert_eq!(hgetall(replica, k), hgetall(master, k), "HGETALL {k}"),
-            "string" => {
-                let a: Option<String> = redis::cmd("GET").arg(*k).query(master).unwrap();
-                let b: Option<String> = redis::cmd("GET").arg(*k).query(replica).unwrap();
-                assert_eq!(b, a, "GET {k}");
-            }
-            _ => {}
-        }
-        let pm = pttl(master, k);
-        let pr = pttl(replica, k);
-        if pm < 0 || pr < 0 {
-            assert_eq!(pr, pm, "PTTL {k} (master {pm}, replica {pr})");
-        } else {
-            assert!(
-                (pm - pr).abs() <= 300,
-                "PTTL {k}: master {pm}, replica {pr}"
-            );
-        }
-    }
-}
-
 /// A pub/sub connection subscribed to `chan` (the connection is leaked so that the
 /// subscription lives as long as the test: dropping a `PubSub` unsubscribes).
 pub fn subscriber(srv: &Server, chan: &str) -> redis::PubSub<'static> {
@@ -452,32 +335,4 @@ pub fn subscriber(srv: &Server, chan: &str) -> redis::PubSub<'static> {
     let mut ps = con.as_pubsub();
     ps.subscribe(chan).unwrap();
     ps
-}
-
-/// Runs this test binary again as worker processes, one per spec: each runs only the test
-/// named `worker_test` with the environment variable `env` set to its spec (the worker test
-/// does nothing without it). Panics with the output of a worker that failed.
-pub fn run_worker_processes(worker_test: &str, env: &str, specs: &[String]) {
-    let exe = std::env::current_exe().unwrap();
-    let children: Vec<_> = specs
-        .iter()
-        .map(|spec| {
-            std::process::Command::new(&exe)
-                .args(["--exact", worker_test, "--nocapture", "--test-threads", "1"])
-                .env(env, spec)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    for (spec, ch) in specs.iter().zip(children) {
-        let out = ch.wait_with_output().unwrap();
-        let so = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && so.contains("1 passed"),
-            "worker {spec} failed or did not run {worker_test}:\n{so}\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }
