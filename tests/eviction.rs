@@ -20,17 +20,17 @@ fn handoff_on_eviction() {
         &["DLOCK.ACQUIRE", "k", "w", "600000", "WAIT", "20000"],
         1,
     );
-    let used: i64 = info_field(&mut c, "memory", "used_memory");
+    let used: i64 = info_number(&mut c, "memory", "used_memory");
     let limit = (used + 2_000_000).to_string();
     assert_eq!(
         cmd(&mut c, &["CONFIG", "SET", "maxmemory", &limit]),
         Reply::Status("OK".into())
     );
-    let before = info_field(&mut c, "stats", "evicted_keys");
+    let before = info_number(&mut c, "stats", "evicted_keys");
     let filler = "x".repeat(10_000);
     let mut i = 0;
     // Fill until Redis evicts something (the only volatile key is the lock).
-    while info_field(&mut c, "stats", "evicted_keys") == before {
+    while info_number(&mut c, "stats", "evicted_keys") == before {
         assert!(i < 2_000, "no eviction after {i} fillers");
         let r = cmd(&mut c, &["SET", &format!("fill:{i}"), &filler]);
         assert!(!r.is_err() || i > 0, "first filler refused: {r:?}");
@@ -51,7 +51,7 @@ fn handoff_on_eviction() {
 }
 
 /// One integer `INFO` field (panics when absent).
-fn info_field(c: &mut Connection, section: &str, field: &str) -> i64 {
+fn info_number(c: &mut Connection, section: &str, field: &str) -> i64 {
     dlock_testutil::info_int(c, section, field)
         .unwrap_or_else(|| panic!("INFO {section} has no {field}"))
 }
