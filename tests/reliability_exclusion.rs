@@ -1,7 +1,7 @@
 //! Reliability (issue #7), promise 1: mutual exclusion under load, across real OS processes.
 //!
 //! The test binary re-executes itself as worker processes (`worker_*` tests, which return at
-//! once unless `DLOCK_REL_ROLE` names them). Every worker runs plain read-modify-write
+//! once unless started as workers, see `dlock_testutil::workers`). Every worker runs plain read-modify-write
 //! sequences (GET, then SET) that are only correct if the lock excludes everyone else.
 
 mod common;
