@@ -11,7 +11,14 @@
 //!   watchdog registry, the guard);
 //! - `client-acquire`: `Lock::acquire` (a `DLOCK.ACQUIRE ... WAIT 0` on a pooled dedicated
 //!   connection) + release.
-//! The target: `client-try` at most 1.25x `redis-rs`.
+//!
+//! The clocks move with the machine's load (and with how many replies one read carries), so
+//! the same cycles are also counted in instructions, as `make bench-instr` counts the
+//! server's: this binary runs itself under `valgrind --tool=callgrind` (one variant per
+//! run, the 32 tasks doing a fixed number of cycles each), once with `N` and once with `2N`
+//! cycles; `(I(2N) - I(N)) / N` is the client's instructions per cycle, with start-up and
+//! set-up cancelled. The target: `client-try` at most 1.25x `redis-rs` in instructions
+//! (the CPU-time ratio is shown next to it).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -24,6 +31,12 @@ use crate::report::Report;
 use crate::{Backend, Ctx};
 
 const WORKERS: usize = 32;
+
+/// The environment variable that makes this binary an instruction-count child:
+/// `<variant>:<cycles per task>:<port>`.
+const CHILD_ENV: &str = "DLOCK_BENCH_CLIENT_INSTR";
+/// Cycles per task in the shorter counted run (the longer one does twice as many).
+const INSTR_CYCLES: usize = 64;
 const SCENARIO: &str = "client-cpu";
 
 /// This process's CPU time so far, in seconds.
@@ -43,7 +56,17 @@ enum Variant {
     ClientAcquire,
 }
 
+const VARIANTS: [Variant; 4] = [
+    Variant::RedisRs,
+    Variant::Manager,
+    Variant::ClientTry,
+    Variant::ClientAcquire,
+];
+
 impl Variant {
+    fn from_name(n: &str) -> Option<Variant> {
+        VARIANTS.into_iter().find(|v| v.name() == n)
+    }
     fn name(self) -> &'static str {
         match self {
             Variant::RedisRs => "redis-rs",
@@ -79,6 +102,50 @@ async fn cycle<C: redis::aio::ConnectionLike>(
     Ok(())
 }
 
+/// What one task of a variant works with.
+struct Task {
+    key: String,
+    owner: String,
+    lock: dlock_client::Lock,
+    raw: redis::aio::MultiplexedConnection,
+    manager: redis::aio::ConnectionManager,
+}
+
+impl Task {
+    fn new(v: Variant, w: usize, client: &Client, raw: &redis::aio::MultiplexedConnection) -> Task {
+        let key = format!("bench:cpu:{}:{w}", v.name());
+        let lock = client.lock(key.as_str());
+        Task {
+            owner: lock.owner().id().to_string(),
+            key,
+            lock,
+            raw: raw.clone(),
+            manager: client.connection(),
+        }
+    }
+}
+
+/// One acquire + release of variant `v`.
+async fn one(v: Variant, t: &mut Task) -> Result<(), String> {
+    match v {
+        Variant::RedisRs => cycle(&mut t.raw, &t.key, &t.owner).await,
+        Variant::Manager => cycle(&mut t.manager, &t.key, &t.owner).await,
+        Variant::ClientTry => {
+            let g = t
+                .lock
+                .try_acquire()
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or("not granted")?;
+            g.release().await.map_err(|e| e.to_string())
+        }
+        Variant::ClientAcquire => {
+            let g = t.lock.acquire().await.map_err(|e| e.to_string())?;
+            g.release().await.map_err(|e| e.to_string())
+        }
+    }
+}
+
 /// One timed run: (cycles per second, client CPU microseconds per cycle).
 async fn run(ctx: &Ctx, v: Variant, client: &Client) -> Result<(f64, f64), String> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -91,30 +158,11 @@ async fn run(ctx: &Ctx, v: Variant, client: &Client) -> Result<(f64, f64), Strin
         .await
         .map_err(|e| e.to_string())?;
     for w in 0..WORKERS {
-        let key = format!("bench:cpu:{}:{w}", v.name());
         let (stop, done) = (stop.clone(), done.clone());
-        let lock = client.lock(key.as_str());
-        let owner = lock.owner().id().to_string();
-        let mut conn = raw.clone();
-        let mut manager = client.connection();
+        let mut task = Task::new(v, w, client, &raw);
         set.spawn(async move {
             while !stop.load(Relaxed) {
-                match v {
-                    Variant::RedisRs => cycle(&mut conn, &key, &owner).await?,
-                    Variant::Manager => cycle(&mut manager, &key, &owner).await?,
-                    Variant::ClientTry => {
-                        let g = lock
-                            .try_acquire()
-                            .await
-                            .map_err(|e| e.to_string())?
-                            .ok_or("not granted")?;
-                        g.release().await.map_err(|e| e.to_string())?;
-                    }
-                    Variant::ClientAcquire => {
-                        let g = lock.acquire().await.map_err(|e| e.to_string())?;
-                        g.release().await.map_err(|e| e.to_string())?;
-                    }
-                }
+                one(v, &mut task).await?;
                 done.fetch_add(1, Relaxed);
             }
             Ok::<(), String>(())
@@ -148,12 +196,12 @@ pub async fn client_cpu(ctx: &Ctx, rep: &mut Report) {
             return;
         }
     };
-    let variants = [
-        Variant::RedisRs,
-        Variant::Manager,
-        Variant::ClientTry,
-        Variant::ClientAcquire,
-    ];
+    // DLOCK_BENCH_VARIANT=<name> runs one variant alone (for a profiler).
+    let only = std::env::var("DLOCK_BENCH_VARIANT").ok();
+    let variants: Vec<Variant> = VARIANTS
+        .into_iter()
+        .filter(|v| only.as_deref().is_none_or(|o| o == v.name()))
+        .collect();
     for r in 0..ctx.cfg.reps {
         for i in 0..variants.len() {
             let v = variants[(i + r) % variants.len()];
@@ -166,7 +214,7 @@ pub async fn client_cpu(ctx: &Ctx, rep: &mut Report) {
             }
         }
     }
-    let ratio = rep.ratio(
+    rep.ratio(
         "client-cpu-per-cycle",
         SCENARIO,
         "client_cpu_us/op",
@@ -180,10 +228,131 @@ pub async fn client_cpu(ctx: &Ctx, rep: &mut Report) {
         "client-acquire",
         "redis-rs",
     );
+    let counted = instructions(ctx, &variants, rep);
+    let metric = if counted {
+        "client_instr/op"
+    } else {
+        rep.notes.push(format!(
+            "{SCENARIO}: valgrind is missing, so the target is checked on CPU time"
+        ));
+        "client_cpu_us/op"
+    };
+    let ratio = rep.ratio(
+        "client-per-cycle",
+        SCENARIO,
+        metric,
+        "client-try",
+        "redis-rs",
+    );
+    rep.ratio(
+        "client-per-cycle",
+        SCENARIO,
+        metric,
+        "client-acquire",
+        "redis-rs",
+    );
     rep.target(
         "client-cpu client-try/redis-rs",
         "<= 1.25",
         ratio,
         ratio <= 1.25,
     );
+}
+
+/// Count each variant's client instructions per cycle under callgrind (see the module
+/// doc); false when valgrind is missing.
+fn instructions(ctx: &Ctx, variants: &[Variant], rep: &mut Report) -> bool {
+    use std::process::{Command, Stdio};
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        return false;
+    }
+    let dir = std::env::temp_dir().join(format!("dlock-client-instr-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    let exe = std::env::current_exe().expect("this binary's path");
+    let port = ctx.native.port();
+    let count = |v: Variant, per_task: usize| -> Result<u64, String> {
+        let out = dir.join(format!("{}-{per_task}.out", v.name()));
+        let st = Command::new("valgrind")
+            .arg("--tool=callgrind")
+            .arg(format!("--callgrind-out-file={}", out.display()))
+            .arg(&exe)
+            .env(CHILD_ENV, format!("{}:{per_task}:{port}", v.name()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !st.success() {
+            return Err(format!("callgrind child: {st}"));
+        }
+        crate::instr::callgrind_total(&out).ok_or_else(|| "no callgrind total".to_string())
+    };
+    eprintln!("scenario {SCENARIO}: client instructions per cycle (callgrind, {WORKERS} tasks x {INSTR_CYCLES} and x {})", 2 * INSTR_CYCLES);
+    for &v in variants {
+        let r = count(v, INSTR_CYCLES).and_then(|short| Ok((short, count(v, 2 * INSTR_CYCLES)?)));
+        match r {
+            Ok((short, long)) => {
+                let per = (long as f64 - short as f64) / (WORKERS * INSTR_CYCLES) as f64;
+                rep.add(SCENARIO, v.name(), "client_instr/op", per);
+            }
+            Err(e) => rep
+                .fails
+                .push(format!("{SCENARIO} {} instructions: {e}", v.name())),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    true
+}
+
+/// When this process is an instruction-count child (`DLOCK_BENCH_CLIENT_INSTR` set, see
+/// the module doc): run its cycles on a current-thread runtime and answer true.
+pub fn instr_child() -> bool {
+    let Ok(spec) = std::env::var(CHILD_ENV) else {
+        return false;
+    };
+    let parts: Vec<&str> = spec.split(':').collect();
+    let (Some(v), Some(n), Some(port)) = (
+        parts.first().and_then(|n| Variant::from_name(n)),
+        parts.get(1).and_then(|n| n.parse::<usize>().ok()),
+        parts.get(2).and_then(|p| p.parse::<u16>().ok()),
+    ) else {
+        eprintln!("{CHILD_ENV}={spec}: expected <variant>:<cycles>:<port>");
+        std::process::exit(2);
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if let Err(e) = rt.block_on(child_cycles(v, n, port)) {
+        eprintln!("{CHILD_ENV}: {e}");
+        std::process::exit(1);
+    }
+    true
+}
+
+async fn child_cycles(v: Variant, n: usize, port: u16) -> Result<(), String> {
+    let url = format!("redis://127.0.0.1:{port}/");
+    let client = Client::builder(url.as_str())
+        .backend(ClientBackend::Native)
+        .build()
+        .await
+        .map_err(|e| e.to_string())?;
+    let raw = redis::Client::open(url.as_str())
+        .map_err(|e| e.to_string())?
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut set = JoinSet::new();
+    for w in 0..WORKERS {
+        let mut task = Task::new(v, w, &client, &raw);
+        set.spawn(async move {
+            for _ in 0..n {
+                one(v, &mut task).await?;
+            }
+            Ok::<(), String>(())
+        });
+    }
+    while let Some(r) = set.join_next().await {
+        r.map_err(|e| e.to_string())??;
+    }
+    Ok(())
 }

@@ -402,6 +402,9 @@ fn write_results_doc(section: &str) -> std::io::Result<()> {
 }
 
 fn main() {
+    if client_cpu::instr_child() {
+        return;
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|a| a == "--quick");
     let no_write = args.iter().any(|a| a == "--no-write");

@@ -10,6 +10,7 @@ use crate::config::Target;
 use crate::conn::cluster::SlotMap;
 use crate::conn::pool::WaitPool;
 use crate::conn::sentinel::SentinelConn;
+use crate::conn::single::Single;
 use crate::conn::{ConnKind, Connection};
 use crate::lease::Registry;
 use crate::owner::next_owner_number;
@@ -136,24 +137,19 @@ impl Client {
 
     pub(crate) async fn connect(target: Target, config: Config) -> Result<Client> {
         let connect_timeout = config.response_timeout;
-        let (redis, shared) = match &target {
+        let (redis, conn) = match &target {
             Target::Single(url) => {
                 let c = redis::Client::open(url.as_str())
                     .map_err(|e| Error::Config(format!("{url}: {e}")))?;
-                // One plain attempt first: a refused port or a bad host answers at once with
-                // its cause (the connection manager below would retry with back-off).
-                let addr = addr_of(&c);
-                let cfg = redis::AsyncConnectionConfig::new()
-                    .set_connection_timeout(connect_timeout)
-                    .set_response_timeout(connect_timeout);
-                tokio::time::timeout(
-                    connect_timeout,
-                    c.get_multiplexed_async_connection_with_config(&cfg),
+                // One attempt: a refused port or a bad host answers at once with its cause
+                // and address.
+                let single = Single::connect(c.clone(), connect_timeout, config.retry).await?;
+                (
+                    c,
+                    Connection {
+                        kind: ConnKind::Single(single),
+                    },
                 )
-                .await
-                .map_err(|_| Error::connect_timeout(&addr, connect_timeout))?
-                .map_err(|e| Error::connect(&addr, e))?;
-                (c, None)
             }
             Target::Sentinel { sentinels, service } => {
                 let s = redis::sentinel::Sentinel::build(sentinels.clone())
@@ -170,9 +166,9 @@ impl Client {
                     .map_err(|e| Error::connect(&sentinels.join(","), e))?;
                 (
                     c,
-                    Some(Connection {
+                    Connection {
                         kind: ConnKind::Sentinel(sc),
-                    }),
+                    },
                 )
             }
             Target::Cluster(nodes) => {
@@ -197,9 +193,9 @@ impl Client {
                 slots.refresh(&mut c).await;
                 (
                     seed,
-                    Some(Connection {
+                    Connection {
                         kind: ConnKind::Cluster(c, slots),
-                    }),
+                    },
                 )
             }
         };
@@ -220,9 +216,6 @@ impl Client {
         .await
         .map_err(|_| Error::connect_timeout(&addr, limit))?
         .map_err(|e| Error::connect(&addr, e))?;
-        let conn = shared.unwrap_or(Connection {
-            kind: ConnKind::Single(manager.clone()),
-        });
         let engine = Engine::detect(config.backend, &conn).await?;
         let prefix = config.owner_prefix.clone().unwrap_or_else(|| {
             let v: u128 = rand::random();

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::LockKind;
@@ -63,9 +63,15 @@ pub(crate) fn find(map: &Held, key: &str, owner: &str, kind: LockKind) -> Option
 
 /// Store `e`, replacing the entry of the same (key, owner, kind).
 pub(crate) fn insert(map: &mut Held, e: Arc<Entry>) {
-    let v = map.entry(e.key.clone()).or_default();
-    v.retain(|x| !(x.kind == e.kind && x.owner == e.owner));
-    v.push(e);
+    match map.get_mut(&*e.key) {
+        Some(v) => {
+            v.retain(|x| !(x.kind == e.kind && x.owner == e.owner));
+            v.push(e);
+        }
+        None => {
+            map.insert(e.key.clone(), vec![e]);
+        }
+    }
 }
 
 /// Every entry.
@@ -88,7 +94,13 @@ pub(crate) struct Entry {
     pub(crate) lease: Duration,
     pub(crate) state: Mutex<EntryState>,
     active: AtomicBool,
-    pub(crate) status: watch::Sender<Status>,
+    status: Mutex<Status>,
+    /// Woken when the entry is marked lost. A renewal does not wake anyone: a waiter
+    /// sleeping until the old deadline finds the new one when it wakes, and sleeps on. (A
+    /// plain `Notify` next to a mutex, not a `watch` channel: an acquire+release makes
+    /// one entry, and a watch channel's allocation and eight-way notify were a tenth of
+    /// the client's CPU per cycle.)
+    changed: Notify,
 }
 
 pub(crate) struct EntryState {
@@ -112,10 +124,11 @@ impl Entry {
             lease,
             state: Mutex::new(EntryState { holds: 0, watched }),
             active: AtomicBool::new(true),
-            status: watch::Sender::new(Status {
+            status: Mutex::new(Status {
                 deadline,
                 lost: None,
             }),
+            changed: Notify::new(),
         }
     }
     pub(crate) fn is_active(&self) -> bool {
@@ -129,37 +142,39 @@ impl Entry {
         self.is_active() && self.state.lock().unwrap().watched
     }
     pub(crate) fn deadline(&self) -> Instant {
-        self.status.borrow().deadline
+        self.status.lock().unwrap().deadline
+    }
+    /// A reentrant grant reset the lease on the server: its deadline is `deadline`.
+    pub(crate) fn set_deadline(&self, deadline: Instant) {
+        self.status.lock().unwrap().deadline = deadline;
     }
     /// A renewal sent at `sent` succeeded.
     pub(crate) fn renewed(&self, sent: Instant) {
         if !self.is_active() {
             return;
         }
-        self.status.send_if_modified(|s| {
-            let d = sent + self.lease;
-            if s.lost.is_none() && d > s.deadline {
-                s.deadline = d;
-                true
-            } else {
-                false
-            }
-        });
+        let mut s = self.status.lock().unwrap();
+        let d = sent + self.lease;
+        if s.lost.is_none() && d > s.deadline {
+            s.deadline = d;
+        }
     }
     /// Mark lost (first reason wins) and stop renewing.
     pub(crate) fn mark(&self, reason: LostReason) {
         self.deactivate();
-        self.status.send_if_modified(|s| {
-            if s.lost.is_none() {
+        let first = {
+            let mut s = self.status.lock().unwrap();
+            s.lost.is_none() && {
                 s.lost = Some(reason);
                 true
-            } else {
-                false
             }
-        });
+        };
+        if first {
+            self.changed.notify_waiters();
+        }
     }
     pub(crate) fn lost_now(&self) -> Option<LostReason> {
-        let s = self.status.borrow();
+        let s = self.status.lock().unwrap();
         if let Some(r) = s.lost {
             return Some(r);
         }
@@ -170,14 +185,13 @@ impl Entry {
     }
 }
 
-/// Drop `e` from the registry (if it is still the entry stored for its key).
+/// Drop `e` from the registry (if it is still the entry stored for its key). The key's
+/// (now maybe empty) list stays for the next acquire of that key to reuse; the watchdog
+/// sweeps empty lists each round.
 pub(crate) fn remove_entry(reg: &Registry, e: &Arc<Entry>) {
     let mut map = reg.lock();
     if let Some(v) = map.get_mut(&*e.key) {
         v.retain(|x| !Arc::ptr_eq(x, e));
-        if v.is_empty() {
-            map.remove(&*e.key);
-        }
     }
 }
 
@@ -231,18 +245,18 @@ impl LostSignal {
     /// # Ok(()) }
     /// ```
     pub async fn wait(self) -> LostReason {
-        let mut rx = self.entry.status.subscribe();
+        let entry = &self.entry;
         loop {
-            let s = rx.borrow_and_update().clone();
+            // Registered before the status is read, so a `mark` in between still wakes it.
+            let changed = entry.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let s = entry.status.lock().unwrap().clone();
             if let Some(r) = s.lost {
                 return r;
             }
             tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        return LostReason::Released;
-                    }
-                }
+                _ = changed => {}
                 _ = tokio::time::sleep_until(s.deadline) => {
                     // Deadline passed with no renewal in between: lost.
                     if self.entry.deadline() <= Instant::now() {

@@ -448,7 +448,7 @@ impl Lock {
         drop(map);
         if holds > count {
             // A reentrant acquire reset the lease on the server.
-            entry.status.send_modify(|s| s.deadline = deadline);
+            entry.set_deadline(deadline);
         }
         LockGuard::new(
             self.client.clone(),

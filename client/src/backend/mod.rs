@@ -148,8 +148,9 @@ impl Engine {
     ) -> redis::RedisResult<Value> {
         match self {
             Engine::Native(_) => {
-                native::release_cmd(&e.key, &e.owner, e.kind, count)
-                    .query_async(&mut inner.conn.clone())
+                inner
+                    .conn
+                    .send(&native::release_cmd(&e.key, &e.owner, e.kind, count))
                     .await
             }
             Engine::Script(s) => s.release(inner, e, count).await,

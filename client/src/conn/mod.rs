@@ -5,22 +5,26 @@
 pub(crate) mod cluster;
 pub(crate) mod pool;
 pub(crate) mod sentinel;
+pub(crate) mod single;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use cluster::SlotMap;
 use sentinel::{timeout_error, SentinelConn};
+use single::Single;
 
 /// The multiplexed connection a [`Client`](crate::Client) sends its commands on, whatever
 /// the deployment: a single node, a Sentinel-managed master or a Redis Cluster. It
 /// implements [`redis::aio::ConnectionLike`], so every `redis` command and
 /// [`redis::AsyncCommands`] works on it. Cheap to clone.
 ///
-/// - single node: a reconnecting [`ConnectionManager`];
+/// - single node: a multiplexed connection, made again after a failure, whose link is
+///   watched as a whole (a request that stays unanswered for a response time-out fails
+///   with a connection error);
 /// - Sentinel: a connection to the master the sentinels name; after a connection error or a
 ///   `READONLY` reply (the old master came back as a replica) the next command asks the
 ///   sentinels again, so failovers are followed;
@@ -42,7 +46,7 @@ pub struct Connection {
 #[derive(Clone)]
 #[allow(clippy::large_enum_variant)] // cloned per command; boxing would allocate each time
 pub(crate) enum ConnKind {
-    Single(ConnectionManager),
+    Single(Arc<Single>),
     Sentinel(Arc<SentinelConn>),
     Cluster(redis::cluster_async::ClusterConnection, Arc<SlotMap>),
 }
@@ -58,6 +62,16 @@ impl Connection {
     pub fn is_cluster(&self) -> bool {
         matches!(self.kind, ConnKind::Cluster(..))
     }
+
+    /// Send one command and get its reply (an error reply stays inline as
+    /// `Value::ServerError`). On a single node this skips the boxed future and the clone of
+    /// the [`ConnectionLike`] path: it carries the lock's hot path (try-acquire, release).
+    pub(crate) async fn send(&self, cmd: &Cmd) -> redis::RedisResult<Value> {
+        match &self.kind {
+            ConnKind::Single(s) => s.command(cmd).await,
+            _ => self.clone().req_packed_command(cmd).await,
+        }
+    }
 }
 
 /// An inline error reply that means the node is no longer a master.
@@ -70,7 +84,10 @@ fn readonly_inline(values: &[Value]) -> bool {
 impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match &mut self.kind {
-            ConnKind::Single(c) => c.req_packed_command(cmd),
+            ConnKind::Single(s) => {
+                let s = s.clone();
+                Box::pin(async move { s.command(cmd).await })
+            }
             ConnKind::Cluster(c, _) => c.req_packed_command(cmd),
             ConnKind::Sentinel(s) => {
                 let s = s.clone();
@@ -101,7 +118,10 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.kind {
-            ConnKind::Single(c) => c.req_packed_commands(cmd, offset, count),
+            ConnKind::Single(s) => {
+                let s = s.clone();
+                Box::pin(async move { s.pipeline(cmd, offset, count).await })
+            }
             ConnKind::Cluster(c, _) => c.req_packed_commands(cmd, offset, count),
             ConnKind::Sentinel(s) => {
                 let s = s.clone();
@@ -128,7 +148,7 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match &self.kind {
-            ConnKind::Single(c) => c.get_db(),
+            ConnKind::Single(s) => s.db(),
             ConnKind::Cluster(c, _) => c.get_db(),
             ConnKind::Sentinel(_) => 0,
         }

@@ -1,0 +1,194 @@
+//! The shared connection to a single node: one multiplexed connection, made again after a
+//! failure, whose link is watched as a whole instead of with a timer per request.
+//!
+//! Why not redis-rs's `ConnectionManager` (which [`Client::connection`](crate::Client::connection)
+//! still hands out): it wraps every request in a time-out (a timer registered and cancelled
+//! per command), an `ArcSwap` load and a shared future; on the lock's hot path that was a
+//! fifth of the client's CPU per acquire+release. Here a request costs a mutex-guarded
+//! clone and two counter increments. One task per connection checks, every response
+//! time-out, that the requests in flight are being answered, and closes a link that
+//! stopped answering: its requests then fail with a connection error, as they would have
+//! with a per-request time-out, and the next request connects again.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use redis::aio::MultiplexedConnection;
+use redis::{Cmd, Pipeline, RedisResult, Value};
+use tokio::task::AbortHandle;
+
+use crate::{Error, Result, Retry};
+
+pub(crate) struct Single {
+    client: redis::Client,
+    timeout: Duration,
+    retry: Retry,
+    runtime: tokio::runtime::Handle,
+    current: Mutex<Option<Link>>,
+    /// Held while a new link is being made, so concurrent requests wait for one attempt.
+    connecting: tokio::sync::Mutex<()>,
+    /// Requests sent and requests finished (answered, failed or dropped): the monitor's view.
+    sent: AtomicU64,
+    finished: AtomicU64,
+    next_link: AtomicU64,
+}
+
+struct Link {
+    id: u64,
+    conn: MultiplexedConnection,
+    /// The task that drives the socket; aborting it fails every request in flight.
+    driver: AbortHandle,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.driver.abort();
+    }
+}
+
+/// Counts a request as finished however its future ends (answered, failed, dropped).
+struct Finished<'a>(&'a AtomicU64);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+}
+
+impl Single {
+    /// Connect to `client`'s node (one attempt, so a refused port or a bad host answers at
+    /// once, naming the address) and start the link monitor.
+    pub(crate) async fn connect(
+        client: redis::Client,
+        timeout: Duration,
+        retry: Retry,
+    ) -> Result<Arc<Single>> {
+        let addr = client.get_connection_info().addr.to_string();
+        let s = Arc::new(Single {
+            client,
+            timeout,
+            retry,
+            runtime: tokio::runtime::Handle::current(),
+            current: Mutex::new(None),
+            connecting: tokio::sync::Mutex::new(()),
+            sent: AtomicU64::new(0),
+            finished: AtomicU64::new(0),
+            next_link: AtomicU64::new(1),
+        });
+        match tokio::time::timeout(timeout, s.client.create_multiplexed_tokio_connection()).await {
+            Ok(Ok((conn, driver))) => s.install(conn, driver),
+            Ok(Err(e)) => return Err(Error::connect(&addr, e)),
+            Err(_) => return Err(Error::connect_timeout(&addr, timeout)),
+        };
+        tokio::spawn(monitor(Arc::downgrade(&s), timeout));
+        Ok(s)
+    }
+
+    fn install(
+        &self,
+        conn: MultiplexedConnection,
+        driver: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> (u64, MultiplexedConnection) {
+        let id = self.next_link.fetch_add(1, Relaxed);
+        let driver = self.runtime.spawn(driver).abort_handle();
+        let out = (id, conn.clone());
+        *self.current.lock().unwrap() = Some(Link { id, conn, driver });
+        out
+    }
+
+    /// The current link, or a new one (with the retry policy's back-off between attempts).
+    async fn link(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        if let Some(l) = self.current.lock().unwrap().as_ref() {
+            return Ok((l.id, l.conn.clone()));
+        }
+        let _one = self.connecting.lock().await;
+        if let Some(l) = self.current.lock().unwrap().as_ref() {
+            return Ok((l.id, l.conn.clone()));
+        }
+        let mut n = 0;
+        loop {
+            let attempt = tokio::time::timeout(
+                self.timeout,
+                self.client.create_multiplexed_tokio_connection(),
+            )
+            .await;
+            let err = match attempt {
+                Ok(Ok((conn, driver))) => return Ok(self.install(conn, driver)),
+                Ok(Err(e)) => e,
+                Err(_) => redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no connection within {:?}", self.timeout),
+                )),
+            };
+            if n >= self.retry.attempts() {
+                return Err(err);
+            }
+            tokio::time::sleep(self.retry.delay(n)).await;
+            n += 1;
+        }
+    }
+
+    /// After a failed request on link `id`: a broken link is dropped, so the next request
+    /// connects again.
+    fn after<T>(&self, id: u64, r: &RedisResult<T>) {
+        if let Err(e) = r {
+            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
+                self.drop_link(id);
+            }
+        }
+    }
+
+    fn drop_link(&self, id: u64) {
+        let mut cur = self.current.lock().unwrap();
+        if cur.as_ref().is_some_and(|l| l.id == id) {
+            *cur = None;
+        }
+    }
+
+    pub(crate) async fn command(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let (id, mut c) = self.link().await?;
+        self.sent.fetch_add(1, Relaxed);
+        let _f = Finished(&self.finished);
+        let r = c.send_packed_command(cmd).await;
+        self.after(id, &r);
+        r
+    }
+
+    pub(crate) async fn pipeline(
+        &self,
+        pipe: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let (id, mut c) = self.link().await?;
+        self.sent.fetch_add(1, Relaxed);
+        let _f = Finished(&self.finished);
+        let r = c.send_packed_commands(pipe, offset, count).await;
+        self.after(id, &r);
+        r
+    }
+
+    pub(crate) fn db(&self) -> i64 {
+        self.client.get_connection_info().redis.db
+    }
+}
+
+/// Every `every`: when nothing was answered since the last look although a request sent
+/// before it is still out, the link has been silent for at least `every` with work
+/// pending: close it (its requests fail with a connection error).
+async fn monitor(weak: Weak<Single>, every: Duration) {
+    let (mut last_sent, mut last_finished) = (0, 0);
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(s) = weak.upgrade() else { return };
+        let (sent, finished) = (s.sent.load(Relaxed), s.finished.load(Relaxed));
+        if finished == last_finished && finished < last_sent {
+            let id = s.current.lock().unwrap().as_ref().map(|l| l.id);
+            if let Some(id) = id {
+                s.drop_link(id);
+            }
+        }
+        (last_sent, last_finished) = (sent, finished);
+    }
+}
