@@ -4,6 +4,9 @@
 //! The facade runs its own small tokio runtime (2 worker threads) for the connection and
 //! the watchdog. Do not call it from inside an async task (it blocks the thread).
 //!
+//! It mirrors the async API: [`Client`], [`Lock`] and [`RwLock`] handles, [`MultiLock`],
+//! [`RedLock`], and [`Node`] for servers that may be down.
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
@@ -24,6 +27,8 @@ mod semaphore;
 pub use semaphore::{Semaphore, SemaphoreGuard};
 
 use crate::backend::Wait;
+use crate::multilock::GroupLost;
+use crate::node::Member;
 use crate::owner::next_owner_number;
 use crate::{ClientBuilder, LockKind, LostReason, LostSignal, Owner, Result};
 
@@ -33,7 +38,7 @@ use crate::{ClientBuilder, LockKind, LostReason, LostSignal, Owner, Result};
 /// let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
 /// # Ok::<(), dlock_client::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Client {
     inner: crate::Client,
     rt: Arc<tokio::runtime::Runtime>,
@@ -120,12 +125,17 @@ impl Client {
     /// # Ok::<(), dlock_client::Error>(())
     /// ```
     pub fn thread_owner(&self) -> Owner {
-        thread_local! {
-            static N: OnceLock<u64> = const { OnceLock::new() };
-        }
-        let n = N.with(|n| *n.get_or_init(next_owner_number));
-        self.inner.owner_numbered(n)
+        self.inner.owner_numbered(thread_number())
     }
+}
+
+/// The calling thread's number in owner ids (`<prefix>:<thread number>`), the same for every
+/// client and lock of this process.
+fn thread_number() -> u64 {
+    thread_local! {
+        static N: OnceLock<u64> = const { OnceLock::new() };
+    }
+    N.with(|n| *n.get_or_init(next_owner_number))
 }
 
 /// A blocking lock handle (Redisson's `RLock`).
@@ -140,7 +150,7 @@ impl Client {
 /// }
 /// # Ok::<(), dlock_client::Error>(())
 /// ```
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Lock {
     client: Client,
     name: String,
@@ -416,6 +426,534 @@ impl Drop for LockGuard {
         if let Some(g) = self.inner.take() {
             if tokio::runtime::Handle::try_current().is_err() {
                 let _ = self.rt.block_on(g.release());
+            }
+        }
+    }
+}
+
+/// A server for a blocking [`MultiLock`] or [`RedLock`], up or down (the blocking face of
+/// [`crate::Node`]): made without needing the server to answer, tried again whenever a lock
+/// needs it.
+///
+/// ```no_run
+/// use dlock_client::{blocking, Client};
+/// let nodes: Vec<blocking::Node> = [6379, 6380, 6381]
+///     .iter()
+///     .map(|p| blocking::Node::connect(Client::builder(format!("redis://127.0.0.1:{p}/"))))
+///     .collect::<Result<_, _>>()?;
+/// let red = blocking::RedLock::on_nodes(&nodes, "job");
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Node {
+    node: crate::Node,
+    rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl Node {
+    /// The server `builder` describes, on a runtime of its own: connected now if it answers,
+    /// else down. Errors: only settings that can never work (see [`crate::Node::connect`]).
+    /// ```no_run
+    /// let n = dlock_client::blocking::Node::connect(dlock_client::Client::builder("redis://127.0.0.1:6379/"))?;
+    /// println!("{} up: {}", n.address(), n.is_up());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn connect(builder: ClientBuilder) -> Result<Node> {
+        let rt = Arc::new(runtime()?);
+        let node = rt.block_on(crate::Node::connect(builder))?;
+        Ok(Node { node, rt })
+    }
+    /// Whether the node has connected.
+    /// ```no_run
+    /// # fn demo(n: dlock_client::blocking::Node) { println!("{}", n.is_up()); }
+    /// ```
+    pub fn is_up(&self) -> bool {
+        self.node.is_up()
+    }
+    /// The server's address.
+    /// ```no_run
+    /// # fn demo(n: dlock_client::blocking::Node) { println!("{}", n.address()); }
+    /// ```
+    pub fn address(&self) -> &str {
+        self.node.address()
+    }
+}
+
+impl From<Client> for Node {
+    /// A node that is up: `client`'s server.
+    fn from(c: Client) -> Node {
+        Node {
+            node: crate::Node::from(c.inner),
+            rt: c.rt,
+        }
+    }
+}
+
+/// Run `f` on `rt`, or (no members, so no runtime) right here.
+fn block_on<F: std::future::Future>(rt: &Option<Arc<tokio::runtime::Runtime>>, f: F) -> F::Output {
+    match rt {
+        Some(rt) => rt.block_on(f),
+        None => futures::executor::block_on(f),
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Members {
+    Locks(Vec<Lock>),
+    Nodes(Vec<(crate::Node, String)>),
+}
+
+/// A blocking multi-lock (see [`crate::MultiLock`]): all-or-nothing over several locks, in
+/// a canonical order; each member's owner is the calling thread's at each call.
+///
+/// ```no_run
+/// let a = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+/// let b = dlock_client::blocking::Client::open("redis://127.0.0.1:6380/")?;
+/// let m = dlock_client::blocking::MultiLock::new([a.lock("account:1"), b.lock("account:2")]);
+/// let g = m.acquire()?;
+/// g.release()?;
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct MultiLock {
+    members: Members,
+    rt: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+impl MultiLock {
+    /// A multi-lock over `locks` (blocking lock handles, possibly of different clients).
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let m = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]);
+    /// assert_eq!(m.len(), 2);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn new(locks: impl IntoIterator<Item = Lock>) -> MultiLock {
+        let locks: Vec<Lock> = locks.into_iter().collect();
+        MultiLock {
+            rt: locks.first().map(|l| l.client.rt.clone()),
+            members: Members::Locks(locks),
+        }
+    }
+    /// A multi-lock over the exclusive locks `(node, name)`, whether or not the nodes are up:
+    /// a member whose node is down makes an acquire fail with
+    /// [`Error::Connect`](crate::Error::Connect) naming it.
+    /// ```no_run
+    /// # fn demo(a: dlock_client::blocking::Node, b: dlock_client::blocking::Node) -> dlock_client::Result<()> {
+    /// let m = dlock_client::blocking::MultiLock::on_nodes([(a, "x"), (b, "y")]);
+    /// # let _ = m; Ok(()) }
+    /// ```
+    pub fn on_nodes<S: Into<String>>(members: impl IntoIterator<Item = (Node, S)>) -> MultiLock {
+        let members: Vec<(Node, String)> =
+            members.into_iter().map(|(n, s)| (n, s.into())).collect();
+        MultiLock {
+            rt: members.first().map(|(n, _)| n.rt.clone()),
+            members: Members::Nodes(members.into_iter().map(|(n, s)| (n.node, s)).collect()),
+        }
+    }
+    /// Number of members.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert_eq!(dlock_client::blocking::MultiLock::new([c.lock("a")]).len(), 1);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        match &self.members {
+            Members::Locks(l) => l.len(),
+            Members::Nodes(n) => n.len(),
+        }
+    }
+    /// True when there are no members.
+    /// ```
+    /// assert!(dlock_client::blocking::MultiLock::new([]).is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The async multi-lock acting for the calling thread.
+    fn for_thread(&self) -> crate::MultiLock {
+        match &self.members {
+            Members::Locks(locks) => crate::MultiLock::new(locks.iter().map(Lock::handle)),
+            Members::Nodes(nodes) => {
+                let n = thread_number();
+                crate::MultiLock::of_members(
+                    nodes
+                        .iter()
+                        .map(|(node, name)| {
+                            Member::exclusive(node.clone(), name.clone(), node.owner_numbered(n))
+                        })
+                        .collect(),
+                )
+            }
+        }
+    }
+    fn guard(&self, g: crate::MultiLockGuard) -> MultiLockGuard {
+        MultiLockGuard {
+            inner: Some(g),
+            rt: self.rt.clone(),
+        }
+    }
+    /// Wait as long as it takes for all members; watchdog on.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]).acquire()?;
+    /// g.release()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn acquire(&self) -> Result<MultiLockGuard> {
+        let m = self.for_thread();
+        let g = block_on(&self.rt, async move { m.acquire().await })?;
+        Ok(self.guard(g))
+    }
+    /// One attempt at each member; all or none.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// if let Some(g) = dlock_client::blocking::MultiLock::new([c.lock("a")]).try_acquire()? { g.release()?; }
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn try_acquire(&self) -> Result<Option<MultiLockGuard>> {
+        self.try_acquire_for(Duration::ZERO, None)
+    }
+    /// Wait up to `wait` in total; with `lease`, no watchdog. `Ok(None)` on time-out.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// use std::time::Duration;
+    /// let m = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]);
+    /// let g = m.try_acquire_for(Duration::from_secs(1), Some(Duration::from_secs(10)))?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn try_acquire_for(
+        &self,
+        wait: Duration,
+        lease: Option<Duration>,
+    ) -> Result<Option<MultiLockGuard>> {
+        let m = self.for_thread();
+        let g = block_on(
+            &self.rt,
+            async move { m.try_acquire_for(wait, lease).await },
+        )?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+}
+
+/// All members of a blocking [`MultiLock`], held. Dropping it releases them (before `drop`
+/// returns, outside an async runtime).
+pub struct MultiLockGuard {
+    inner: Option<crate::MultiLockGuard>,
+    rt: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+impl MultiLockGuard {
+    fn g(&self) -> &crate::MultiLockGuard {
+        self.inner.as_ref().expect("guard present until release")
+    }
+    /// The members' fencing tokens.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a").fenced()]).acquire()?;
+    /// println!("{:?}", g.fencing_tokens());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
+        self.g().fencing_tokens()
+    }
+    /// Members held.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// assert_eq!(dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?.len(), 1);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn len(&self) -> usize {
+        self.g().guards().len()
+    }
+    /// True when no member is held (an empty multi-lock).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The signal that fires when any member is lost.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?;
+    /// assert!(g.lost().check().is_none());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn lost(&self) -> GroupLost {
+        self.g().lost()
+    }
+    /// Block up to `timeout` for a member to be lost; `None` if all are still held.
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?;
+    /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
+        wait_group(&self.rt, self.lost(), timeout)
+    }
+    /// Release every member (see [`crate::MultiLockGuard::release`]).
+    /// ```no_run
+    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?.release()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn release(mut self) -> Result<()> {
+        let g = self.inner.take().expect("guard present");
+        block_on(&self.rt, g.release())
+    }
+}
+
+impl Drop for MultiLockGuard {
+    fn drop(&mut self) {
+        if let Some(g) = self.inner.take() {
+            if tokio::runtime::Handle::try_current().is_err() {
+                let _ = block_on(&self.rt, g.release());
+            }
+        }
+    }
+}
+
+/// Block up to `timeout` for `lost` to fire.
+fn wait_group(
+    rt: &Option<Arc<tokio::runtime::Runtime>>,
+    lost: GroupLost,
+    timeout: Duration,
+) -> Option<LostReason> {
+    match rt {
+        Some(rt) => {
+            rt.block_on(async move { tokio::time::timeout(timeout, lost.wait()).await.ok() })
+        }
+        None => lost.check(),
+    }
+}
+
+/// A blocking RedLock (see [`crate::RedLock`]): one lock over N independent servers, held
+/// on a majority; its owner is the calling thread's (the same id on every server).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// let clients: Vec<dlock_client::blocking::Client> = [6379, 6380, 6381]
+///     .iter()
+///     .map(|p| dlock_client::blocking::Client::open(format!("redis://127.0.0.1:{p}/")))
+///     .collect::<Result<_, _>>()?;
+/// let red = dlock_client::blocking::RedLock::on(&clients, "job");
+/// if let Some(g) = red.try_acquire(Duration::from_secs(10))? {
+///     println!("valid for {:?}", g.validity());
+///     g.release()?;
+/// }
+/// # Ok::<(), dlock_client::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct RedLock {
+    red: crate::RedLock,
+    /// Names the thread's owner (its prefix, when up).
+    first: Option<crate::Node>,
+    rt: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+impl RedLock {
+    /// A RedLock on key `name` over `clients`.
+    /// ```no_run
+    /// # fn demo(clients: Vec<dlock_client::blocking::Client>) {
+    /// let red = dlock_client::blocking::RedLock::on(&clients, "k");
+    /// # }
+    /// ```
+    pub fn on(clients: &[Client], name: &str) -> RedLock {
+        let nodes: Vec<Node> = clients.iter().cloned().map(Node::from).collect();
+        RedLock::on_nodes(&nodes, name)
+    }
+    /// A RedLock on key `name` over `nodes`, up or down: a node that is down is a failed
+    /// vote, and is used again once it answers.
+    /// ```no_run
+    /// # fn demo(nodes: Vec<dlock_client::blocking::Node>) {
+    /// let red = dlock_client::blocking::RedLock::on_nodes(&nodes, "k");
+    /// # }
+    /// ```
+    pub fn on_nodes(nodes: &[Node], name: &str) -> RedLock {
+        let async_nodes: Vec<crate::Node> = nodes.iter().map(|n| n.node.clone()).collect();
+        let first = async_nodes.first().cloned();
+        let owner = first
+            .as_ref()
+            .map(|n| n.owner_numbered(thread_number()))
+            .unwrap_or_else(|| Owner::from_id("redlock"));
+        RedLock {
+            red: crate::RedLock::on_nodes_as(&async_nodes, name, &owner),
+            first,
+            rt: nodes.first().map(|n| n.rt.clone()),
+        }
+    }
+    /// Time-out of one server's answer (see [`crate::RedLock::node_timeout`]).
+    /// ```no_run
+    /// # fn demo(red: dlock_client::blocking::RedLock) {
+    /// let red = red.node_timeout(std::time::Duration::from_millis(20));
+    /// # }
+    /// ```
+    pub fn node_timeout(mut self, t: Duration) -> RedLock {
+        self.red = self.red.node_timeout(t);
+        self
+    }
+    /// Upper bound of the random delay between attempts.
+    /// ```no_run
+    /// # fn demo(red: dlock_client::blocking::RedLock) {
+    /// let red = red.retry_delay(std::time::Duration::from_millis(50));
+    /// # }
+    /// ```
+    pub fn retry_delay(mut self, t: Duration) -> RedLock {
+        self.red = self.red.retry_delay(t);
+        self
+    }
+    /// Clock drift allowance as a fraction of the lease.
+    /// ```no_run
+    /// # fn demo(red: dlock_client::blocking::RedLock) {
+    /// let red = red.drift_factor(0.02);
+    /// # }
+    /// ```
+    pub fn drift_factor(mut self, f: f64) -> RedLock {
+        self.red = self.red.drift_factor(f);
+        self
+    }
+    /// Number of servers.
+    /// ```no_run
+    /// # fn demo(red: dlock_client::blocking::RedLock) { println!("{}", red.len()); }
+    /// ```
+    pub fn len(&self) -> usize {
+        self.red.len()
+    }
+    /// True when there is no server.
+    /// ```
+    /// assert!(dlock_client::blocking::RedLock::on(&[], "k").is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.red.is_empty()
+    }
+    /// Grants needed: `N/2 + 1`.
+    /// ```
+    /// assert_eq!(dlock_client::blocking::RedLock::on(&[], "k").quorum(), 1);
+    /// ```
+    pub fn quorum(&self) -> usize {
+        self.red.quorum()
+    }
+    /// The async RedLock acting for the calling thread.
+    fn for_thread(&self) -> crate::RedLock {
+        match &self.first {
+            Some(n) => self.red.with_owner(&n.owner_numbered(thread_number())),
+            None => self.red.clone(),
+        }
+    }
+    fn guard(&self, g: crate::RedLockGuard) -> RedLockGuard {
+        RedLockGuard {
+            inner: Some(g),
+            rt: self.rt.clone(),
+        }
+    }
+    /// One attempt with lease `lease`; `Ok(None)` without a quorum (nothing left held).
+    /// ```no_run
+    /// # fn demo(red: dlock_client::blocking::RedLock) -> dlock_client::Result<()> {
+    /// if let Some(g) = red.try_acquire(std::time::Duration::from_secs(5))? { g.release()?; }
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire(&self, lease: Duration) -> Result<Option<RedLockGuard>> {
+        let red = self.for_thread();
+        let g = block_on(&self.rt, async move { red.try_acquire(lease).await })?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+    /// Retry until a quorum grants it or `wait` has passed.
+    /// ```no_run
+    /// # fn demo(red: dlock_client::blocking::RedLock) -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let g = red.try_acquire_for(Duration::from_secs(2), Duration::from_secs(10))?;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<RedLockGuard>> {
+        let red = self.for_thread();
+        let g = block_on(
+            &self.rt,
+            async move { red.try_acquire_for(wait, lease).await },
+        )?;
+        Ok(g.map(|g| self.guard(g)))
+    }
+}
+
+/// A blocking RedLock held on a quorum of servers (see [`crate::RedLockGuard`]). Dropping it
+/// releases (before `drop` returns, outside an async runtime).
+pub struct RedLockGuard {
+    inner: Option<crate::RedLockGuard>,
+    rt: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+impl RedLockGuard {
+    fn g(&self) -> &crate::RedLockGuard {
+        self.inner.as_ref().expect("guard present until release")
+    }
+    /// The validity computed at grant: `lease - elapsed - drift`.
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { println!("{:?}", g.validity()); }
+    /// ```
+    pub fn validity(&self) -> Duration {
+        self.g().validity()
+    }
+    /// Still within the validity?
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { assert!(g.is_valid()); }
+    /// ```
+    pub fn is_valid(&self) -> bool {
+        self.g().is_valid()
+    }
+    /// How long the validity still lasts (zero once it is over).
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { println!("{:?}", g.remaining()); }
+    /// ```
+    pub fn remaining(&self) -> Duration {
+        self.g()
+            .valid_until()
+            .saturating_duration_since(tokio::time::Instant::now())
+    }
+    /// Servers that granted it.
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { assert!(g.granted() >= 1); }
+    /// ```
+    pub fn granted(&self) -> usize {
+        self.g().granted()
+    }
+    /// The per-server fencing tokens.
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { println!("{:?}", g.fencing_tokens()); }
+    /// ```
+    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
+        self.g().fencing_tokens()
+    }
+    /// The signal that fires at the validity deadline or when a quorum is lost.
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { assert!(g.lost().check().is_none()); }
+    /// ```
+    pub fn lost(&self) -> GroupLost {
+        self.g().lost()
+    }
+    /// Block up to `timeout` for the lock to count as lost; `None` if still held.
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) {
+    /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
+    /// # }
+    /// ```
+    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
+        wait_group(&self.rt, self.lost(), timeout)
+    }
+    /// Release on every server: `Ok(())` if a quorum still held it.
+    /// ```no_run
+    /// # fn demo(g: dlock_client::blocking::RedLockGuard) -> dlock_client::Result<()> {
+    /// g.release()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn release(mut self) -> Result<()> {
+        let g = self.inner.take().expect("guard present");
+        block_on(&self.rt, g.release())
+    }
+}
+
+impl Drop for RedLockGuard {
+    fn drop(&mut self) {
+        if let Some(g) = self.inner.take() {
+            if tokio::runtime::Handle::try_current().is_err() {
+                let _ = block_on(&self.rt, g.release());
             }
         }
     }

@@ -25,6 +25,8 @@ pub(crate) struct Inner {
     pub(crate) config: Config,
     pub(crate) engine: Engine,
     prefix: String,
+    /// The server's name for ordering and its address for messages ([`Target::names`]).
+    names: (String, String),
     pub(crate) registry: Registry,
     pub(crate) pool: WaitPool,
     pub(crate) runtime: tokio::runtime::Handle,
@@ -137,6 +139,7 @@ impl Client {
 
     pub(crate) async fn connect(target: Target, config: Config) -> Result<Client> {
         let connect_timeout = config.response_timeout;
+        let names = target.names()?;
         let (redis, conn) = match &target {
             Target::Single(url) => {
                 let c = redis::Client::open(url.as_str())
@@ -227,6 +230,7 @@ impl Client {
             conn,
             engine,
             prefix,
+            names,
             registry: Registry::default(),
             pool: WaitPool::default(),
             runtime: tokio::runtime::Handle::current(),
@@ -380,9 +384,13 @@ impl Client {
     }
 
     /// A stable name of the server (or cluster) this client talks to, for ordering.
-    pub(crate) fn server_id(&self) -> String {
-        let i = self.inner.redis.get_connection_info();
-        format!("{}/{}", i.addr, i.redis.db)
+    pub(crate) fn server_id(&self) -> &str {
+        &self.inner.names.0
+    }
+
+    /// The server's address, for messages.
+    pub(crate) fn server_address(&self) -> String {
+        self.inner.names.1.clone()
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {

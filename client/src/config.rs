@@ -213,6 +213,30 @@ pub(crate) enum Target {
     Cluster(Vec<String>),
 }
 
+impl Target {
+    /// `(id, address)`: the name that orders servers in a multi-lock (`host:port/db` of a
+    /// single node; the Sentinel service or the cluster's seeds otherwise) and the address
+    /// for messages. [`Error::Config`] for a URL that does not parse.
+    pub(crate) fn names(&self) -> Result<(String, String)> {
+        Ok(match self {
+            Target::Single(url) => {
+                let c = redis::Client::open(url.as_str())
+                    .map_err(|e| Error::Config(format!("{url}: {e}")))?;
+                let i = c.get_connection_info();
+                (format!("{}/{}", i.addr, i.redis.db), i.addr.to_string())
+            }
+            Target::Sentinel { sentinels, service } => {
+                let all = sentinels.join(",");
+                (format!("sentinel:{service}@{all}"), all)
+            }
+            Target::Cluster(nodes) => {
+                let all = nodes.join(",");
+                (format!("cluster:{all}"), all)
+            }
+        })
+    }
+}
+
 /// Builder of a [`Client`]: the only way to set a [`Config`]; [`build`](Self::build)
 /// checks the settings, connects and picks the backend.
 ///

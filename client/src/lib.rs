@@ -36,8 +36,8 @@
 //! Source layout: `config` (builder), `owner`, `client`, `conn/` (shared connection,
 //! Sentinel, cluster slot map, pool of waiting connections), `backend/` (native, script,
 //! Lua texts, unlock-channel subscriber), `lock`, `guard`, `lease` (registry, lost signal),
-//! `watchdog`, `rwlock`, `semaphore`, `waiters` (who waits: `DLOCK.WAITERS`), `multilock`,
-//! `redlock`, `blocking`.
+//! `watchdog`, `rwlock`, `semaphore`, `waiters` (who waits: `DLOCK.WAITERS`), `node` (a
+//! server of a multi-lock or RedLock, up or down), `multilock`, `redlock`, `blocking`.
 
 #![warn(missing_docs)]
 
@@ -51,6 +51,7 @@ mod guard;
 mod lease;
 mod lock;
 pub mod multilock;
+mod node;
 mod owner;
 pub mod redlock;
 pub mod rwlock;
@@ -67,6 +68,7 @@ pub use guard::LockGuard;
 pub use lease::{LostReason, LostSignal};
 pub use lock::{Lock, LockKind};
 pub use multilock::{MultiLock, MultiLockGuard};
+pub use node::Node;
 pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
 pub use rwlock::RwLock;

@@ -157,6 +157,10 @@ impl Lock {
         self
     }
 
+    pub(crate) fn is_fenced(&self) -> bool {
+        self.fence
+    }
+
     /// Which lock this handle takes: exclusive, or a side of a read-write lock.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::node::{Member, Node};
 use crate::{Error, Lock, LockGuard, LostReason, LostSignal, Result};
 
 /// Several locks taken all-or-nothing (Redisson's `RedissonMultiLock`). The members may come
@@ -30,6 +31,9 @@ use crate::{Error, Lock, LockGuard, LostReason, LostSignal, Result};
 /// - One [`MultiLockGuard`] releases them all; without an explicit lease each member is
 ///   renewed by its client's watchdog, and [`MultiLockGuard::lost`] fires when any member
 ///   is lost.
+/// - Built with [`on_nodes`](Self::on_nodes), it needs no server to be up: a member whose
+///   [`Node`] is down makes an acquire fail with [`Error::Connect`] naming that node (after
+///   releasing what it took); once the node answers again it is used again.
 ///
 /// ```no_run
 /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
@@ -43,11 +47,7 @@ use crate::{Error, Lock, LockGuard, LostReason, LostSignal, Result};
 /// ```
 #[derive(Clone, Debug)]
 pub struct MultiLock {
-    locks: Vec<Lock>,
-}
-
-fn order_key(l: &Lock) -> (String, String, u8) {
-    (l.client.server_id(), l.name().to_string(), l.kind().rank())
+    members: Vec<Member>,
 }
 
 impl MultiLock {
@@ -59,9 +59,39 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> MultiLock {
-        let mut locks: Vec<Lock> = locks.into_iter().collect();
-        locks.sort_by_key(order_key);
-        MultiLock { locks }
+        MultiLock::of_members(locks.into_iter().map(|l| Member::of(&l)).collect())
+    }
+
+    /// A multi-lock over the exclusive locks `(node, name)`, each with a new owner, whether
+    /// or not the nodes are up (see [`Node`]).
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// use dlock_client::{Client, MultiLock, Node};
+    /// let a = Node::connect(Client::builder("redis://127.0.0.1:6379/")).await?;
+    /// let b = Node::connect(Client::builder("redis://127.0.0.1:6380/")).await?;
+    /// let m = MultiLock::on_nodes([(a, "account:1"), (b, "account:2")]);
+    /// match m.acquire().await {
+    ///     Ok(g) => g.release().await?,
+    ///     Err(dlock_client::Error::Connect { addr, .. }) => eprintln!("{addr} is down"),
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn on_nodes<S: Into<String>>(members: impl IntoIterator<Item = (Node, S)>) -> MultiLock {
+        MultiLock::of_members(
+            members
+                .into_iter()
+                .map(|(node, name)| {
+                    let owner = node.new_owner();
+                    Member::exclusive(node, name.into(), owner)
+                })
+                .collect(),
+        )
+    }
+
+    pub(crate) fn of_members(mut members: Vec<Member>) -> MultiLock {
+        members.sort_by_key(Member::order_key);
+        MultiLock { members }
     }
 
     /// Number of members.
@@ -71,7 +101,7 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub fn len(&self) -> usize {
-        self.locks.len()
+        self.members.len()
     }
 
     /// True when there are no members.
@@ -79,21 +109,40 @@ impl MultiLock {
     /// assert!(dlock_client::MultiLock::new([]).is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.locks.is_empty()
+        self.members.is_empty()
     }
 
-    /// The members, in acquisition order.
+    /// The members' names, in acquisition order.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// let m = dlock_client::MultiLock::new([client.lock("b"), client.lock("a")]);
-    /// assert_eq!(m.locks()[0].name(), "a");
+    /// assert_eq!(m.names().collect::<Vec<_>>(), ["a", "b"]);
     /// # Ok(()) }
     /// ```
-    pub fn locks(&self) -> &[Lock] {
-        &self.locks
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.members.iter().map(|m| m.name.as_str())
+    }
+
+    /// The members' nodes, in acquisition order.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let m = dlock_client::MultiLock::new([client.lock("a")]);
+    /// assert!(m.nodes().all(|n| n.is_up()));
+    /// # Ok(()) }
+    /// ```
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.members.iter().map(|m| &m.node)
+    }
+
+    /// Member `m`'s lock handle: [`Error::Connect`] naming the node when it is down.
+    async fn member_lock(m: &Member) -> Result<Lock> {
+        m.lock(Some(m.node.connect_limit())).await
     }
 
     /// Wait as long as it takes for all members; watchdog on.
+    ///
+    /// A member whose node is down (or fails): [`Error::Connect`] naming it, with every
+    /// member already taken released.
     ///
     /// Cancel safety: cancel-safe: members already taken are released in the background
     /// when the future is dropped, and each member's acquire is cancel-safe.
@@ -104,13 +153,17 @@ impl MultiLock {
     /// # Ok(()) }
     /// ```
     pub async fn acquire(&self) -> Result<MultiLockGuard> {
-        let mut held = Vec::with_capacity(self.locks.len());
-        for l in &self.locks {
-            match l.acquire().await {
+        let mut held = Vec::with_capacity(self.members.len());
+        for m in &self.members {
+            let got = match MultiLock::member_lock(m).await {
+                Ok(l) => l.acquire().await,
+                Err(e) => Err(e),
+            };
+            match got {
                 Ok(g) => held.push(g),
                 Err(e) => {
                     rollback(held).await;
-                    return Err(e);
+                    return Err(m.node.name_error(e));
                 }
             }
         }
@@ -133,7 +186,8 @@ impl MultiLock {
     /// Wait up to `wait` in total for all members. With `lease`, every member lapses after
     /// it (counted from its own grant; the first member taken lapses first), without it the
     /// watchdogs renew them. `Ok(None)` on time-out, with nothing left held.
-    /// [`Duration::MAX`] = no limit.
+    /// [`Duration::MAX`] = no limit. A member whose node is down: [`Error::Connect`] naming
+    /// it, with nothing left held.
     ///
     /// Cancel safety: cancel-safe (as [`acquire`](Self::acquire)).
     /// ```no_run
@@ -150,12 +204,18 @@ impl MultiLock {
     ) -> Result<Option<MultiLockGuard>> {
         // No deadline: no limit.
         let deadline = Instant::now().checked_add(wait);
-        let mut held = Vec::with_capacity(self.locks.len());
-        for l in &self.locks {
-            let left = deadline.map_or(Duration::MAX, |d| {
-                d.saturating_duration_since(Instant::now())
-            });
-            match l.try_acquire_for(left, lease).await {
+        let mut held = Vec::with_capacity(self.members.len());
+        for m in &self.members {
+            let got = match MultiLock::member_lock(m).await {
+                Ok(l) => {
+                    let left = deadline.map_or(Duration::MAX, |d| {
+                        d.saturating_duration_since(Instant::now())
+                    });
+                    l.try_acquire_for(left, lease).await
+                }
+                Err(e) => Err(e),
+            };
+            match got {
                 Ok(Some(g)) => held.push(g),
                 Ok(None) => {
                     rollback(held).await;
@@ -163,7 +223,7 @@ impl MultiLock {
                 }
                 Err(e) => {
                     rollback(held).await;
-                    return Err(e);
+                    return Err(m.node.name_error(e));
                 }
             }
         }

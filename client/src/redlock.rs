@@ -21,7 +21,8 @@ use rand::Rng;
 use tokio::time::Instant;
 
 use crate::multilock::{rollback, GroupLost};
-use crate::{Client, Error, Lock, LockGuard, Result};
+use crate::node::{Member, Node};
+use crate::{Client, Error, Lock, LockGuard, Owner, Result};
 
 /// The RedLock algorithm (Redis's distributed lock manager pattern, Redisson's
 /// `RedissonRedLock`) over N independent servers, one [`Lock`] per server.
@@ -33,6 +34,10 @@ use crate::{Client, Error, Lock, LockGuard, Result};
 /// server (also those whose answer was lost) and the attempt failed; retries wait a random
 /// delay. The holder must finish before [`RedLockGuard::valid_until`].
 ///
+/// A server that is down is a failed vote. Built with [`on_nodes`](Self::on_nodes), a
+/// RedLock needs no server to be up: a [`Node`] that is down is tried again (in the
+/// background) at each attempt, and used again once it answers.
+///
 /// ```no_run
 /// # async fn demo(a: dlock_client::Client, b: dlock_client::Client, c: dlock_client::Client) -> dlock_client::Result<()> {
 /// use std::time::Duration;
@@ -43,7 +48,7 @@ use crate::{Client, Error, Lock, LockGuard, Result};
 /// ```
 #[derive(Clone, Debug)]
 pub struct RedLock {
-    locks: Vec<Lock>,
+    members: Vec<Member>,
     node_timeout: Duration,
     retry_delay: Duration,
     drift_factor: f64,
@@ -57,8 +62,21 @@ impl RedLock {
     /// # let _ = red; Ok(()) }
     /// ```
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> RedLock {
+        RedLock::of_members(locks.into_iter().map(|l| Member::of(&l)).collect())
+    }
+
+    /// The same RedLock acting for `owner` on every server.
+    pub(crate) fn with_owner(&self, owner: &Owner) -> RedLock {
+        let mut r = self.clone();
+        for m in &mut r.members {
+            m.owner = owner.clone();
+        }
+        r
+    }
+
+    fn of_members(members: Vec<Member>) -> RedLock {
         RedLock {
-            locks: locks.into_iter().collect(),
+            members,
             node_timeout: Duration::from_millis(50),
             retry_delay: Duration::from_millis(200),
             drift_factor: 0.01,
@@ -74,11 +92,45 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub fn on(clients: &[Client], name: &str) -> RedLock {
-        let owner = clients.first().map(|c| c.owner());
-        RedLock::new(clients.iter().map(|c| match &owner {
-            Some(o) => c.lock_as(name, o),
-            None => c.lock(name),
-        }))
+        let nodes: Vec<Node> = clients.iter().cloned().map(Node::from).collect();
+        RedLock::on_nodes(&nodes, name)
+    }
+
+    /// A RedLock on key `name` over `nodes`, up or down (see [`Node`]), with one new owner
+    /// id shared by every server.
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// use dlock_client::{Client, Node, RedLock};
+    /// let mut nodes = Vec::new();
+    /// for port in [6379, 6380, 6381] {
+    ///     nodes.push(Node::connect(Client::builder(format!("redis://127.0.0.1:{port}/"))).await?);
+    /// }
+    /// let red = RedLock::on_nodes(&nodes, "k"); // builds with nodes down: failed votes
+    /// # let _ = red; Ok(()) }
+    /// ```
+    pub fn on_nodes(nodes: &[Node], name: &str) -> RedLock {
+        let owner = nodes
+            .first()
+            .map(Node::new_owner)
+            .unwrap_or_else(|| Owner::from_id("redlock"));
+        RedLock::on_nodes_as(nodes, name, &owner)
+    }
+
+    /// A RedLock on key `name` over `nodes` acting for `owner` on every server (reentrant
+    /// for that owner).
+    /// ```no_run
+    /// # async fn demo(nodes: Vec<dlock_client::Node>) -> dlock_client::Result<()> {
+    /// let owner = dlock_client::Owner::from_id("batch-7:1");
+    /// let red = dlock_client::RedLock::on_nodes_as(&nodes, "k", &owner);
+    /// # let _ = red; Ok(()) }
+    /// ```
+    pub fn on_nodes_as(nodes: &[Node], name: &str, owner: &Owner) -> RedLock {
+        RedLock::of_members(
+            nodes
+                .iter()
+                .map(|n| Member::exclusive(n.clone(), name.to_string(), owner.clone()))
+                .collect(),
+        )
     }
 
     /// Time-out of one server's answer in an attempt (default 50 ms; keep it small next to
@@ -122,7 +174,7 @@ impl RedLock {
     /// # Ok(()) }
     /// ```
     pub fn len(&self) -> usize {
-        self.locks.len()
+        self.members.len()
     }
 
     /// True when there is no server.
@@ -130,7 +182,18 @@ impl RedLock {
     /// assert!(dlock_client::RedLock::new([]).is_empty());
     /// ```
     pub fn is_empty(&self) -> bool {
-        self.locks.is_empty()
+        self.members.is_empty()
+    }
+
+    /// The servers, in the order given.
+    /// ```no_run
+    /// # async fn demo(clients: Vec<dlock_client::Client>) -> dlock_client::Result<()> {
+    /// let red = dlock_client::RedLock::on(&clients, "k");
+    /// println!("{} up", red.nodes().filter(|n| n.is_up()).count());
+    /// # Ok(()) }
+    /// ```
+    pub fn nodes(&self) -> impl Iterator<Item = &Node> {
+        self.members.iter().map(|m| &m.node)
     }
 
     /// Grants needed: `N/2 + 1`.
@@ -138,7 +201,7 @@ impl RedLock {
     /// assert_eq!(dlock_client::RedLock::new([]).quorum(), 1);
     /// ```
     pub fn quorum(&self) -> usize {
-        self.locks.len() / 2 + 1
+        self.members.len() / 2 + 1
     }
 
     /// The drift allowance for `lease`: `lease * drift_factor + 2 ms`.
@@ -165,15 +228,20 @@ impl RedLock {
         // Duration::MAX (no limit) is the module's longest lease.
         let lease = lease.min(Duration::from_millis(crate::config::MAX_MS));
         let start = Instant::now();
-        let tries = self.locks.iter().map(|l| async move {
+        let tries = self.members.iter().map(|m| async move {
+            // A node that is down (or still connecting after node_timeout): a failed vote
+            // with nothing sent, so nothing to clean up.
+            let Ok(l) = m.lock(Some(self.node_timeout)).await else {
+                return Vote::Down;
+            };
             match tokio::time::timeout(
                 self.node_timeout,
                 l.try_acquire_for(Duration::ZERO, Some(lease)),
             )
             .await
             {
-                Ok(Ok(Some(g))) => Ok(g),
-                _ => Err(l.clone()),
+                Ok(Ok(Some(g))) => Vote::Granted(g),
+                _ => Vote::Missed(l),
             }
         });
         let results = futures::future::join_all(tries).await;
@@ -182,8 +250,9 @@ impl RedLock {
         let mut missed = Vec::new();
         for r in results {
             match r {
-                Ok(g) => held.push(g),
-                Err(l) => missed.push(l),
+                Vote::Granted(g) => held.push(g),
+                Vote::Missed(l) => missed.push(l),
+                Vote::Down => {}
             }
         }
         let drift = self.drift(lease);
@@ -243,6 +312,15 @@ impl RedLock {
             tokio::time::sleep(pause).await;
         }
     }
+}
+
+/// One server's answer in an attempt.
+enum Vote {
+    Granted(LockGuard),
+    /// Refused, failed or too slow: the grant may have happened, so it is released blindly.
+    Missed(Lock),
+    /// The node is down: nothing was sent.
+    Down,
 }
 
 /// A RedLock held on a quorum of servers, until [`valid_until`](Self::valid_until).

@@ -152,3 +152,122 @@ fn native_per_thread_rwlock() {
 fn script_per_thread_rwlock() {
     per_thread_rwlock(Backend::Script)
 }
+
+/// Keys held on `s` among `keys`.
+fn held_on(s: &Server, keys: &[&str]) -> usize {
+    let mut c = s.connection();
+    keys.iter()
+        .filter(|k| redis::cmd("EXISTS").arg(**k).query::<i64>(&mut c).unwrap() == 1)
+        .count()
+}
+
+/// The blocking multi-lock: all or nothing over two servers, per thread like the locks.
+#[test]
+fn blocking_multilock_all_or_nothing_per_thread() {
+    let (s1, s2) = (server(Backend::Native), server(Backend::Native));
+    let (c1, c2) = (bclient(&s1, Backend::Native), bclient(&s2, Backend::Native));
+    let m = blocking::MultiLock::new([c1.lock("a"), c2.lock("b")]);
+    assert_eq!(m.len(), 2);
+    let g = m.acquire().unwrap();
+    assert_eq!(g.len(), 2);
+    assert!(g.lost().check().is_none());
+    // The same thread again: reentrant on both members.
+    let again = m.try_acquire().unwrap().expect("same thread: reentrant");
+    again.release().unwrap();
+    // Another thread: not granted within the wait, and it leaves nothing of its own.
+    let m2 = m.clone();
+    let other = std::thread::spawn(move || {
+        m2.try_acquire_for(Duration::from_millis(200), None)
+            .unwrap()
+            .is_none()
+    });
+    assert!(other.join().unwrap());
+    // The watchdog renews every member past its lease.
+    std::thread::sleep(LEASE * 3);
+    assert_eq!(g.wait_lost(Duration::from_millis(10)), None);
+    assert_eq!((held_on(&s1, &["a"]), held_on(&s2, &["b"])), (1, 1));
+    g.release().unwrap();
+    assert_eq!((held_on(&s1, &["a"]), held_on(&s2, &["b"])), (0, 0));
+    // Now another thread gets both; its guard dropped outside a runtime releases at once.
+    let m3 = m.clone();
+    std::thread::spawn(move || {
+        let g = m3
+            .try_acquire_for(Duration::from_secs(5), Some(Duration::from_secs(5)))
+            .unwrap()
+            .expect("free");
+        assert_eq!(g.fencing_tokens(), [None, None]);
+        drop(g);
+    })
+    .join()
+    .unwrap();
+    assert_eq!((held_on(&s1, &["a"]), held_on(&s2, &["b"])), (0, 0));
+}
+
+/// The blocking RedLock, built while a node is down: a failed vote; the node is used again
+/// once it is back. A multi-lock over the same nodes fails naming the node that is down.
+#[test]
+fn blocking_redlock_and_multilock_with_a_node_down() {
+    let mut servers: Vec<Server> = (0..3).map(|_| server(Backend::Native)).collect();
+    let port = servers[0].port();
+    servers[0].kill();
+    let nodes: Vec<blocking::Node> = servers
+        .iter()
+        .map(|s| blocking::Node::connect(support::builder(s, Backend::Native)).unwrap())
+        .collect();
+    assert_eq!(
+        nodes.iter().map(blocking::Node::is_up).collect::<Vec<_>>(),
+        [false, true, true]
+    );
+    let lease = Duration::from_secs(5);
+    let red = blocking::RedLock::on_nodes(&nodes, "job").node_timeout(Duration::from_millis(300));
+    assert_eq!((red.len(), red.quorum()), (3, 2));
+    let g = red.try_acquire(lease).unwrap().expect("2 of 3");
+    assert_eq!(g.granted(), 2);
+    assert!(g.is_valid() && g.remaining() <= lease);
+    assert_eq!(g.wait_lost(Duration::from_millis(10)), None);
+    // Another thread is another owner: no quorum for it, nothing left of its own.
+    let r2 = red.clone();
+    let other = std::thread::spawn(move || r2.try_acquire(lease).unwrap().is_none());
+    assert!(other.join().unwrap());
+    g.release().unwrap();
+    assert_eq!(
+        held_on(&servers[1], &["job"]) + held_on(&servers[2], &["job"]),
+        0
+    );
+
+    let m = blocking::MultiLock::on_nodes(nodes.iter().cloned().zip(["x", "y", "z"]));
+    match m.try_acquire() {
+        Err(dlock_client::Error::Connect { addr, .. }) => {
+            assert_eq!(addr, format!("127.0.0.1:{port}"))
+        }
+        other => panic!(
+            "expected a connect error naming the node, got {:?}",
+            other.map(|g| g.map(|g| g.len()))
+        ),
+    }
+    assert_eq!(
+        held_on(&servers[1], &["x", "y", "z"]) + held_on(&servers[2], &["x", "y", "z"]),
+        0
+    );
+
+    // Back on its port: the RedLock gets all three votes, the multi-lock all three members.
+    servers[0] = Server::builder().port(port).start();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(g) = red.try_acquire(lease).unwrap() {
+            let granted = g.granted();
+            g.release().unwrap();
+            if granted == 3 {
+                break;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the node that came back was not used again"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let g = m.acquire().unwrap();
+    assert_eq!(g.len(), 3);
+    g.release().unwrap();
+}
