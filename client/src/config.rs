@@ -315,6 +315,9 @@ impl ClientBuilder {
     }
     /// Client-side time-out of one command (default 5 s). It never applies to a wait for a
     /// lock: a waiting acquire has no client-side time-out (see [`Lock::acquire`](crate::Lock::acquire)).
+    /// On a single node's shared connection it is checked for the link as a whole, not per
+    /// command: a link that answers nothing for one to two time-outs while commands are
+    /// pending is closed, and those commands fail with [`Error::Connection`].
     /// ```
     /// let b = dlock_client::Client::builder("redis://127.0.0.1/").response_timeout(std::time::Duration::from_secs(1));
     /// # let _ = b;
