@@ -589,8 +589,7 @@ impl MultiLock {
     }
     fn guard(&self, g: crate::MultiLockGuard) -> MultiLockGuard {
         MultiLockGuard {
-            inner: Some(g),
-            rt: self.rt.clone(),
+            held: Held::new(g, &self.rt),
         }
     }
     /// Wait as long as it takes for all members; watchdog on.
@@ -639,13 +638,12 @@ impl MultiLock {
 /// All members of a blocking [`MultiLock`], held. Dropping it releases them (before `drop`
 /// returns, outside an async runtime).
 pub struct MultiLockGuard {
-    inner: Option<crate::MultiLockGuard>,
-    rt: Option<Arc<tokio::runtime::Runtime>>,
+    held: Held<crate::MultiLockGuard>,
 }
 
 impl MultiLockGuard {
     fn g(&self) -> &crate::MultiLockGuard {
-        self.inner.as_ref().expect("guard present until release")
+        self.held.g()
     }
     /// The members' fencing tokens.
     /// ```no_run
@@ -688,7 +686,7 @@ impl MultiLockGuard {
     /// # Ok::<(), dlock_client::Error>(())
     /// ```
     pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        wait_group(&self.rt, self.lost(), timeout)
+        self.held.wait_lost(timeout)
     }
     /// Release every member (see [`crate::MultiLockGuard::release`]).
     /// ```no_run
@@ -696,33 +694,75 @@ impl MultiLockGuard {
     /// dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?.release()?;
     /// # Ok::<(), dlock_client::Error>(())
     /// ```
-    pub fn release(mut self) -> Result<()> {
-        let g = self.inner.take().expect("guard present");
-        block_on(&self.rt, g.release())
+    pub fn release(self) -> Result<()> {
+        self.held.release()
     }
 }
 
-impl Drop for MultiLockGuard {
+/// An async group guard (multi-lock or RedLock) as the blocking guards hold it.
+trait GroupGuard: Send + 'static {
+    fn group_lost(&self) -> GroupLost;
+    fn release_all(self) -> impl std::future::Future<Output = Result<()>> + Send;
+}
+
+impl GroupGuard for crate::MultiLockGuard {
+    fn group_lost(&self) -> GroupLost {
+        self.lost()
+    }
+    fn release_all(self) -> impl std::future::Future<Output = Result<()>> + Send {
+        self.release()
+    }
+}
+
+impl GroupGuard for crate::RedLockGuard {
+    fn group_lost(&self) -> GroupLost {
+        self.lost()
+    }
+    fn release_all(self) -> impl std::future::Future<Output = Result<()>> + Send {
+        self.release()
+    }
+}
+
+/// What the blocking group guards share: the async guard and the runtime that runs it;
+/// dropped outside an async runtime, it releases before `drop` returns.
+struct Held<G: GroupGuard> {
+    inner: Option<G>,
+    rt: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+impl<G: GroupGuard> Held<G> {
+    fn new(g: G, rt: &Option<Arc<tokio::runtime::Runtime>>) -> Held<G> {
+        Held {
+            inner: Some(g),
+            rt: rt.clone(),
+        }
+    }
+    fn g(&self) -> &G {
+        self.inner.as_ref().expect("guard present until release")
+    }
+    /// Block up to `timeout` for the group to count as lost.
+    fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
+        let lost = self.g().group_lost();
+        match &self.rt {
+            Some(rt) => {
+                rt.block_on(async move { tokio::time::timeout(timeout, lost.wait()).await.ok() })
+            }
+            None => lost.check(),
+        }
+    }
+    fn release(mut self) -> Result<()> {
+        let g = self.inner.take().expect("guard present");
+        block_on(&self.rt, g.release_all())
+    }
+}
+
+impl<G: GroupGuard> Drop for Held<G> {
     fn drop(&mut self) {
         if let Some(g) = self.inner.take() {
             if tokio::runtime::Handle::try_current().is_err() {
-                let _ = block_on(&self.rt, g.release());
+                let _ = block_on(&self.rt, g.release_all());
             }
         }
-    }
-}
-
-/// Block up to `timeout` for `lost` to fire.
-fn wait_group(
-    rt: &Option<Arc<tokio::runtime::Runtime>>,
-    lost: GroupLost,
-    timeout: Duration,
-) -> Option<LostReason> {
-    match rt {
-        Some(rt) => {
-            rt.block_on(async move { tokio::time::timeout(timeout, lost.wait()).await.ok() })
-        }
-        None => lost.check(),
     }
 }
 
@@ -841,8 +881,7 @@ impl RedLock {
     }
     fn guard(&self, g: crate::RedLockGuard) -> RedLockGuard {
         RedLockGuard {
-            inner: Some(g),
-            rt: self.rt.clone(),
+            held: Held::new(g, &self.rt),
         }
     }
     /// One attempt with lease `lease`; `Ok(None)` without a quorum (nothing left held).
@@ -876,13 +915,12 @@ impl RedLock {
 /// A blocking RedLock held on a quorum of servers (see [`crate::RedLockGuard`]). Dropping it
 /// releases (before `drop` returns, outside an async runtime).
 pub struct RedLockGuard {
-    inner: Option<crate::RedLockGuard>,
-    rt: Option<Arc<tokio::runtime::Runtime>>,
+    held: Held<crate::RedLockGuard>,
 }
 
 impl RedLockGuard {
     fn g(&self) -> &crate::RedLockGuard {
-        self.inner.as_ref().expect("guard present until release")
+        self.held.g()
     }
     /// The validity computed at grant: `lease - elapsed - drift`.
     /// ```no_run
@@ -935,7 +973,7 @@ impl RedLockGuard {
     /// # }
     /// ```
     pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        wait_group(&self.rt, self.lost(), timeout)
+        self.held.wait_lost(timeout)
     }
     /// Release on every server: `Ok(())` if a quorum still held it.
     /// ```no_run
@@ -943,18 +981,7 @@ impl RedLockGuard {
     /// g.release()?;
     /// # Ok(()) }
     /// ```
-    pub fn release(mut self) -> Result<()> {
-        let g = self.inner.take().expect("guard present");
-        block_on(&self.rt, g.release())
-    }
-}
-
-impl Drop for RedLockGuard {
-    fn drop(&mut self) {
-        if let Some(g) = self.inner.take() {
-            if tokio::runtime::Handle::try_current().is_err() {
-                let _ = block_on(&self.rt, g.release());
-            }
-        }
+    pub fn release(self) -> Result<()> {
+        self.held.release()
     }
 }
