@@ -166,3 +166,75 @@ fn cluster_routing_moved_and_fence_in_slot() {
         assert_eq!(get_int(node, &fk), Some(1), "fence key {fk} present");
     }
 }
+
+/// `ASKING` then one command on the same connection (as a client following `ASK` does).
+fn asking(c: &mut Connection, args: &[&str]) -> Reply {
+    assert_eq!(cmd(c, &["ASKING"]), Reply::Status("OK".into()));
+    cmd(c, args)
+}
+
+#[test]
+fn fencing_tokens_never_go_back_during_a_slot_migration() {
+    let cl = Cluster::start(2);
+    let key = "{fenced}";
+    let held = "{fenced}:held";
+    let slot = key_slot(key.as_bytes());
+    let from = cl.slot_owner(slot);
+    let to = 1 - from;
+    let mut src = cl.nodes[from].connection();
+    let mut dst = cl.nodes[to].connection();
+    let acquire_fenced = |c: &mut Connection, k: &str, owner: &str| {
+        cmd(c, &["DLOCK.ACQUIRE", k, owner, "100000", "FENCE"])
+    };
+    let pair = |count: i64, token: i64| Reply::Arr(vec![Reply::Int(count), Reply::Int(token)]);
+
+    // Tokens 1 and 2 on the source; the lock is free again, its counter stays at 2.
+    for (owner, token) in [("a", 1), ("b", 2)] {
+        assert_eq!(acquire_fenced(&mut src, key, owner), pair(1, token));
+        assert_eq!(release(&mut src, key, owner), Reply::Int(1));
+    }
+    // `held` is held with a counter, both on the source.
+    assert_eq!(acquire_fenced(&mut src, held, "h"), pair(1, 1));
+
+    cl.begin_slot_migration(slot, from, to);
+    // The free lock is not on the source any more: ASK to the target, which has no
+    // counter yet. A new counter there would hand out token 1 again.
+    let r = acquire_fenced(&mut src, key, "c");
+    assert!(
+        matches!(&r, Reply::Err(e) if e.starts_with("ASK ")),
+        "{r:?}"
+    );
+    let r = asking(&mut dst, &["DLOCK.ACQUIRE", key, "c", "100000", "FENCE"]);
+    assert!(
+        matches!(&r, Reply::Err(e) if e.starts_with("TRYAGAIN ")),
+        "{r:?}"
+    );
+    assert_eq!(
+        cl.holder(&fence_key(key)),
+        Some(from),
+        "the counter stayed on the source"
+    );
+
+    // `held`'s counter moves first: its holder, still on the source, must not start a new one.
+    cl.migrate_keys(from, to, &[&fence_key(held)]);
+    let r = acquire_fenced(&mut src, held, "h");
+    assert!(
+        matches!(&r, Reply::Err(e) if e.starts_with("TRYAGAIN ")),
+        "{r:?}"
+    );
+
+    // Once the counter is on the target, the target goes on from it.
+    cl.migrate_keys(from, to, &[&fence_key(key)]);
+    assert_eq!(
+        asking(&mut dst, &["DLOCK.ACQUIRE", key, "c", "100000", "FENCE"]),
+        pair(1, 3)
+    );
+    cl.finish_slot_migration(slot, from, to);
+    assert_eq!(release(&mut dst, key, "c"), Reply::Int(1));
+    assert_eq!(acquire_fenced(&mut dst, key, "d"), pair(1, 4));
+    assert_eq!(
+        acquire_fenced(&mut dst, held, "h"),
+        pair(2, 1),
+        "reentrant: current token"
+    );
+}

@@ -46,6 +46,9 @@ pub enum LockError {
     FenceOverflow,
     /// The fencing counter key (named here) holds something that is not an integer.
     FenceNotInteger(Vec<u8>),
+    /// A fencing counter is needed, none is on this node, and the key's slot is being
+    /// migrated: the counter may be on the other node (a new one would issue old tokens).
+    FenceMigrating,
 }
 
 /// The text of [`LockError::WrongType`] (Redis's own).
@@ -93,6 +96,10 @@ impl LockError {
                 format!("ERR COUNT {count} is more than the {held} permits the owner holds")
             }
             LockError::FenceOverflow => "ERR fencing counter overflow".into(),
+            LockError::FenceMigrating => {
+                "TRYAGAIN the fencing counter may be on the other node while this slot migrates"
+                    .into()
+            }
             LockError::FenceNotInteger(name) => format!(
                 "ERR fencing counter '{}' is not an integer",
                 String::from_utf8_lossy(name)

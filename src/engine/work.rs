@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use dlock_core::error::LockError;
 use dlock_core::model::{LockValue, Want};
+use dlock_core::names;
 use dlock_core::rules::{self, Grant};
 
 use crate::ffi::blocked::BlockedClient;
 use crate::ffi::string::ArgStr;
-use crate::ffi::{timer, Ctx, Reply};
+use crate::ffi::{self, timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::queue::{Registry, Removed, Waiter};
@@ -31,6 +32,13 @@ fn fence_on_grant(
     }
     let fence = FenceKey::of(key);
     let current = fence.get(ctx)?;
+    // While the slot migrates, the counter may already have moved to the other node (or not
+    // yet have come here): a counter made now would hand out tokens issued before. Like
+    // Redis's multi-key commands in a migrating slot, ask the client to try again.
+    if current.is_none() && want_fence && ffi::cluster::slot_in_migration(ctx, names::key_slot(key))
+    {
+        return Err(LockError::FenceMigrating);
+    }
     let next = match current {
         // Once the counter exists, every fresh exclusive grant advances it.
         Some(n) if fresh_exclusive => Some(n.checked_add(1).ok_or(LockError::FenceOverflow)?),

@@ -39,6 +39,11 @@ impl Ctx {
         unsafe { api!(RedisModule_GetContextFlags)(self.as_ptr()) as u32 }
     }
 
+    /// Whether the server runs in cluster mode.
+    pub fn in_cluster(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0
+    }
+
     /// Whether the running command may block its client: not inside MULTI/EXEC, a script, or
     /// another context that forbids blocking (then WAIT behaves as if absent, like BLPOP).
     pub fn may_block(self) -> bool {
