@@ -336,3 +336,48 @@ async fn ask_during_live_slot_migration(b: Backend) {
         assert_eq!(cl.holder(k), None, "{k} released");
     }
 }
+
+/// A fenced acquire while the lock's slot migrates and its fencing counter has not moved:
+/// the target answers `TRYAGAIN` (a counter made there would repeat old tokens), the client
+/// tries again, and once the counter has moved its token follows the last one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fenced_acquire_tries_again_until_the_counter_has_moved() {
+    let cl = Cluster::start(3);
+    let name = "{fmig}:lock";
+    let slot = redis::cluster_routing::get_slot(name.as_bytes());
+    let from = cl.slot_owner(slot);
+    let to = (from + 1) % 3;
+    let c = cluster_client(Backend::Native, cl.urls()).await;
+    let g = c.lock(name).fenced().acquire().await.unwrap();
+    assert_eq!(g.fencing_token(), Some(1));
+    g.release().await.unwrap();
+
+    // The lock key is gone from the source (ASK to the target); its counter stays behind.
+    cl.begin_slot_migration(slot, from, to);
+    let mut target = cl.nodes[to].connection();
+    let tryagain = |c: &mut redis::Connection| {
+        dlock_testutil::info_field(c, "errorstats", "errorstat_TRYAGAIN")
+            .and_then(|v| v.strip_prefix("count=")?.parse::<i64>().ok())
+            .unwrap_or(0)
+    };
+    assert_eq!(tryagain(&mut target), 0);
+    let waiting = tokio::spawn({
+        let c = c.clone();
+        async move { c.lock(name).fenced().acquire().await }
+    });
+    // The target refused at least twice: the client is trying again, not failing.
+    until(Duration::from_secs(5), "TRYAGAIN answered twice", || {
+        let n = tryagain(&mut target);
+        async move { n >= 2 }
+    })
+    .await;
+    assert!(!waiting.is_finished(), "still trying");
+    cl.finish_slot_migration(slot, from, to);
+    let g = waiting
+        .await
+        .unwrap()
+        .expect("granted once the counter moved");
+    assert_eq!(g.fencing_token(), Some(2), "tokens never go back");
+    assert_eq!(cl.holder(name), Some(to));
+    g.release().await.unwrap();
+}

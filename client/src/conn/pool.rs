@@ -73,7 +73,8 @@ pub(crate) enum Limit {
 }
 
 /// Send `cmd` to the node owning `key` on a dedicated (pooled) connection, followed by
-/// `WAIT n timeout` when `guard` is set; follows `MOVED`/`ASK`. Answers the command's
+/// `WAIT n timeout` when `guard` is set; follows `MOVED`/`ASK` and tries again after
+/// `TRYAGAIN` (for up to a response time-out). Answers the command's
 /// reply and the number of replicas that acknowledged (when guarded). A time-out or a
 /// cancelled call closes the connection (a blocked waiter leaves the server's queue).
 pub(crate) async fn node_call(
@@ -86,7 +87,9 @@ pub(crate) async fn node_call(
     let config = &inner.config;
     let mut client = inner.node_client(key).await?;
     let mut asking = false;
-    for _hop in 0..5 {
+    let mut hops = 0;
+    let mut try_again = TryAgain::new(config.response_timeout);
+    while hops < 5 {
         let addr = client.get_connection_info().addr.to_string();
         let mut conn = inner
             .pool
@@ -114,7 +117,17 @@ pub(crate) async fn node_call(
             },
         };
         if let Some(Value::ServerError(e)) = vals.first() {
+            // The slot is being migrated and the command needs keys on both sides (e.g. a
+            // FENCE whose counter has not moved yet): the same node, again, a little later.
+            if e.code() == "TRYAGAIN" {
+                if let Some(pause) = try_again.next_pause() {
+                    inner.pool.put(addr, conn);
+                    tokio::time::sleep(pause).await;
+                    continue;
+                }
+            }
             if e.code() == "MOVED" || e.code() == "ASK" {
+                hops += 1;
                 let target = e.details().and_then(|d| d.split(' ').nth(1)).unwrap_or("");
                 asking = e.code() == "ASK";
                 if !asking {
@@ -135,6 +148,33 @@ pub(crate) async fn node_call(
         return Ok((v, acks));
     }
     Err(Error::Protocol(format!("{key}: too many redirections")))
+}
+
+/// Pauses between tries of a command answered `TRYAGAIN` (a slot migration in progress):
+/// 10 ms doubling up to 200 ms, for at most `budget` in all, as cluster clients do.
+struct TryAgain {
+    next: Duration,
+    left: Duration,
+}
+
+impl TryAgain {
+    fn new(budget: Duration) -> TryAgain {
+        TryAgain {
+            next: Duration::from_millis(10),
+            left: budget,
+        }
+    }
+
+    /// The pause before the next try, or `None` when the budget is spent.
+    fn next_pause(&mut self) -> Option<Duration> {
+        let pause = self.next.min(self.left);
+        if pause.is_zero() {
+            return None;
+        }
+        self.left -= pause;
+        self.next = (self.next * 2).min(Duration::from_millis(200));
+        Some(pause)
+    }
 }
 
 /// One command followed by the configured replication `WAIT` (`min_replicas`) on a
