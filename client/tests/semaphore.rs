@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dlock_client::{blocking, Backend, Client, Error, LostReason, WaitRequest};
-use rand::Rng;
 use support::*;
 
 async fn hget_str(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> String {
@@ -280,24 +279,8 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         let sem = waiter.semaphore(key.as_str(), 2);
         let task = tokio::spawn(async move { sem.acquire(2).await });
         until_waiting(&r, b, &key).await;
-        let (before, after) = {
-            let mut rng = rand::thread_rng();
-            (rng.gen_range(0..1500u64), rng.gen_range(0..1500u64))
-        };
-        let release = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_micros(before)).await;
-            g.release().await
-        });
-        tokio::time::sleep(Duration::from_micros(after)).await;
-        task.abort();
-        release.await.unwrap().unwrap();
-        match task.await {
-            // Granted before the abort: the guard is dropped here and released.
-            Ok(g) => {
-                drop(g.unwrap());
-                granted_before_cancel += 1;
-            }
-            Err(e) => assert!(e.is_cancelled()),
+        if cancel_around_release(task, g.release()).await {
+            granted_before_cancel += 1;
         }
         until(
             Duration::from_secs(3),

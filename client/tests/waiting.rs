@@ -6,7 +6,6 @@ mod support;
 use std::time::Duration;
 
 use dlock_client::{scripts, Backend};
-use rand::Rng;
 use support::*;
 use tokio::time::Instant;
 
@@ -96,24 +95,8 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         let k = key.clone();
         let task = tokio::spawn(async move { w.lock(k).acquire().await });
         until_waiting(&r, b, &key).await;
-        let (before, after) = {
-            let mut rng = rand::thread_rng();
-            (rng.gen_range(0..1500u64), rng.gen_range(0..1500u64))
-        };
-        let release = tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_micros(before)).await;
-            g.release().await
-        });
-        tokio::time::sleep(Duration::from_micros(after)).await;
-        task.abort();
-        release.await.unwrap().unwrap();
-        match task.await {
-            // Granted before the abort: the guard is dropped here and released.
-            Ok(g) => {
-                drop(g.unwrap());
-                granted_before_cancel += 1;
-            }
-            Err(e) => assert!(e.is_cancelled()),
+        if cancel_around_release(task, g.release()).await {
+            granted_before_cancel += 1;
         }
         let mut rc = r.clone();
         until(

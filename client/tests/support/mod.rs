@@ -154,3 +154,34 @@ where
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
 }
+
+/// Cancels `task` (a pending acquire) and runs `release` (the holder's release) at random
+/// moments within 1.5 ms of each other, around the hand-off. True when the acquire was
+/// granted before the cancel (its guard is dropped here, which gives the grant back).
+pub async fn cancel_around_release<G: Send + 'static>(
+    task: tokio::task::JoinHandle<dlock_client::Result<G>>,
+    release: impl std::future::Future<Output = dlock_client::Result<()>> + Send + 'static,
+) -> bool {
+    use rand::Rng;
+    let (before, after) = {
+        let mut rng = rand::thread_rng();
+        (rng.gen_range(0..1500u64), rng.gen_range(0..1500u64))
+    };
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_micros(before)).await;
+        release.await
+    });
+    tokio::time::sleep(Duration::from_micros(after)).await;
+    task.abort();
+    release.await.unwrap().unwrap();
+    match task.await {
+        Ok(g) => {
+            drop(g.unwrap());
+            true
+        }
+        Err(e) => {
+            assert!(e.is_cancelled());
+            false
+        }
+    }
+}
