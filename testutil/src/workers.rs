@@ -3,8 +3,11 @@
 //! between the short (`make test`) and long (`make test-long`) variants.
 //!
 //! A worker is a normal `#[test]` that does nothing unless its role is set in the environment:
-//! ```ignore
-//! #[test]
+//! ```no_run
+//! use std::time::Duration;
+//! use dlock_testutil::workers::{is_worker, report, spawn_worker};
+//!
+//! // a #[test] in the test file:
 //! fn crash_worker() {
 //!     if !is_worker("crash") { return; }
 //!     report("granted", 1);
