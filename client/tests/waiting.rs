@@ -80,12 +80,7 @@ async fn wait_outlasts_response_timeout(b: Backend) {
 async fn cancelled_acquire_leaves_no_hold(b: Backend) {
     let s = server(b);
     let holder = client(&s, b).await;
-    let waiter = builder(&s, b)
-        .lease(Duration::from_secs(30))
-        .renew_interval(Duration::from_secs(10))
-        .build()
-        .await
-        .unwrap();
+    let waiter = long_lease_client(&s, b).await;
     let r = raw(&s).await;
     let mut granted_before_cancel = 0;
     for round in 0..50 {

@@ -155,6 +155,17 @@ where
     }
 }
 
+/// A client whose leases last 30 s: a grant it forgot (e.g. after a cancelled acquire) would
+/// stay visible for the whole test.
+pub async fn long_lease_client(server: &Server, backend: Backend) -> Client {
+    builder(server, backend)
+        .lease(Duration::from_secs(30))
+        .renew_interval(Duration::from_secs(10))
+        .build()
+        .await
+        .unwrap()
+}
+
 /// Cancels `task` (a pending acquire) and runs `release` (the holder's release) at random
 /// moments within 1.5 ms of each other, around the hand-off. True when the acquire was
 /// granted before the cancel (its guard is dropped here, which gives the grant back).
