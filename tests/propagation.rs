@@ -141,4 +141,52 @@ fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
         .expect("the unlock message on the replica");
     assert_eq!(msg.get_channel_name(), channel("k"));
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    // The PUBLISH comes in its own unit after the release's DEL, never before it.
+    let mut r = replica.connection();
+    assert_eq!(
+        cmd(&mut r, &["EXISTS", "k"]),
+        Reply::Int(0),
+        "DEL before PUBLISH"
+    );
+}
+
+/// The replica's PUBLISH goes from a timer after the release; when clients are paused by
+/// then (CLIENT PAUSE, a failover), Redis asserts that nothing is propagated: the module
+/// holds it until the pause ends.
+#[test]
+fn unlock_message_to_replicas_waits_for_a_client_pause_to_end() {
+    let master = Server::start();
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
+    let mut sub = subscriber(&replica, &channel("k"));
+    let mut m = master.connection();
+    assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
+    // One pipeline: the pause starts in the same event-loop turn as the release, before the
+    // timer that sends the PUBLISH to replicas fires.
+    let (released, _): (i64, ()) = redis::pipe()
+        .cmd("DLOCK.RELEASE")
+        .arg(&["k", "o1"])
+        .cmd("CLIENT")
+        .arg(&["PAUSE", "300", "WRITE"])
+        .query(&mut m)
+        .unwrap();
+    assert_eq!(released, 1);
+    assert_eq!(
+        cmd(&mut m, &["PING"]),
+        Reply::Status("PONG".into()),
+        "{}",
+        master.log()
+    );
+    let msg = sub
+        .get_message()
+        .expect("the unlock message on the replica after the pause");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert_eq!(
+        cmd(&mut m, &["PING"]),
+        Reply::Status("PONG".into()),
+        "{}",
+        master.log()
+    );
 }
