@@ -3,10 +3,12 @@
 //! the next event-loop turn, where writing is safe and replicates in order.
 //!
 //! Cost to the rest of the server: Redis builds a context for every event it delivers to a
-//! subscriber (~550 instructions) and cannot unsubscribe. So from load on the module hears
-//! only `expired` and `evicted` (no command that writes a key reaches it), and it subscribes
-//! to every other event the first time a client waits. Even then an event costs only a
-//! look-up, and nothing when nobody waits: only keys with a queue are marked.
+//! subscriber (~600 instructions) and cannot unsubscribe. So the module hears only `expired`
+//! and `evicted` (no command that writes a key reaches it); DEL, RENAME, MOVE and overwrites
+//! of a waited key are found by the engine's poll timer (`engine::wake`), which runs only
+//! while some key has a queue. Only when more than `wake::POLL_MAX_KEYS` keys have queues at
+//! once does the module subscribe to every other event (permanently, once per load), and
+//! polling stops. Even then an event costs only a look-up: only keys with a queue are marked.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -29,7 +31,7 @@ impl KeyspaceHandler for Gone {
     }
 }
 
-/// Every other event, from the first wait on: DEL/UNLINK, rename_from, move_from, overwrite
+/// Every other event, once many keys have had queues at once (`watch_changes`): DEL/UNLINK, rename_from, move_from, overwrite
 /// by SET/LPUSH/..., HSET/HDEL/PEXPIRE by a Redisson script.
 pub struct Changed;
 
@@ -72,13 +74,19 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     events::subscribe_server::<Gone>(ctx)
 }
 
-/// Before a client first waits: every other keyspace event (once per load).
+/// Before a client waits: once `wake::POLL_MAX_KEYS` keys have queues, every other
+/// keyspace event (once per load) instead of polling. Below that, nothing: polling is cheaper.
 pub fn watch_changes(ctx: Ctx) {
-    if CHANGES.swap(true, Ordering::Relaxed) {
+    if CHANGES.load(Ordering::Relaxed) || wake::watched_keys() < wake::POLL_MAX_KEYS {
         return;
     }
-    if let Err(line) = events::subscribe_keyspace::<Changed>(ctx, Classes::All) {
-        CHANGES.store(false, Ordering::Relaxed);
-        ctx.log_warning(&line);
+    CHANGES.store(true, Ordering::Relaxed);
+    match events::subscribe_keyspace::<Changed>(ctx, Classes::All) {
+        Ok(()) => wake::changes_reported(ctx),
+        // Polling goes on.
+        Err(line) => {
+            CHANGES.store(false, Ordering::Relaxed);
+            ctx.log_warning(&line);
+        }
     }
 }

@@ -5,7 +5,7 @@
 mod common;
 use common::*;
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 fn wait_args<'a>(key: &'a str, owner: &'a str, lease: &'a str, timeout: &'a str) -> Vec<&'a str> {
     vec!["DLOCK.ACQUIRE", key, owner, lease, "WAIT", timeout]
@@ -446,4 +446,85 @@ fn waiter_limits_per_key_and_total() {
     assert_eq!(waiters(&mut c, "c"), 0);
     assert_eq!(info_dlock(&mut c)["dlock_waiters"], 3);
     ping(&mut c);
+}
+
+/// Runs `action` (a change of the waited key) and returns the reply of waiter `p` and how
+/// long after the action it arrived: only the module noticing the change can answer it this
+/// early (the lease and the WAIT are far longer).
+fn answer_after(c: &mut redis::Connection, p: &Pending, action: &[&str]) -> (Reply, Duration) {
+    let t = Instant::now();
+    let r = cmd(c, action);
+    assert!(!r.is_err(), "{action:?} -> {r:?}");
+    let (r, _, at) = p.wait_at(10 * SEC);
+    (r, at.saturating_duration_since(t))
+}
+
+/// The module re-examines waited keys every few ms; 500 ms leaves room for a loaded machine
+/// while staying far from the 20 s lease.
+const PROMPT: Duration = Duration::from_millis(500);
+
+#[test]
+fn del_and_overwrite_of_a_waited_key_are_seen_promptly() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    for (k, action, want) in [
+        ("a", vec!["DEL", "a"], Reply::Int(1)),
+        (
+            "b",
+            vec!["SET", "b", "user-value"],
+            Reply::Err(WRONGTYPE.into()),
+        ),
+        ("c", vec!["RENAME", "c", "c-moved"], Reply::Int(1)),
+    ] {
+        assert_eq!(acquire(&mut c, k, "h", 60_000), Reply::Int(1));
+        let p = enqueue(&srv, &mut c, k, &wait_args(k, "w", "20000", "30000"), 1);
+        let (r, after) = answer_after(&mut c, &p, &action);
+        assert_eq!(r, want, "waiter after {action:?}");
+        assert!(after < PROMPT, "{action:?} seen after {after:?}");
+    }
+    assert_eq!(info_dlock(&mut c)["dlock_waiters"], 0);
+}
+
+/// More keys with queues than the module polls (64): it subscribes to keyspace events
+/// instead, and DEL/overwrite/UNLINK of a waited key still wake its waiters at once.
+#[test]
+fn wakeups_with_more_queued_keys_than_are_polled() {
+    const KEYS: usize = 70;
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("many:{i}")).collect();
+    let mut waiting = vec![];
+    for k in &keys {
+        assert_eq!(acquire(&mut c, k, "h", 60_000), Reply::Int(1));
+        waiting.push(spawn_cmd(&srv, &wait_args(k, "w", "20000", "30000")));
+    }
+    wait_for(10 * SEC, "a waiter on every key", || {
+        (info_dlock(&mut c)["dlock_waiters"] == KEYS as i64).then_some(())
+    });
+    // A key queued after the threshold was crossed, and some of the first ones.
+    assert_eq!(acquire(&mut c, "late", "h", 60_000), Reply::Int(1));
+    let late = enqueue(
+        &srv,
+        &mut c,
+        "late",
+        &wait_args("late", "w", "20000", "30000"),
+        1,
+    );
+    for (p, action, want) in [
+        (&late, vec!["DEL", "late"], Reply::Int(1)),
+        (&waiting[0], vec!["DEL", "many:0"], Reply::Int(1)),
+        (
+            &waiting[1],
+            vec!["SET", "many:1", "v"],
+            Reply::Err(WRONGTYPE.into()),
+        ),
+        (&waiting[2], vec!["UNLINK", "many:2"], Reply::Int(1)),
+    ] {
+        let (r, after) = answer_after(&mut c, p, &action);
+        assert_eq!(r, want, "waiter after {action:?}");
+        assert!(after < PROMPT, "{action:?} seen after {after:?}");
+    }
+    // The others still wait.
+    assert_eq!(info_dlock(&mut c)["dlock_waiters"], KEYS as i64 - 3);
+    waiting[3].assert_blocked(Duration::from_millis(100));
 }

@@ -1,25 +1,44 @@
 //! What wakes a queue besides a command on its key: module timers (a WAIT time-out, a lease
 //! deadline, the keys marked by events) and blocked clients leaving on their own.
 //!
-//! Whenever a lock may have become free — a lease running out, DEL/UNLINK/RENAME/eviction/
-//! overwrite (keyspace events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from
-//! the head — the key's queue is served by the unit of work (`work::with_lock`), which writes
-//! the grant like a command would (replicated) and answers the waiter. Events only mark keys
-//! dirty and arm a 0 ms timer: writing from inside a keyspace notification breaks replication
-//! order on Redis 7.0 (PLATFORM-NOTES).
+//! Whenever a lock may have become free — a lease running out, expiry/eviction (keyspace
+//! events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from the head,
+//! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command (the poll timer, or keyspace events
+//! once many keys have queues) — the key's queue is served by the unit of work
+//! (`work::with_lock`), which writes the grant like a command would (replicated) and answers
+//! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
+//! keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
+//!
+//! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
+//! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
+//! keys every `POLL_MS` costs only while some key has a queue, in proportion to those keys.
 
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
-use crate::ffi::timer::{self, TimerJob};
+use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::{registry, work};
+
+/// How often the waited keys are re-examined while some key has a queue: a DEL, RENAME,
+/// MOVE or overwrite of a waited key is seen within this (the promise is 10 ms).
+const POLL_MS: i64 = 5;
+
+/// Above this many keys with queues, polling gives way to a subscription to every keyspace
+/// event (`events::watch_changes`, once per load, permanent). Polling costs ∝ waited keys ×
+/// 200 re-examinations a second (a few thousand instructions each), a subscription costs
+/// ~600 instructions on every write of the whole server: at 64 keys polling is ~50M
+/// instructions/s, the price of a subscription on a server doing ~80k writes/s.
+pub const POLL_MAX_KEYS: usize = 64;
+
+/// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling.
+static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
 
 /// Why a timer was armed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -30,6 +49,9 @@ pub enum Job {
     LeaseCheck { db: i32, key: Vec<u8> },
     /// Keys touched by keyspace/server events: serve their queues.
     Recheck,
+    /// Every `POLL_MS` while some key has a queue: serve every queue (catches DEL, RENAME,
+    /// MOVE and overwrites, which no event reports while polling).
+    Poll,
 }
 
 impl TimerJob for Job {
@@ -66,6 +88,26 @@ impl TimerJob for Job {
                 }
                 for (db, key) in keys {
                     wake_key(ctx, db, &key);
+                }
+            }
+            Job::Poll => {
+                let keys: Vec<(i32, Vec<u8>)> = {
+                    let mut d = dirty();
+                    let Some(d) = d.as_mut() else { return };
+                    d.poll = None; // fired: must not be stopped
+                    if CHANGES_REPORTED.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    d.watched
+                        .iter()
+                        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())))
+                        .collect()
+                };
+                for (db, key) in keys {
+                    wake_key(ctx, db, &key);
+                }
+                if let Some(d) = dirty().as_mut() {
+                    arm_poll(ctx, d);
                 }
             }
         }
@@ -110,6 +152,30 @@ struct Dirty {
     keys: FxHashSet<(i32, Vec<u8>)>,
     all: bool,
     armed: bool,
+    /// The poll timer, while some key has a queue and events do not report changes.
+    poll: Option<TimerId<Job>>,
+}
+
+/// Arms the poll timer if some key has a queue and nothing else reports changes.
+fn arm_poll(ctx: Ctx, d: &mut Dirty) {
+    if d.poll.is_none() && !d.watched.is_empty() && !CHANGES_REPORTED.load(Ordering::Relaxed) {
+        d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
+    }
+}
+
+/// How many keys have a queue.
+pub fn watched_keys() -> usize {
+    dirty()
+        .as_ref()
+        .map_or(0, |d| d.watched.values().map(FxHashSet::len).sum())
+}
+
+/// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
+pub fn changes_reported(ctx: Ctx) {
+    CHANGES_REPORTED.store(true, Ordering::Relaxed);
+    if let Some(t) = dirty().as_mut().and_then(|d| d.poll.take()) {
+        timer::stop(ctx, t);
+    }
 }
 
 static DIRTY: Mutex<Option<Dirty>> = Mutex::new(None);
@@ -170,29 +236,38 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
     }
 }
 
-/// `key` has a queue now (events on it wake it).
-pub(super) fn watch(db: i32, key: &[u8]) {
+/// `key` has a queue now (events and the poll timer wake it).
+pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = dirty();
     let d = d.get_or_insert_with(Dirty::default);
     d.watched.entry(db).or_default().insert(key.to_vec());
     let (word, bit) = filter_bit(key);
     FILTER[word].fetch_or(bit, Ordering::Relaxed);
+    arm_poll(ctx, d);
 }
 
-/// `key`'s queue is gone.
-pub(super) fn unwatch(db: i32, key: &[u8]) {
+/// `key`'s queue is gone. The last one stops the poll timer (MODULE UNLOAD is refused while
+/// a timer is armed).
+pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = dirty();
-    if let Some(keys) = d.as_mut().and_then(|d| d.watched.get_mut(&db)) {
+    let Some(d) = d.as_mut() else { return };
+    if let Some(keys) = d.watched.get_mut(&db) {
         keys.remove(key);
         if keys.is_empty() {
-            d.as_mut().unwrap().watched.remove(&db);
+            d.watched.remove(&db);
         }
-        rebuild_filter(&d.as_ref().unwrap().watched);
+        rebuild_filter(&d.watched);
+    }
+    if d.watched.is_empty() {
+        if let Some(t) = d.poll.take() {
+            timer::stop(ctx, t);
+        }
     }
 }
 
-/// MODULE UNLOAD: frees the dirty set.
+/// MODULE UNLOAD: frees the dirty set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
     rebuild_filter(&FxHashMap::default());
+    CHANGES_REPORTED.store(false, Ordering::Relaxed);
     *dirty() = None;
 }

@@ -160,7 +160,7 @@ pub fn enqueue(
             .then(|| Instant::now() + std::time::Duration::from_millis(wait_ms as u64)),
     };
     if reg.waiters_on(db, key) == 0 {
-        wake::watch(db, key);
+        wake::watch(ctx, db, key);
     }
     reg.push(db, key, waiter);
     Ok(())
@@ -176,7 +176,7 @@ pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Op
         timer::stop(ctx, t);
     }
     if reg.waiters_on(db, key) == 0 {
-        wake::unwatch(db, key);
+        wake::unwatch(ctx, db, key);
     }
     Some(waiter)
 }
