@@ -82,7 +82,15 @@ pub fn watch_changes(ctx: Ctx) {
     }
     CHANGES.store(true, Ordering::Relaxed);
     match events::subscribe_keyspace::<Changed>(ctx, Classes::All) {
-        Ok(()) => wake::changes_reported(ctx),
+        Ok(()) => {
+            wake::changes_reported(ctx);
+            // Once per load: from now on every write of the server pays for the events.
+            ctx.log_warning(&format!(
+                "dlock: more than {} keys have waiters at once: listening to every keyspace \
+                 event instead of polling them, until MODULE UNLOAD",
+                wake::POLL_MAX_KEYS
+            ));
+        }
         // Polling goes on.
         Err(line) => {
             CHANGES.store(false, Ordering::Relaxed);

@@ -483,6 +483,10 @@ fn del_and_overwrite_of_a_waited_key_are_seen_promptly() {
         assert!(after < PROMPT, "{action:?} seen after {after:?}");
     }
     assert_eq!(info_dlock(&mut c)["dlock_waiters"], 0);
+    assert!(
+        !srv.log().contains("listening to every keyspace event"),
+        "a few waited keys are polled"
+    );
 }
 
 /// More keys with queues than the module polls (64): it subscribes to keyspace events
@@ -501,6 +505,11 @@ fn wakeups_with_more_queued_keys_than_are_polled() {
     wait_for(10 * SEC, "a waiter on every key", || {
         (info_dlock(&mut c)["dlock_waiters"] == KEYS as i64).then_some(())
     });
+    assert!(
+        srv.log()
+            .contains("listening to every keyspace event instead of polling"),
+        "the module switched to keyspace events"
+    );
     // A key queued after the threshold was crossed, and some of the first ones.
     assert_eq!(acquire(&mut c, "late", "h", 60_000), Reply::Int(1));
     let late = enqueue(
