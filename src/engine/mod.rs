@@ -4,8 +4,8 @@
 //! - `work`: the unit of work every writing command and every wake-up goes through: open the
 //!   lock, serve its queue, apply the step, save, re-arm the lease timer;
 //! - `store`: lock keys and fencing counters as Redis holds them, written and propagated;
-//! - `wake`: what wakes a queue besides a command: timers, the keys marked by events, clients
-//!   leaving.
+//! - `wake`: what wakes a queue besides a command: timers (the 5 ms poll of queued keys
+//!   among them), the keys marked by events, clients leaving.
 //!
 //! Lock order: REGISTRY before the dirty set in `wake`, never the reverse; nothing called
 //! while the registry is held takes it again (keyspace events only touch the dirty set).
