@@ -67,20 +67,24 @@ pub struct ReadWrite {
     pub holders: BTreeMap<Owner, RwHolder>,
 }
 
+/// The name of an exclusive lock's holder, inline up to 64 bytes (a Redisson or dlock
+/// `UUID:thread` owner fits): taking and releasing a lock allocates nothing for it.
+pub type HolderName = smallvec::SmallVec<[u8; 64]>;
+
 /// The holders of an exclusive lock, `owner -> hold count`, by owner. Nearly always one: kept
-/// inline then (no map, no allocation besides the owner's name); a hash with several
+/// inline then (no map, and no allocation for a name of up to 64 bytes); a hash with several
 /// positive fields (not written by dlock or Redisson) still decodes, as a sorted list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Holders {
     #[default]
     None,
-    One((Owner, i64)),
+    One((HolderName, i64)),
     /// Two or more, sorted by owner.
-    Many(Vec<(Owner, i64)>),
+    Many(Vec<(HolderName, i64)>),
 }
 
 impl Holders {
-    fn as_slice(&self) -> &[(Owner, i64)] {
+    fn as_slice(&self) -> &[(HolderName, i64)] {
         match self {
             Holders::None => &[],
             Holders::One(pair) => std::slice::from_ref(pair),
@@ -97,8 +101,8 @@ impl Holders {
     }
 
     /// `(owner, count)` pairs by owner.
-    pub fn iter(&self) -> impl Iterator<Item = (&Owner, &i64)> {
-        self.as_slice().iter().map(|(o, c)| (o, c))
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &i64)> {
+        self.as_slice().iter().map(|(o, c)| (o.as_slice(), c))
     }
 
     pub fn get(&self, owner: &[u8]) -> Option<&i64> {
@@ -124,11 +128,12 @@ impl Holders {
     }
 
     /// Sets `owner`'s count (adding the owner when absent).
-    pub fn insert(&mut self, owner: Owner, count: i64) {
-        if let Some(c) = self.get_mut(&owner) {
+    pub fn insert(&mut self, owner: &[u8], count: i64) {
+        if let Some(c) = self.get_mut(owner) {
             *c = count;
             return;
         }
+        let owner = HolderName::from_slice(owner);
         *self = match std::mem::take(self) {
             Holders::None => Holders::One((owner, count)),
             Holders::One(first) => {
@@ -281,7 +286,7 @@ impl LockValue {
         match self {
             LockValue::Exclusive(x) => {
                 for (owner, count) in x.holders.iter() {
-                    out.insert(owner.clone(), count.to_string().into_bytes());
+                    out.insert(owner.to_vec(), count.to_string().into_bytes());
                 }
             }
             LockValue::ReadWrite(rw) => {
@@ -358,7 +363,7 @@ impl ReadWrite {
 fn decode_exclusive(fields: &[(Vec<u8>, Vec<u8>)], expire_at: Option<i64>) -> Option<Exclusive> {
     let mut holders = Holders::None;
     for (f, v) in fields {
-        holders.insert(f.clone(), positive(v)?);
+        holders.insert(f, positive(v)?);
     }
     Some(Exclusive { holders, expire_at })
 }
@@ -443,7 +448,7 @@ mod tests {
         });
         match &v {
             LockValue::Exclusive(x) => {
-                assert_eq!(x.holders.get(&b"a1b2:7".to_vec()), Some(&2));
+                assert_eq!(x.holders.get(b"a1b2:7"), Some(&2));
                 assert_eq!(x.expire_at, Some(99));
             }
             other => panic!("{other:?}"),
@@ -484,12 +489,12 @@ mod tests {
     fn holders_stay_sorted_and_inline_for_one() {
         let mut h = Holders::default();
         assert!(h.is_empty());
-        h.insert(b"b".to_vec(), 1);
+        h.insert(b"b", 1);
         assert!(matches!(h, Holders::One(_)));
-        h.insert(b"c".to_vec(), 3);
-        h.insert(b"a".to_vec(), 2);
-        h.insert(b"c".to_vec(), 4);
-        let owners: Vec<_> = h.iter().map(|(o, c)| (o.clone(), *c)).collect();
+        h.insert(b"c", 3);
+        h.insert(b"a", 2);
+        h.insert(b"c", 4);
+        let owners: Vec<_> = h.iter().map(|(o, c)| (o.to_vec(), *c)).collect();
         assert_eq!(
             owners,
             vec![(b"a".to_vec(), 2), (b"b".to_vec(), 1), (b"c".to_vec(), 4)]
@@ -497,7 +502,7 @@ mod tests {
         assert_eq!(h.remove(b"b"), Some(1));
         assert_eq!(h.remove(b"x"), None);
         assert_eq!(h.remove(b"a"), Some(2));
-        assert_eq!(h, Holders::One((b"c".to_vec(), 4)));
+        assert_eq!(h, Holders::One((HolderName::from_slice(b"c"), 4)));
         *h.get_mut(b"c").unwrap() += 1;
         assert_eq!(h.get(b"c"), Some(&5));
         assert_eq!(h.remove(b"c"), Some(5));

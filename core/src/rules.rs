@@ -57,7 +57,7 @@ pub fn acquire(
                 expire_at: Some(deadline),
                 ..Default::default()
             };
-            x.holders.insert(owner.to_vec(), 1);
+            x.holders.insert(owner, 1);
             *value = LockValue::Exclusive(x);
             Grant::Granted {
                 count: 1,

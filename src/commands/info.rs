@@ -61,7 +61,7 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
             let holders = x
                 .holders
                 .iter()
-                .map(|(o, c)| (o.clone(), "exclusive", *c, lease))
+                .map(|(o, c)| (o.to_vec(), "exclusive", *c, lease))
                 .collect();
             ("lock", Some("exclusive"), lease, holders)
         }

@@ -125,7 +125,7 @@ impl<'k> LockKey<'k> {
                             expire_at,
                             ..Default::default()
                         };
-                        x.holders.insert(owner.to_vec(), count);
+                        x.holders.insert(owner, count);
                         LockValue::Exclusive(x)
                     }
                     (Some(None), _) => LockValue::NotALock,
@@ -142,10 +142,8 @@ impl<'k> LockKey<'k> {
             LockValue::Exclusive(x) if x.holders.len() == 1 => {
                 let (holder, count) = x.holders.iter().next().unwrap();
                 match &owner {
-                    Some((o, _)) if *o == holder.as_slice() => {
-                        Loaded::Single(Cow::Borrowed(*o), *count)
-                    }
-                    _ => Loaded::Single(Cow::Owned(holder.clone()), *count),
+                    Some((o, _)) if *o == holder => Loaded::Single(Cow::Borrowed(*o), *count),
+                    _ => Loaded::Single(Cow::Owned(holder.to_vec()), *count),
                 }
             }
             _ => Loaded::Fields(fields),
@@ -236,7 +234,7 @@ impl<'k> LockKey<'k> {
             if x.holders.len() == 1 && matches!(self.loaded, Loaded::Empty | Loaded::Single(..)) {
                 let (owner, &count) = x.holders.iter().next().unwrap();
                 let same_owner = match &self.loaded {
-                    Loaded::Single(o, c) if o == owner => {
+                    Loaded::Single(o, c) if o.as_ref() == owner => {
                         if *c == count {
                             return false;
                         }
@@ -248,7 +246,7 @@ impl<'k> LockKey<'k> {
                 // The requester's own field string when it is the holder written.
                 let made;
                 let f = match &self.owner {
-                    Some((o, s)) if *o == owner.as_slice() => s,
+                    Some((o, s)) if *o == owner => s,
                     _ => {
                         made = RStr::new(self.ctx, owner);
                         &made
