@@ -11,6 +11,7 @@ use std::sync::Mutex;
 use redis_module::raw;
 
 use super::notify::{self, Class};
+use super::string::HeldStr;
 use super::timer::{self, TimerJob};
 use super::{api, targets, Ctx, RStr};
 
@@ -57,42 +58,30 @@ pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
 /// no data, so it need not share the DEL's transaction; replicas get it right after (the
 /// next event-loop turn), and still after the DEL. Every PUBLISH queued since the timer was
 /// armed goes in that one callback.
-pub fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
+pub fn publish(ctx: Ctx, channel: RStr, message: RStr) {
     // SAFETY: a live context and strings.
     unsafe { api!(RedisModule_PublishMessage)(ctx.as_ptr(), channel.as_ptr(), message.as_ptr()) };
     if !targets::get(ctx).replicas {
         return;
     }
     let mut q = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-    q.push(channel.bytes(), message.bytes());
+    // The strings themselves are kept for the timer (no copy, no new strings there).
+    q.messages.push((channel.hold(), message.hold()));
     if !q.armed {
         q.armed = true;
         timer::start(ctx, 0, FlushPublishes);
     }
 }
 
-/// PUBLISHes waiting for the timer that sends them to replicas, one after the other in one
-/// buffer (no allocation per message once it has grown).
+/// PUBLISHes waiting for the timer that sends them to replicas: `(channel, message)`.
 struct PendingPublishes {
-    bytes: Vec<u8>,
-    /// Per message: where its channel ends and where its message ends in `bytes`.
-    ends: Vec<(usize, usize)>,
+    messages: Vec<(HeldStr, HeldStr)>,
     /// A `FlushPublishes` timer is armed.
     armed: bool,
 }
 
-impl PendingPublishes {
-    fn push(&mut self, channel: &[u8], message: &[u8]) {
-        self.bytes.extend_from_slice(channel);
-        let c = self.bytes.len();
-        self.bytes.extend_from_slice(message);
-        self.ends.push((c, self.bytes.len()));
-    }
-}
-
 static PENDING: Mutex<PendingPublishes> = Mutex::new(PendingPublishes {
-    bytes: Vec::new(),
-    ends: Vec::new(),
+    messages: Vec::new(),
     armed: false,
 });
 
@@ -109,27 +98,21 @@ impl TimerJob for FlushPublishes {
             timer::start(ctx, 1, FlushPublishes);
             return;
         }
-        let mut start = 0;
-        for &(c, m) in &q.ends {
-            let (channel, message) = (&q.bytes[start..c], &q.bytes[c..m]);
-            start = m;
+        for (channel, message) in &q.messages {
             // SAFETY: a live context; the command name and format are NUL-terminated; the
-            // variadic arguments are two (pointer, length) pairs of live bytes, as "bbA" says
-            // ("A": not to the AOF; takes no argument). Redis copies the bytes.
+            // variadic arguments are two live strings, as "ssA" says ("A": not to the AOF;
+            // takes no argument). Redis takes its own references.
             unsafe {
                 api!(RedisModule_Replicate)(
                     ctx.as_ptr(),
                     c"PUBLISH".as_ptr(),
-                    c"bbA".as_ptr(),
+                    c"ssA".as_ptr(),
                     channel.as_ptr(),
-                    channel.len(),
                     message.as_ptr(),
-                    message.len(),
                 )
             };
         }
-        q.bytes.clear();
-        q.ends.clear();
+        q.messages.clear();
         q.armed = false;
     }
 }
@@ -139,8 +122,7 @@ impl TimerJob for FlushPublishes {
 pub fn free_pending() {
     let mut q = PENDING.lock().unwrap_or_else(|e| e.into_inner());
     *q = PendingPublishes {
-        bytes: Vec::new(),
-        ends: Vec::new(),
+        messages: Vec::new(),
         armed: false,
     };
 }
