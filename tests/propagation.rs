@@ -190,3 +190,44 @@ fn unlock_message_to_replicas_waits_for_a_client_pause_to_end() {
         master.log()
     );
 }
+
+/// A holder's own lease lapsing during CLIENT PAUSE (a failover pauses writes too) must not
+/// make the module propagate the grant then: Redis 7.0 asserts that nothing is propagated
+/// while clients are paused. The waiter is granted once the pause is over.
+#[test]
+fn a_grant_due_during_a_client_pause_waits_for_its_end() {
+    let master = Server::start();
+    let _replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
+    let mut m = master.connection();
+    // A reader with a short lease of its own, a writer waiting behind it.
+    assert_eq!(rwlock(&mut m, "k", "r", "READ", 300), Reply::Int(1));
+    let w = enqueue(
+        &master,
+        &mut m,
+        "k",
+        &["DLOCK.RWLOCK", "k", "w", "WRITE", "30000", "WAIT", "0"],
+        1,
+    );
+    let paused_at = std::time::Instant::now();
+    assert_eq!(
+        cmd(&mut m, &["CLIENT", "PAUSE", "1000", "WRITE"]),
+        Reply::Status("OK".into())
+    );
+    // The reader's lease ends at ~300 ms, inside the pause: no grant until the pause ends.
+    let (r, _, at) = w.wait_at(std::time::Duration::from_secs(10));
+    assert_eq!(r, Reply::Int(1), "{}", master.log());
+    let after = at.duration_since(paused_at);
+    assert!(
+        after >= std::time::Duration::from_millis(900),
+        "granted {after:?} after the pause began (it lasts 1 s)"
+    );
+    assert_eq!(
+        cmd(&mut m, &["PING"]),
+        Reply::Status("PONG".into()),
+        "{}",
+        master.log()
+    );
+}

@@ -39,6 +39,9 @@ const POLL_MS: i64 = 5;
 /// known, whatever the server's write rate.
 pub const POLL_MAX_KEYS: usize = 64;
 
+/// How soon a key whose serving a client pause put off is tried again.
+const PAUSE_RETRY_MS: i64 = 1;
+
 /// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling.
 static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
 
@@ -100,6 +103,11 @@ impl TimerJob for Job {
                     if CHANGES_REPORTED.load(Ordering::Relaxed) {
                         return;
                     }
+                    if ctx.writes_paused() {
+                        // Nobody can write during a pause; the next tick looks again.
+                        arm_poll(ctx, d);
+                        return;
+                    }
                     d.watched
                         .iter()
                         .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())))
@@ -122,6 +130,12 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     if registry().waiters_on(db, key) == 0 {
+        return;
+    }
+    if ctx.writes_paused() {
+        // CLIENT PAUSE or a failover: Redis asserts that nothing is propagated until it ends
+        // (a grant would be), so the key is served when the pause is over.
+        serve_after_pause(ctx, db, key);
         return;
     }
     ctx.select_db(db);
@@ -235,6 +249,17 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
     if !d.armed {
         d.armed = true;
         timer::start(ctx, 0, Job::Recheck);
+    }
+}
+
+/// Serves `key` again in 1 ms (a 0 ms timer would spin through a pause).
+fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
+    let mut d = dirty();
+    let Some(d) = d.as_mut() else { return };
+    d.keys.insert((db, key.to_vec()));
+    if !d.armed {
+        d.armed = true;
+        timer::start(ctx, PAUSE_RETRY_MS, Job::Recheck);
     }
 }
 

@@ -62,6 +62,13 @@ impl Ctx {
         flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && flags & loading == 0
     }
 
+    /// Whether clients are paused (CLIENT PAUSE, a failover): Redis 7.0 asserts that nothing
+    /// is propagated then (`propagateNow`), so writes from timers must wait for the end.
+    pub fn writes_paused(self) -> bool {
+        // SAFETY: no precondition (the main thread, in a callback or command).
+        unsafe { api!(RedisModule_AvoidReplicaTraffic)() != 0 }
+    }
+
     /// Logs `line` at warning level through this context (so that it names this load of the
     /// module, also after MODULE UNLOAD + LOAD).
     pub fn log_warning(self, line: &str) {

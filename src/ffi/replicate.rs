@@ -91,8 +91,7 @@ struct FlushPublishes;
 impl TimerJob for FlushPublishes {
     fn fire(self, ctx: Ctx) {
         let mut q = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-        // SAFETY: no precondition (the main thread, in a callback).
-        if unsafe { api!(RedisModule_AvoidReplicaTraffic)() } != 0 {
+        if ctx.writes_paused() {
             // Clients are paused (CLIENT PAUSE, failover): Redis asserts that nothing is
             // propagated until the pause ends. Try again later (1 ms: a 0 ms timer would spin).
             timer::start(ctx, 1, FlushPublishes);
