@@ -29,7 +29,7 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, command_info, info, module, replicate, string, targets, Ctx};
+    use crate::ffi::{command, command_info, info, module, string, targets, Ctx};
     use crate::{commands, config, engine, events, stats};
 
     #[global_allocator]
@@ -107,7 +107,6 @@ mod registration {
         stats::free_all();
         config::free();
         string::free_shared();
-        replicate::free_pending();
         raw::REDISMODULE_OK as c_int
     }
 }

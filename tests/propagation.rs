@@ -141,7 +141,7 @@ fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
         .expect("the unlock message on the replica");
     assert_eq!(msg.get_channel_name(), channel("k"));
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-    // The PUBLISH comes in its own unit after the release's DEL, never before it.
+    // The PUBLISH comes with the release's DEL, never before it.
     let mut r = replica.connection();
     assert_eq!(
         cmd(&mut r, &["EXISTS", "k"]),
@@ -150,11 +150,12 @@ fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
     );
 }
 
-/// The replica's PUBLISH goes from a timer after the release; when clients are paused by
-/// then (CLIENT PAUSE, a failover), Redis asserts that nothing is propagated: the module
-/// holds it until the pause ends.
+/// A release pipelined with a CLIENT PAUSE (as a failover does): Redis asserts that nothing
+/// is propagated while clients are paused, so the release must propagate everything, its
+/// PUBLISH included, within its own command. The server stays up and the replica's
+/// subscriber gets the message.
 #[test]
-fn unlock_message_to_replicas_waits_for_a_client_pause_to_end() {
+fn release_pipelined_with_a_client_pause_reaches_replicas() {
     let master = Server::start();
     let replica = Server::builder()
         .without_module()
@@ -163,8 +164,7 @@ fn unlock_message_to_replicas_waits_for_a_client_pause_to_end() {
     let mut sub = subscriber(&replica, &channel("k"));
     let mut m = master.connection();
     assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
-    // One pipeline: the pause starts in the same event-loop turn as the release, before the
-    // timer that sends the PUBLISH to replicas fires.
+    // One pipeline: the pause starts in the same event-loop turn as the release.
     let (released, _): (i64, ()) = redis::pipe()
         .cmd("DLOCK.RELEASE")
         .arg(&["k", "o1"])
@@ -181,7 +181,7 @@ fn unlock_message_to_replicas_waits_for_a_client_pause_to_end() {
     );
     let msg = sub
         .get_message()
-        .expect("the unlock message on the replica after the pause");
+        .expect("the unlock message on the replica");
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
     assert_eq!(
         cmd(&mut m, &["PING"]),

@@ -47,8 +47,7 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
         Stats::add(&STATS.releases, 1);
     }
     if freed_exclusive {
-        // Nobody in the queue took it: wake Redisson-style waiters (replicas get the PUBLISH
-        // right after the DEL, outside its MULTI: see `replicate::publish`).
+        // Nobody in the queue took it: wake Redisson-style waiters (same MULTI as the DEL).
         let cfg = crate::config::get();
         if cfg.publish {
             store::publish_unlock(ctx, &cfg.channel_prefix, a.key);

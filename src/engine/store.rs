@@ -341,5 +341,5 @@ pub fn publish_unlock(ctx: Ctx, channel_prefix: &str, key: &[u8]) {
     let channel = RStr::written(ctx, |out| {
         names::write_unlock_channel(channel_prefix, key, out)
     });
-    crate::ffi::replicate::publish(ctx, channel, RStr::number(ctx, 0));
+    crate::ffi::replicate::publish(ctx, &channel, &RStr::number(ctx, 0));
 }

@@ -2,17 +2,12 @@
 //! or one timer callback propagates in MULTI/EXEC. A key write is propagated as the core
 //! command that makes the same change, and announced with that command's keyspace event.
 //! Nothing is propagated when Redis would drop it (no AOF, no replication: see `targets`).
-//! The unlock PUBLISH goes to replicas from a timer, outside the command's MULTI/EXEC
-//! (see [`publish`]).
 
 use std::ffi::CStr;
-use std::sync::Mutex;
 
 use redis_module::raw;
 
 use super::notify::{self, Class};
-use super::string::HeldStr;
-use super::timer::{self, TimerJob};
 use super::{api, targets, Ctx, RStr};
 
 /// Propagates `cmd args...`. Up to three strings go one by one (formats "s", "ss", "sss");
@@ -49,80 +44,27 @@ pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
     replicate(ctx, cmd, &[key, &RStr::number(ctx, n)]);
 }
 
-/// PUBLISHes `message` on `channel` here at once, and sends the PUBLISH to replicas only
-/// (not to the AOF, as Redis's own PUBLISH) in a unit of its own, from a 0 ms timer.
-///
-/// Why not from the command: Redis wraps what one command propagates in MULTI/EXEC when it
-/// is more than one command, so a release propagating DEL + PUBLISH sent MULTI, DEL,
-/// PUBLISH, EXEC (~1.4k instructions per release more than DEL, then PUBLISH). PUBLISH changes
-/// no data, so it need not share the DEL's transaction; replicas get it right after (the
-/// next event-loop turn), and still after the DEL. Every PUBLISH queued since the timer was
-/// armed goes in that one callback.
-pub fn publish(ctx: Ctx, channel: RStr, message: RStr) {
+/// PUBLISHes `message` on `channel`, and propagates the PUBLISH to replicas only (not to the
+/// AOF), as Redis's own PUBLISH does. It goes in the command's own MULTI/EXEC with the DEL:
+/// sending it from a timer instead saved ~1.3k instructions per release in a pipelined
+/// benchmark but cost ~2.8k more per release when each command is its own event-loop turn
+/// (docs/DESIGN.md, Replication).
+pub fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
     // SAFETY: a live context and strings.
     unsafe { api!(RedisModule_PublishMessage)(ctx.as_ptr(), channel.as_ptr(), message.as_ptr()) };
     if !targets::get(ctx).replicas {
         return;
     }
-    let mut q = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-    // The strings themselves are kept for the timer (no copy, no new strings there).
-    q.messages.push((channel.hold(), message.hold()));
-    if !q.armed {
-        q.armed = true;
-        timer::start(ctx, 0, FlushPublishes);
-    }
-}
-
-/// PUBLISHes waiting for the timer that sends them to replicas: `(channel, message)`.
-struct PendingPublishes {
-    messages: Vec<(HeldStr, HeldStr)>,
-    /// A `FlushPublishes` timer is armed.
-    armed: bool,
-}
-
-static PENDING: Mutex<PendingPublishes> = Mutex::new(PendingPublishes {
-    messages: Vec::new(),
-    armed: false,
-});
-
-/// The timer job that sends the queued PUBLISHes to replicas.
-struct FlushPublishes;
-
-impl TimerJob for FlushPublishes {
-    fn fire(self, ctx: Ctx) {
-        let mut q = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-        if ctx.writes_paused() {
-            // Clients are paused (CLIENT PAUSE, failover): Redis asserts that nothing is
-            // propagated until the pause ends. Try again later (1 ms: a 0 ms timer would spin).
-            timer::start(ctx, 1, FlushPublishes);
-            return;
-        }
-        for (channel, message) in &q.messages {
-            // SAFETY: a live context; the command name and format are NUL-terminated; the
-            // variadic arguments are two live strings, as "ssA" says ("A": not to the AOF;
-            // takes no argument). Redis takes its own references.
-            unsafe {
-                api!(RedisModule_Replicate)(
-                    ctx.as_ptr(),
-                    c"PUBLISH".as_ptr(),
-                    c"ssA".as_ptr(),
-                    channel.as_ptr(),
-                    message.as_ptr(),
-                )
-            };
-        }
-        q.messages.clear();
-        q.armed = false;
-    }
-}
-
-/// MODULE UNLOAD: frees the queue (Redis refuses to unload while the timer is armed, so it
-/// is empty by then).
-pub fn free_pending() {
-    let mut q = PENDING.lock().unwrap_or_else(|e| e.into_inner());
-    *q = PendingPublishes {
-        messages: Vec::new(),
-        armed: false,
+    // SAFETY: a live context; the command name and format are NUL-terminated; the variadic
+    // arguments are two live strings, as "ssA" says ("A": not to the AOF; takes no argument).
+    unsafe {
+        api!(RedisModule_Replicate)(
+            ctx.as_ptr(),
+            c"PUBLISH".as_ptr(),
+            c"ssA".as_ptr(),
+            channel.as_ptr(),
+            message.as_ptr(),
+        )
     };
 }
 

@@ -117,43 +117,6 @@ impl RStr {
     }
 }
 
-impl RStr {
-    /// This string kept beyond the running callback: the reference this value owns moves
-    /// into the result (no copy, no free here), or one is taken on a borrowed string.
-    pub fn hold(self) -> HeldStr {
-        let ptr = self.ptr;
-        if !self.owned {
-            // SAFETY: a live string; a null context: the reference is the caller's to free
-            // (by `HeldStr`'s drop), not the context's.
-            unsafe { api!(RedisModule_RetainString)(std::ptr::null_mut(), ptr.as_ptr()) };
-        }
-        std::mem::forget(self);
-        HeldStr(ptr)
-    }
-}
-
-/// A RedisModuleString with one reference of its own, kept across callbacks (released on
-/// drop, with no context).
-pub struct HeldStr(NonNull<raw::RedisModuleString>);
-
-// SAFETY: Redis calls the module from its main thread only (see `ffi`), so a `HeldStr` is
-// made, used and dropped there; `Send` only lets it sit in a `static Mutex`.
-unsafe impl Send for HeldStr {}
-
-impl HeldStr {
-    pub fn as_ptr(&self) -> *mut raw::RedisModuleString {
-        self.0.as_ptr()
-    }
-}
-
-impl Drop for HeldStr {
-    fn drop(&mut self) {
-        // SAFETY: releases the one reference this value owns (see `RStr::hold`); a null
-        // context is allowed for a string not tied to one.
-        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), self.0.as_ptr()) }
-    }
-}
-
 impl Drop for RStr {
     fn drop(&mut self) {
         if self.owned {
