@@ -10,8 +10,6 @@
 //! once does the module subscribe to every other event (permanently, once per load), and
 //! polling stops. Even then an event costs only a look-up: only keys with a queue are marked.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-
 use crate::engine::{self, wake};
 use crate::ffi::events::{self, Classes, KeyspaceHandler, ServerEventHandler};
 use crate::ffi::Ctx;
@@ -31,8 +29,8 @@ impl KeyspaceHandler for Gone {
     }
 }
 
-/// Every other event, once many keys have had queues at once (`watch_changes`): DEL/UNLINK, rename_from, move_from, overwrite
-/// by SET/LPUSH/..., HSET/HDEL/PEXPIRE by a Redisson script.
+/// Every other event, once many keys have had queues at once (`watch_changes`): DEL/UNLINK,
+/// rename_from, move_from, overwrite by SET/LPUSH/..., HSET/HDEL/PEXPIRE by a Redisson script.
 pub struct Changed;
 
 impl KeyspaceHandler for Changed {
@@ -63,13 +61,9 @@ impl ServerEventHandler for Gone {
     }
 }
 
-/// Whether `Changed` is subscribed (reset on MODULE UNLOAD, which drops subscriptions).
-static CHANGES: AtomicBool = AtomicBool::new(false);
-
 /// At load: expiries, evictions and the server events. Module subscriptions work whatever
 /// `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
-    CHANGES.store(false, Ordering::Relaxed);
     events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
     events::subscribe_server::<Gone>(ctx)
 }
@@ -77,10 +71,11 @@ pub fn subscribe(ctx: Ctx) -> Result<(), String> {
 /// Before a client waits: once `wake::POLL_MAX_KEYS` keys have queues, every other
 /// keyspace event (once per load) instead of polling. Below that, nothing: polling is cheaper.
 pub fn watch_changes(ctx: Ctx) {
-    if CHANGES.load(Ordering::Relaxed) || wake::watched_keys() < wake::POLL_MAX_KEYS {
+    // `wake` knows whether `Changed` is subscribed (it stops polling then; MODULE UNLOAD,
+    // which drops subscriptions, resets it).
+    if wake::changes_are_reported() || wake::watched_keys() < wake::POLL_MAX_KEYS {
         return;
     }
-    CHANGES.store(true, Ordering::Relaxed);
     match events::subscribe_keyspace::<Changed>(ctx, Classes::All) {
         Ok(()) => {
             wake::changes_reported(ctx);
@@ -92,9 +87,6 @@ pub fn watch_changes(ctx: Ctx) {
             ));
         }
         // Polling goes on.
-        Err(line) => {
-            CHANGES.store(false, Ordering::Relaxed);
-            ctx.log_warning(&line);
-        }
+        Err(line) => ctx.log_warning(&line),
     }
 }

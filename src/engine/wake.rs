@@ -186,6 +186,11 @@ pub fn watched_keys() -> usize {
         .map_or(0, |d| d.watched.values().map(FxHashSet::len).sum())
 }
 
+/// Whether keyspace events report every change of a key (then nothing polls).
+pub fn changes_are_reported() -> bool {
+    CHANGES_REPORTED.load(Ordering::Relaxed)
+}
+
 /// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
 pub fn changes_reported(ctx: Ctx) {
     CHANGES_REPORTED.store(true, Ordering::Relaxed);
@@ -246,9 +251,14 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
         }
         None => d.all = true,
     }
+    arm_recheck(ctx, d, 0);
+}
+
+/// Arms the timer that serves the dirty keys in `delay_ms`, unless one is armed.
+fn arm_recheck(ctx: Ctx, d: &mut Dirty, delay_ms: i64) {
     if !d.armed {
         d.armed = true;
-        timer::start(ctx, 0, Job::Recheck);
+        timer::start(ctx, delay_ms, Job::Recheck);
     }
 }
 
@@ -257,10 +267,7 @@ fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = dirty();
     let Some(d) = d.as_mut() else { return };
     d.keys.insert((db, key.to_vec()));
-    if !d.armed {
-        d.armed = true;
-        timer::start(ctx, PAUSE_RETRY_MS, Job::Recheck);
-    }
+    arm_recheck(ctx, d, PAUSE_RETRY_MS);
 }
 
 /// `key` has a queue now (events and the poll timer wake it).
