@@ -44,6 +44,7 @@ pub struct RenewArgs<'a> {
     pub lease_ms: i64,
 }
 
+#[inline]
 fn owner(arg: &[u8]) -> Result<&[u8], LockError> {
     if arg.is_empty() || arg.len() > MAX_OWNER_LEN {
         return Err(LockError::OwnerLength);
@@ -54,11 +55,13 @@ fn owner(arg: &[u8]) -> Result<&[u8], LockError> {
     Ok(arg)
 }
 
+#[inline]
 fn parse_i64(arg: &[u8]) -> Option<i64> {
     // Redis integers: optional '-', digits, no '+', no spaces, no leading zeros are fine.
     crate::model::decimal(arg)
 }
 
+#[inline]
 fn lease(arg: &[u8]) -> Result<i64, LockError> {
     match parse_i64(arg) {
         Some(v) if v > MAX_MS => Err(LockError::LeaseTooLong),
@@ -67,6 +70,7 @@ fn lease(arg: &[u8]) -> Result<i64, LockError> {
     }
 }
 
+#[inline]
 fn timeout(arg: &[u8]) -> Result<i64, LockError> {
     match parse_i64(arg) {
         Some(v) if v > MAX_MS => Err(LockError::TimeoutTooLong),
@@ -76,6 +80,7 @@ fn timeout(arg: &[u8]) -> Result<i64, LockError> {
 }
 
 /// Parses `[WAIT timeout-ms] [FENCE]` in any order, each at most once.
+#[inline]
 fn options(rest: &[&[u8]]) -> Result<(Option<i64>, bool), LockError> {
     let (mut wait, mut fence) = (None, false);
     let mut i = 0;
@@ -96,6 +101,7 @@ fn options(rest: &[&[u8]]) -> Result<(Option<i64>, bool), LockError> {
 }
 
 /// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]` (argv without the command name).
+#[inline]
 pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 3 {
         return Err(LockError::WrongArity);
@@ -194,6 +200,7 @@ pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
 
 /// `DLOCK.RELEASE key owner [READ|WRITE|COUNT n]`. Which kind of lock the option fits is
 /// checked against the key (WRONGTYPE), not here.
+#[inline]
 pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
     if !(2..=4).contains(&argv.len()) {
         return Err(LockError::WrongArity);
@@ -226,6 +233,7 @@ pub fn waiters<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], Option<usize>), LockE
 }
 
 /// `DLOCK.RENEW key owner lease-ms`.
+#[inline]
 pub fn renew<'a>(argv: &[&'a [u8]]) -> Result<RenewArgs<'a>, LockError> {
     if argv.len() != 3 {
         return Err(LockError::WrongArity);

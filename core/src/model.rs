@@ -84,6 +84,7 @@ pub enum Holders {
 }
 
 impl Holders {
+    #[inline]
     fn as_slice(&self) -> &[(HolderName, i64)] {
         match self {
             Holders::None => &[],
@@ -92,6 +93,7 @@ impl Holders {
         }
     }
 
+    #[inline]
     pub fn len(&self) -> usize {
         self.as_slice().len()
     }
@@ -105,6 +107,7 @@ impl Holders {
         self.as_slice().iter().map(|(o, c)| (o.as_slice(), c))
     }
 
+    #[inline]
     pub fn get(&self, owner: &[u8]) -> Option<&i64> {
         self.as_slice()
             .iter()
@@ -112,6 +115,7 @@ impl Holders {
             .map(|(_, c)| c)
     }
 
+    #[inline]
     pub fn get_mut(&mut self, owner: &[u8]) -> Option<&mut i64> {
         match self {
             Holders::None => None,
@@ -128,12 +132,18 @@ impl Holders {
     }
 
     /// Sets `owner`'s count (adding the owner when absent).
+    #[inline]
     pub fn insert(&mut self, owner: &[u8], count: i64) {
         if let Some(c) = self.get_mut(owner) {
             *c = count;
             return;
         }
         let owner = HolderName::from_slice(owner);
+        // A free lock's first holder (every fresh grant): written in place.
+        if let Holders::None = self {
+            *self = Holders::One((owner, count));
+            return;
+        }
         *self = match std::mem::take(self) {
             Holders::None => Holders::One((owner, count)),
             Holders::One(first) => {
@@ -150,7 +160,17 @@ impl Holders {
     }
 
     /// Takes `owner` out; its count, if it held.
+    #[inline]
     pub fn remove(&mut self, owner: &[u8]) -> Option<i64> {
+        // The one holder leaving (every release of a held lock): no move of the value.
+        if let Holders::One((o, c)) = self {
+            if o.as_slice() != owner {
+                return None;
+            }
+            let c = *c;
+            *self = Holders::None;
+            return Some(c);
+        }
         match std::mem::take(self) {
             Holders::None => None,
             Holders::One((o, c)) if o.as_slice() == owner => Some(c),
@@ -230,6 +250,7 @@ pub const PERMITS_PREFIX: &[u8] = b"permits:";
 
 /// A positive decimal integer as Redis writes it (HINCRBY results): a hold count or a
 /// deadline; anything else makes the hash not a lock.
+#[inline]
 pub fn positive(value: &[u8]) -> Option<i64> {
     decimal(value).filter(|n| *n > 0)
 }
@@ -237,6 +258,7 @@ pub fn positive(value: &[u8]) -> Option<i64> {
 /// A decimal `i64`: an optional `-`, then one or more digits (leading zeros allowed), nothing
 /// else; `None` on overflow. What `str::parse::<i64>` accepts, minus a leading `+`, without
 /// its UTF-8 check (this runs on every command).
+#[inline]
 pub fn decimal(bytes: &[u8]) -> Option<i64> {
     let (negative, digits) = match bytes.split_first()? {
         (b'-', rest) => (true, rest),
@@ -331,6 +353,7 @@ impl LockValue {
     }
 
     /// The absolute expiry the key should carry.
+    #[inline]
     pub fn expire_at(&self) -> Option<i64> {
         match self {
             LockValue::Exclusive(x) => x.expire_at,

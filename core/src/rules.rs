@@ -33,6 +33,7 @@ pub enum Released {
 
 /// Tries to grant `want` to `owner`. `queue_ahead`: other clients wait on this key in front of
 /// this request, so only a holder's reentrant request may pass them.
+#[inline]
 pub fn acquire(
     value: &mut LockValue,
     owner: &[u8],
@@ -178,6 +179,7 @@ fn permits(
 }
 
 /// DLOCK.RELEASE: takes one hold of `owner` away, or `count` permits of a semaphore.
+#[inline]
 pub fn release(
     value: &mut LockValue,
     owner: &[u8],
@@ -255,6 +257,7 @@ pub fn release(
 }
 
 /// DLOCK.RENEW: resets the owner's lease. `Ok(false)`: the owner holds nothing.
+#[inline]
 pub fn renew(
     value: &mut LockValue,
     owner: &[u8],
@@ -291,6 +294,7 @@ pub fn renew(
 
 /// Removes read-write and semaphore holders whose own lease has passed (`now > deadline`, as
 /// Redis expires keys): their holds and permits come back. Returns how many lapsed.
+#[inline]
 pub fn prune_lapsed(value: &mut LockValue, now: i64) -> usize {
     let lapsed = match value {
         LockValue::ReadWrite(rw) => {
@@ -310,6 +314,7 @@ pub fn prune_lapsed(value: &mut LockValue, now: i64) -> usize {
 }
 
 /// When this value may change by itself (a lease running out), in unix ms.
+#[inline]
 pub fn next_change(value: &LockValue) -> Option<i64> {
     match value {
         LockValue::Exclusive(x) => x.expire_at,

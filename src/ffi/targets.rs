@@ -17,6 +17,7 @@
 //! - the server turns replica or master (`role changed`), a replica comes or goes;
 //! - start-up, MODULE LOAD, loading a data set (a master keeps the backlog of an RDB that
 //!   has replication information).
+//!
 //! Each of these only marks the answer unknown; the next propagation asks Redis again
 //! (INFO replication, ~20k instructions once). Turning back to "nothing" (AOF switched off,
 //! backlog freed after `repl-backlog-ttl`) is not announced: the module keeps propagating
@@ -72,6 +73,9 @@ pub fn forget() {
 }
 
 /// AOF and replication state as Redis reports it; anything unreadable counts as a target.
+/// Out of line: [`get`] runs on every propagation and asks only after an announced change.
+#[cold]
+#[inline(never)]
 fn ask(ctx: Ctx) -> u8 {
     // SAFETY: a live context of the running callback.
     let flags = unsafe { api!(RedisModule_GetContextFlags)(ctx.as_ptr()) } as u32;
