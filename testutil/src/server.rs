@@ -102,10 +102,27 @@ impl ServerBuilder {
     }
 
     /// Start the server; on failure return the reason and the server's log.
+    ///
+    /// A port picked here ([`free_port`]) may be taken before the server binds it (by another
+    /// test's server, or as the local port of some connection): then the start is tried again
+    /// on another port.
     pub fn try_start(self) -> Result<Server, String> {
+        const ATTEMPTS: usize = 5;
+        let mut attempt = 1;
+        loop {
+            match self.start_on(self.port.unwrap_or_else(free_port)) {
+                Err(Start::PortTaken(_)) if self.port.is_none() && attempt < ATTEMPTS => {
+                    attempt += 1;
+                }
+                Err(Start::PortTaken(e) | Start::Failed(e)) => return Err(e),
+                Ok(server) => return Ok(server),
+            }
+        }
+    }
+
+    fn start_on(&self, port: u16) -> Result<Server, Start> {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
-        let port = self.port.unwrap_or_else(free_port);
         let log = tmp.path().join("server.log");
         let mut cmd = match self.wrapper.split_first() {
             Some((program, args)) => {
@@ -144,7 +161,7 @@ impl ServerBuilder {
             .stderr(Stdio::null());
         let child = cmd
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
+            .map_err(|e| Start::Failed(format!("cannot run {}: {e}", server_binary())))?;
         let mut server = Server {
             child,
             port,
@@ -157,28 +174,37 @@ impl ServerBuilder {
         let deadline = Instant::now() + Duration::from_secs(patience);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
-                return Err(format!(
-                    "server exited at start ({status}); log:\n{}",
-                    server.log()
-                ));
+                let log = server.log();
+                let e = format!("server exited at start ({status}); log:\n{log}");
+                return Err(if log.contains("Address already in use") {
+                    Start::PortTaken(e)
+                } else {
+                    Start::Failed(e)
+                });
             }
-            if let Ok(mut c) = server.try_connection() {
-                if redis::cmd("PING").query::<String>(&mut c).is_ok() {
-                    if let Some(primary) = self.primary {
-                        crate::replication::wait_replica_synced(&server, primary);
-                    }
-                    return Ok(server);
+            // The answer must come from this server, not from another one on the same port.
+            if server.answers_as_itself() {
+                if let Some(primary) = self.primary {
+                    crate::replication::wait_replica_synced(&server, primary);
                 }
+                return Ok(server);
             }
             if Instant::now() > deadline {
-                return Err(format!(
+                return Err(Start::Failed(format!(
                     "server did not answer PING in {patience} s; log:\n{}",
                     server.log()
-                ));
+                )));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// Why a start failed.
+enum Start {
+    /// The port was taken before the server could listen on it.
+    PortTaken(String),
+    Failed(String),
 }
 
 /// A running redis-server, killed when dropped.
@@ -217,6 +243,24 @@ impl Server {
     pub fn client(&self) -> redis::Client {
         redis::Client::open(self.url()).unwrap()
     }
+    /// PING answered (data loaded) by this very process: `INFO server`'s `process_id` is its
+    /// PID. A server that lost the race for its port must not take another one's answer.
+    fn answers_as_itself(&self) -> bool {
+        let Ok(mut c) = self.try_connection() else {
+            return false;
+        };
+        if redis::cmd("PING").query::<String>(&mut c).is_err() {
+            return false;
+        }
+        let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut c) else {
+            return false;
+        };
+        match info.lines().find_map(|l| l.strip_prefix("process_id:")) {
+            Some(pid) => pid.trim() == self.child.id().to_string(),
+            None => true,
+        }
+    }
+
     pub(crate) fn try_connection(&self) -> redis::RedisResult<redis::Connection> {
         let c = self.client();
         c.get_connection_with_timeout(Duration::from_secs(2))
@@ -261,5 +305,23 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_that_cannot_listen_does_not_take_another_servers_answer() {
+        let first = Server::builder().without_module().start();
+        // Same port given explicitly: no retry on another port, and the first server's PING
+        // must not pass for the second's.
+        let second = Server::builder()
+            .without_module()
+            .port(first.port())
+            .try_start();
+        let e = second.err().expect("two servers cannot listen on one port");
+        assert!(e.contains("Address already in use"), "{e}");
     }
 }
