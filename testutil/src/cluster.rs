@@ -30,24 +30,36 @@ impl ClusterBuilder {
         self
     }
 
+    /// One node on a free port and bus port; started again on other ports when the bus port
+    /// was taken meanwhile (the server's own port is retried by `try_start`).
+    fn start_node(&self) -> Server {
+        let mut attempts = 5;
+        loop {
+            let bus = free_port().to_string();
+            let started = self
+                .node
+                .clone()
+                .args(["--cluster-enabled", "yes"])
+                .args(["--cluster-config-file", "nodes.conf"])
+                .args(["--cluster-node-timeout", "5000"])
+                // The default bus port (port + 10000) may be taken or out of range.
+                .args(["--cluster-port", bus.as_str()])
+                .args(["--cluster-announce-ip", "127.0.0.1"])
+                .try_start();
+            attempts -= 1;
+            match started {
+                Ok(node) => return node,
+                Err(e) if attempts > 0 && e.contains("Address already in use") => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+    }
+
     /// Start the nodes, join them, assign the slots and wait for `cluster_state:ok` on every
     /// node (and for every replica's link to its primary).
     pub fn start(self) -> Cluster {
         let total = self.primaries * (1 + self.replicas_per_primary);
-        let nodes: Vec<Server> = (0..total)
-            .map(|_| {
-                let bus = free_port().to_string();
-                self.node
-                    .clone()
-                    .args(["--cluster-enabled", "yes"])
-                    .args(["--cluster-config-file", "nodes.conf"])
-                    .args(["--cluster-node-timeout", "5000"])
-                    // The default bus port (port + 10000) may be taken or out of range.
-                    .args(["--cluster-port", bus.as_str()])
-                    .args(["--cluster-announce-ip", "127.0.0.1"])
-                    .start()
-            })
-            .collect();
+        let nodes: Vec<Server> = (0..total).map(|_| self.start_node()).collect();
         let cluster = Cluster {
             nodes,
             primaries: self.primaries,
