@@ -38,6 +38,12 @@ impl Sentinel {
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("sentinel.log")).unwrap_or_default()
     }
+    /// Answers PING, and `INFO server`'s `process_id` is this process's (not another server
+    /// that had the port).
+    fn answers_as_itself(&self) -> bool {
+        self.try_connection()
+            .is_some_and(|mut c| crate::server::answered_by(&mut c, self.child.id()))
+    }
     fn try_connection(&self) -> Option<redis::Connection> {
         redis::Client::open(self.url())
             .ok()?
@@ -140,7 +146,28 @@ impl Sentinels {
     }
 }
 
+/// One Sentinel on a free port, once it answers as itself; started again on another port when
+/// the one picked was taken before the Sentinel could listen on it.
 fn start_one(primary: &Server, quorum: usize) -> Sentinel {
+    let mut attempts = 5;
+    loop {
+        let mut s = spawn_one(primary, quorum);
+        attempts -= 1;
+        let up = wait_for(Duration::from_secs(20), "a sentinel answers", || {
+            if let Ok(Some(status)) = s.child.try_wait() {
+                return Some(Err(format!("sentinel exited at start ({status})")));
+            }
+            s.answers_as_itself().then_some(Ok(()))
+        });
+        match up {
+            Ok(()) => return s,
+            Err(_) if attempts > 0 && s.log().contains("Address already in use") => {}
+            Err(e) => panic!("{e}; log:\n{}", s.log()),
+        }
+    }
+}
+
+fn spawn_one(primary: &Server, quorum: usize) -> Sentinel {
     let dir = tempfile::tempdir().expect("tempdir");
     let port = free_port();
     let conf = dir.path().join("sentinel.conf");

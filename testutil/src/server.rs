@@ -200,6 +200,19 @@ impl ServerBuilder {
     }
 }
 
+/// The server behind `c` is process `pid` (`INFO server`'s `process_id`; servers that do not
+/// report it are taken at their word): after a lost race for a port, another server may be
+/// the one answering there.
+pub(crate) fn answered_by(c: &mut redis::Connection, pid: u32) -> bool {
+    let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(c) else {
+        return false;
+    };
+    match info.lines().find_map(|l| l.strip_prefix("process_id:")) {
+        Some(reported) => reported.trim() == pid.to_string(),
+        None => true,
+    }
+}
+
 /// Why a start failed.
 enum Start {
     /// The port was taken before the server could listen on it.
@@ -249,16 +262,7 @@ impl Server {
         let Ok(mut c) = self.try_connection() else {
             return false;
         };
-        if redis::cmd("PING").query::<String>(&mut c).is_err() {
-            return false;
-        }
-        let Ok(info) = redis::cmd("INFO").arg("server").query::<String>(&mut c) else {
-            return false;
-        };
-        match info.lines().find_map(|l| l.strip_prefix("process_id:")) {
-            Some(pid) => pid.trim() == self.child.id().to_string(),
-            None => true,
-        }
+        redis::cmd("PING").query::<String>(&mut c).is_ok() && answered_by(&mut c, self.child.id())
     }
 
     pub(crate) fn try_connection(&self) -> redis::RedisResult<redis::Connection> {
