@@ -197,3 +197,40 @@ pub unsafe fn bytes_of<'a>(s: *const raw::RedisModuleString) -> &'a [u8] {
         std::slice::from_raw_parts(p.cast::<u8>(), len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::{NameWriter, NAME_BUF};
+
+    fn written(parts: &[&[u8]]) -> Vec<u8> {
+        let mut w = NameWriter {
+            buf: [0; NAME_BUF],
+            len: 0,
+            spill: None,
+        };
+        for p in parts {
+            w.write_all(p).unwrap();
+        }
+        w.bytes().to_vec()
+    }
+
+    #[test]
+    fn names_are_the_parts_in_order_on_either_side_of_the_stack_buffer() {
+        // The spill to the heap at every position around the buffer's end, and after it.
+        for len in [
+            0,
+            1,
+            NAME_BUF - 14,
+            NAME_BUF - 13,
+            NAME_BUF - 12,
+            NAME_BUF,
+            300,
+        ] {
+            let key = vec![b'k'; len];
+            let parts: [&[u8]; 4] = [b"dlock:fence:", b"{", &key, b"}"];
+            assert_eq!(written(&parts), parts.concat(), "key of {len} bytes");
+        }
+    }
+}
