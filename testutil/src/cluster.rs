@@ -6,6 +6,7 @@ use std::time::Duration;
 use redis::{Connection, Value};
 
 use crate::info::info_field;
+use crate::server::on_a_free_port;
 use crate::{free_port, wait_for, Server, ServerBuilder};
 
 const SLOTS: u16 = 16384;
@@ -30,14 +31,11 @@ impl ClusterBuilder {
         self
     }
 
-    /// One node on a free port and bus port; started again on other ports when the bus port
-    /// was taken meanwhile (the server's own port is retried by `try_start`).
+    /// One node on a free port and bus port, both picked again when one was taken meanwhile.
     fn start_node(&self) -> Server {
-        let mut attempts = 5;
-        loop {
+        on_a_free_port(|| {
             let bus = free_port().to_string();
-            let started = self
-                .node
+            self.node
                 .clone()
                 .args(["--cluster-enabled", "yes"])
                 .args(["--cluster-config-file", "nodes.conf"])
@@ -45,14 +43,9 @@ impl ClusterBuilder {
                 // The default bus port (port + 10000) may be taken or out of range.
                 .args(["--cluster-port", bus.as_str()])
                 .args(["--cluster-announce-ip", "127.0.0.1"])
-                .try_start();
-            attempts -= 1;
-            match started {
-                Ok(node) => return node,
-                Err(e) if attempts > 0 && e.contains("Address already in use") => {}
-                Err(e) => panic!("{e}"),
-            }
-        }
+                .try_start()
+        })
+        .unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// Start the nodes, join them, assign the slots and wait for `cluster_state:ok` on every

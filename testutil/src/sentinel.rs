@@ -6,6 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::server::on_a_free_port;
 use crate::{free_port, wait_for, ReplicaSet, Server};
 
 /// The Sentinel binary to run.
@@ -149,10 +150,8 @@ impl Sentinels {
 /// One Sentinel on a free port, once it answers as itself; started again on another port when
 /// the one picked was taken before the Sentinel could listen on it.
 fn start_one(primary: &Server, quorum: usize) -> Sentinel {
-    let mut attempts = 5;
-    loop {
+    on_a_free_port(|| {
         let mut s = spawn_one(primary, quorum);
-        attempts -= 1;
         let up = wait_for(Duration::from_secs(20), "a sentinel answers", || {
             if let Ok(Some(status)) = s.child.try_wait() {
                 return Some(Err(format!("sentinel exited at start ({status})")));
@@ -160,11 +159,11 @@ fn start_one(primary: &Server, quorum: usize) -> Sentinel {
             s.answers_as_itself().then_some(Ok(()))
         });
         match up {
-            Ok(()) => return s,
-            Err(_) if attempts > 0 && s.log().contains("Address already in use") => {}
-            Err(e) => panic!("{e}; log:\n{}", s.log()),
+            Ok(()) => Ok(s),
+            Err(e) => Err(format!("{e}; log:\n{}", s.log())),
         }
-    }
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn spawn_one(primary: &Server, quorum: usize) -> Sentinel {

@@ -107,20 +107,13 @@ impl ServerBuilder {
     /// test's server, or as the local port of some connection): then the start is tried again
     /// on another port.
     pub fn try_start(self) -> Result<Server, String> {
-        const ATTEMPTS: usize = 5;
-        let mut attempt = 1;
-        loop {
-            match self.start_on(self.port.unwrap_or_else(free_port)) {
-                Err(Start::PortTaken(_)) if self.port.is_none() && attempt < ATTEMPTS => {
-                    attempt += 1;
-                }
-                Err(Start::PortTaken(e) | Start::Failed(e)) => return Err(e),
-                Ok(server) => return Ok(server),
-            }
+        match self.port {
+            Some(port) => self.start_on(port),
+            None => on_a_free_port(|| self.start_on(free_port())),
         }
     }
 
-    fn start_on(&self, port: u16) -> Result<Server, Start> {
+    fn start_on(&self, port: u16) -> Result<Server, String> {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
         let log = tmp.path().join("server.log");
@@ -161,7 +154,7 @@ impl ServerBuilder {
             .stderr(Stdio::null());
         let child = cmd
             .spawn()
-            .map_err(|e| Start::Failed(format!("cannot run {}: {e}", server_binary())))?;
+            .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
         let mut server = Server {
             child,
             port,
@@ -174,13 +167,10 @@ impl ServerBuilder {
         let deadline = Instant::now() + Duration::from_secs(patience);
         loop {
             if let Ok(Some(status)) = server.child.try_wait() {
-                let log = server.log();
-                let e = format!("server exited at start ({status}); log:\n{log}");
-                return Err(if log.contains("Address already in use") {
-                    Start::PortTaken(e)
-                } else {
-                    Start::Failed(e)
-                });
+                return Err(format!(
+                    "server exited at start ({status}); log:\n{}",
+                    server.log()
+                ));
             }
             // The answer must come from this server, not from another one on the same port.
             if server.answers_as_itself() {
@@ -190,10 +180,10 @@ impl ServerBuilder {
                 return Ok(server);
             }
             if Instant::now() > deadline {
-                return Err(Start::Failed(format!(
+                return Err(format!(
                     "server did not answer PING in {patience} s; log:\n{}",
                     server.log()
-                )));
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -213,11 +203,19 @@ pub(crate) fn answered_by(c: &mut redis::Connection, pid: u32) -> bool {
     }
 }
 
-/// Why a start failed.
-enum Start {
-    /// The port was taken before the server could listen on it.
-    PortTaken(String),
-    Failed(String),
+/// Runs `start` (which picks its ports itself) again, up to five times in all, while its
+/// failure, which carries the server's log, says a port was taken: a port [`free_port`] picked
+/// may be taken before the server binds it (by another test's server, or as the local port of
+/// some connection).
+pub(crate) fn on_a_free_port<T>(mut start: impl FnMut() -> Result<T, String>) -> Result<T, String> {
+    const ATTEMPTS: usize = 5;
+    let mut attempt = 1;
+    loop {
+        match start() {
+            Err(e) if attempt < ATTEMPTS && e.contains("Address already in use") => attempt += 1,
+            done => return done,
+        }
+    }
 }
 
 /// A running redis-server, killed when dropped.
