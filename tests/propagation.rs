@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use dlock_testutil::{assert_mirrored, info_section, wait_replica_synced};
+use dlock_testutil::{assert_mirrored, info_section, wait_replica_synced, ReplicaSet};
 
 #[test]
 fn replica_attached_later_gets_every_later_write() {
@@ -156,11 +156,11 @@ fn unlock_message_reaches_subscribers_of_a_replica_attached_later() {
 /// subscriber gets the message.
 #[test]
 fn release_pipelined_with_a_client_pause_reaches_replicas() {
-    let master = Server::start();
-    let replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
+    let ReplicaSet {
+        primary: master,
+        replicas,
+    } = ReplicaSet::plain_replicas(1);
+    let replica = &replicas[0];
     let mut sub = subscriber(&replica, &channel("k"));
     let mut m = master.connection();
     assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
@@ -196,11 +196,10 @@ fn release_pipelined_with_a_client_pause_reaches_replicas() {
 /// while clients are paused. The waiter is granted once the pause is over.
 #[test]
 fn a_grant_due_during_a_client_pause_waits_for_its_end() {
-    let master = Server::start();
-    let _replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
+    let ReplicaSet {
+        primary: master,
+        replicas: _replicas,
+    } = ReplicaSet::plain_replicas(1);
     let mut m = master.connection();
     // A reader with a short lease of its own, a writer waiting behind it.
     assert_eq!(rwlock(&mut m, "k", "r", "READ", 300), Reply::Int(1));

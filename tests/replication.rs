@@ -3,15 +3,15 @@
 
 mod common;
 use common::*;
-use dlock_testutil::{assert_mirrored, sync_replicas};
+use dlock_testutil::{assert_mirrored, sync_replicas, ReplicaSet};
 
 #[test]
 fn replica_without_module_mirrors_locks() {
-    let master = Server::start();
-    let replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
+    let ReplicaSet {
+        primary: master,
+        replicas,
+    } = ReplicaSet::plain_replicas(1);
+    let replica = &replicas[0];
     let mut m = master.connection();
     let mut r = replica.connection();
     let fk = fence_key("k");
@@ -67,11 +67,11 @@ fn replica_without_module_mirrors_locks() {
 
 #[test]
 fn replica_without_module_mirrors_expiry_handoff() {
-    let master = Server::start();
-    let replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
+    let ReplicaSet {
+        primary: master,
+        replicas,
+    } = ReplicaSet::plain_replicas(1);
+    let replica = &replicas[0];
     let mut m = master.connection();
     let mut r = replica.connection();
     assert_eq!(acquire(&mut m, "k", "h", 250), Reply::Int(1));

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use dlock_testutil::assert_mirrored;
+use dlock_testutil::{assert_mirrored, ReplicaSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -514,11 +514,11 @@ fn lock_kinds_do_not_mix() {
 
 #[test]
 fn replica_without_module_mirrors_rwlock() {
-    let master = Server::start();
-    let replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
+    let ReplicaSet {
+        primary: master,
+        replicas,
+    } = ReplicaSet::plain_replicas(1);
+    let replica = &replicas[0];
     let mut m = master.connection();
     let mut r = replica.connection();
     assert_eq!(rwlock(&mut m, "k", "r1", "READ", 30_000), Reply::Int(1));

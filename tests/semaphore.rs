@@ -5,8 +5,8 @@
 
 mod common;
 use common::*;
-use dlock_testutil::assert_mirrored;
 use dlock_testutil::workers::{run_worker_processes, worker_spec};
+use dlock_testutil::{assert_mirrored, ReplicaSet};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// `DLOCK.SEMAPHORE key owner capacity lease [extra...]`.
@@ -552,13 +552,15 @@ fn multi_and_scripts_do_not_block() {
 
 #[test]
 fn replica_without_module_and_aof_replay_mirror_semaphores() {
-    let master = Server::builder()
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
-        .start();
-    let replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
+    let ReplicaSet {
+        primary: master,
+        replicas,
+    } = ReplicaSet::start(
+        Server::builder().args(["--appendonly", "yes", "--appendfsync", "always"]),
+        1,
+        Server::builder().without_module(),
+    );
+    let replica = &replicas[0];
     let mut m = master.connection();
     let mut r = replica.connection();
     assert_eq!(

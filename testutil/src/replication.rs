@@ -31,6 +31,12 @@ impl ReplicaSet {
         ReplicaSet { primary, replicas }
     }
 
+    /// A primary with the module and `n` replicas without it: what the module propagates
+    /// must stand on its own there (plain commands).
+    pub fn plain_replicas(n: usize) -> ReplicaSet {
+        ReplicaSet::start(Server::builder(), n, Server::builder().without_module())
+    }
+
     /// A primary and `n` replicas, all with the module loaded.
     pub fn with_module(n: usize) -> ReplicaSet {
         ReplicaSet::start(Server::builder(), n, Server::builder())
