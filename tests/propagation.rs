@@ -161,7 +161,7 @@ fn release_pipelined_with_a_client_pause_reaches_replicas() {
         replicas,
     } = ReplicaSet::plain_replicas(1);
     let replica = &replicas[0];
-    let mut sub = subscriber(&replica, &channel("k"));
+    let mut sub = subscriber(replica, &channel("k"));
     let mut m = master.connection();
     assert_eq!(acquire(&mut m, "k", "o1", 30_000), Reply::Int(1));
     // One pipeline: the pause starts in the same event-loop turn as the release.
