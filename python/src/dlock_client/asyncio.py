@@ -1,0 +1,349 @@
+"""The asyncio API: the same names as :mod:`dlock_client`, awaited.
+
+```python
+import dlock_client as dl
+
+client = dl.asyncio.Client.from_url("redis://127.0.0.1:6379/0")
+async with client.lock("invoice:7") as held:
+    ...
+held = await client.lock("x").acquire(timeout=1.0)
+await held.release()
+await client.aclose()
+```
+
+Owners are per task: two tasks exclude each other, a task re-entering its own lock counts up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import weakref
+from typing import Any, Awaitable, Callable, List, Optional, TypeVar
+
+import redis.asyncio as aredis
+import redis.exceptions as rexc
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from ._holds import Entry, Registry
+from ._pools import derive, new_pool
+from ._protocol import (
+    BindSupport,
+    Kind,
+    LockInfo,
+    Request,
+    Waiter,
+    check_options,
+    excess_after,
+    is_unknown_option,
+    new_owner_prefix,
+    opt_ms,
+    parse_info,
+    parse_waiters,
+    renew_command,
+    to_ms,
+    translate,
+    wait_ms,
+    waiters_command,
+)
+
+__all__ = ["Client", "Held", "Lock", "ReadWriteLock", "Semaphore"]
+
+T = TypeVar("T")
+
+_task_numbers = itertools.count(1)
+
+
+class Held:
+    """A hold the server granted; ``lost`` is an :class:`asyncio.Event`. See
+    :class:`dlock_client.Held`."""
+
+    def __init__(self, client: "Client", request: Request, owner: str, count: int,
+                 token: Optional[int]) -> None:
+        self._client = client
+        self._request = request
+        self.key = request.key
+        self.kind: Kind = request.kind
+        self.owner = owner
+        self.count = request.count if request.kind == "semaphore" else count
+        self.token = token
+        self.lost = asyncio.Event()
+        self._released = False
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    async def release(self) -> bool:
+        """True when this released the owner's last hold; False when it still holds the key
+        or held nothing any more (lost). Idempotent."""
+        if self._released:
+            return False
+        self._released = True
+        self._client._registry.remove(self)
+        return bool(await self._client._call(self._request.release_command(self.owner)) == 1)
+
+    async def __aenter__(self) -> "Held":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.release()
+
+    def __repr__(self) -> str:
+        return (f"Held({self.kind} {self.key!r} owner={self.owner!r} count={self.count} "
+                f"token={self.token} lost={self.lost.is_set()} released={self._released})")
+
+
+class _Acquirable:
+    def __init__(self, client: "Client", request: Request) -> None:
+        self._client = client
+        self._request = request
+        self._entered: "weakref.WeakKeyDictionary[asyncio.Task[Any], List[Held]]" = (
+            weakref.WeakKeyDictionary())
+
+    @property
+    def name(self) -> str:
+        return self._request.key
+
+    async def acquire(self, timeout: Optional[float] = None) -> Optional[Held]:
+        """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
+        `timeout` seconds. The hold, or None when the time ran out. Cancelling the call
+        leaves nothing held and nothing queued."""
+        return await self._client._acquire(self._request, timeout)
+
+    async def __aenter__(self) -> Held:
+        held = await self.acquire(None)
+        assert held is not None
+        self._stack().append(held)
+        return held
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stack().pop().release()
+
+    def _stack(self) -> List[Held]:
+        task = asyncio.current_task()
+        assert task is not None
+        return self._entered.setdefault(task, [])
+
+
+class Lock(_Acquirable):
+    """An exclusive lock, reentrant per task."""
+
+
+class ReadWriteLock:
+    def __init__(self, client: "Client", request: Request) -> None:
+        self._client = client
+        self._request = request
+
+    def read(self) -> _Acquirable:
+        req = Request("read", self._request.key, self._request.lease_ms, self._request.fence)
+        return _Acquirable(self._client, req)
+
+    def write(self) -> _Acquirable:
+        return _Acquirable(self._client, self._request)
+
+
+class Semaphore(_Acquirable):
+    async def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
+        req = Request("semaphore", self._request.key, self._request.lease_ms,
+                      capacity=self._request.capacity, count=count)
+        return await self._client._acquire(req, timeout)
+
+
+class Client:
+    """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
+
+    def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
+                 command_timeout: float = 5.0) -> None:
+        pool = redis_client.connection_pool
+        no_retry = Retry(NoBackoff(), 0)
+        wait_kwargs, self.server = derive(pool, no_retry, None)
+        cmd_kwargs, _ = derive(pool, no_retry, command_timeout)
+        dog_kwargs, _ = derive(pool, no_retry, min(command_timeout, 1.0))
+        self._waits = aredis.Redis(connection_pool=new_pool(pool, wait_kwargs))
+        self._cmds = aredis.Redis(connection_pool=new_pool(pool, cmd_kwargs))
+        self._dog_pool = new_pool(pool, dog_kwargs)
+        self._prefix = new_owner_prefix()
+        self._bind = BindSupport(opt_ms(bind, "bind"))
+        self._registry: Registry[Held] = Registry()
+        self._dog: Optional["asyncio.Task[None]"] = None
+        self._dog_wake = asyncio.Event()
+        self._tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = (
+            weakref.WeakKeyDictionary())
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs: Any) -> "Client":
+        return cls(aredis.Redis.from_url(url), **kwargs)
+
+    def owner(self) -> str:
+        """This task's owner id: ``<128-bit random id of the client>:task-<n>``."""
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("dlock_client.asyncio needs a running task")
+        n = self._tasks.get(task)
+        if n is None:
+            n = self._tasks[task] = next(_task_numbers)
+        return f"{self._prefix}:task-{n}"
+
+    def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
+             lock_delay: Optional[float] = None) -> Lock:
+        return Lock(self, Request("lock", name, to_ms(lease, "lease"), fence,
+                                  opt_ms(lock_delay, "lock_delay")))
+
+    def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
+               lock_delay: Optional[float] = None) -> ReadWriteLock:
+        return ReadWriteLock(self, Request("write", name, to_ms(lease, "lease"), fence,
+                                           opt_ms(lock_delay, "lock_delay")))
+
+    def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> Semaphore:
+        return Semaphore(self, Request("semaphore", name, to_ms(lease, "lease"),
+                                       capacity=capacity))
+
+    async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
+        return parse_waiters(await self._call(waiters_command(name, count)))
+
+    async def info(self, name: str) -> LockInfo:
+        return parse_info(await self._call(["DLOCK.INFO", name]))
+
+    async def aclose(self) -> None:
+        """Stops the watchdog and closes the connections (holds are left to their leases)."""
+        if self._dog is not None:
+            self._dog.cancel()
+            await asyncio.gather(self._dog, return_exceptions=True)
+        await self._waits.aclose()
+        await self._cmds.aclose()
+        await self._waits.connection_pool.disconnect()
+        await self._cmds.connection_pool.disconnect()
+        await self._dog_pool.disconnect()
+
+    close = aclose
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _acquire(self, request: Request, timeout: Optional[float]) -> Optional[Held]:
+        owner = self.owner()
+        wait = wait_ms(timeout)
+        conn = self._cmds if wait is None else self._waits
+        before = self._registry.held(request.key, owner, request.kind)
+        held: Optional[Held] = None
+        try:
+            granted_at = time.monotonic()
+            reply = await self._with_bind(
+                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request)
+            grant = request.parse_grant(reply)
+            if grant is None:
+                return None
+            held = Held(self, request, owner, grant[0], grant[1])
+            self._registry.add(held, request.lease_ms, granted_at)
+            self._start_watchdog()
+            return held
+        except BaseException as error:
+            if not isinstance(error, rexc.ResponseError):
+                # Cancelled or cut off: redis-py closed the waiting connection, so the
+                # server drops the waiter; whatever was granted just before goes back. A
+                # second cancellation does not interrupt that.
+                cleanup = asyncio.ensure_future(self._give_back(request, owner, before, held))
+                try:
+                    await asyncio.shield(cleanup)
+                except asyncio.CancelledError:
+                    pass
+            raise translate(error, self.server) from None
+
+    async def _with_bind(self, send: Callable[[Optional[int]], Awaitable[T]],
+                         request: Request) -> T:
+        bind = self._bind.arg()
+        try:
+            result = await send(bind)
+        except rexc.ResponseError as error:
+            if not self._bind.retry_without(error, bind):
+                check_options(error, request, self.server)
+                raise
+            bind = None
+            try:
+                result = await send(None)
+            except rexc.ResponseError as error2:
+                check_options(error2, request, self.server)
+                raise
+        self._bind.accepted(bind)
+        return result
+
+    async def _give_back(self, request: Request, owner: str, before: int,
+                         held: Optional[Held]) -> None:
+        if held is not None:
+            await held.release()
+            return
+        try:
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline and any(
+                    w.owner == owner for w in await self.waiters(request.key)):
+                await asyncio.sleep(0.002)
+            excess = excess_after(await self.info(request.key), owner, request.kind, before)
+            if excess > 0:
+                give = Request(request.kind, request.key, request.lease_ms, count=excess)
+                await self._call(give.release_command(owner))
+        except Exception:
+            pass  # the server is gone too: the lease (or BIND) frees it
+
+    async def _call(self, args: List[Any]) -> Any:
+        try:
+            return await self._cmds.execute_command(*args)
+        except Exception as error:
+            raise translate(error, self.server) from None
+
+    def _start_watchdog(self) -> None:
+        self._dog_wake.set()
+        if self._dog is None or self._dog.done():
+            self._dog = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        conn = aredis.Redis(connection_pool=self._dog_pool)  # this task alone: one connection
+        try:
+            while True:
+                wake = self._registry.next_wake(time.monotonic())
+                try:
+                    await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
+                except asyncio.TimeoutError:
+                    pass
+                self._dog_wake.clear()
+                await self._renew_due(conn)
+        finally:
+            await conn.aclose()
+
+    async def _renew_due(self, conn: "aredis.Redis") -> None:
+        now = time.monotonic()
+        for hold in self._registry.expired(now):
+            hold.lost.set()
+        due = self._registry.due(now)
+        if not due:
+            return
+        sent_at = time.monotonic()
+        try:
+            replies = await self._renew_pipeline(conn, due)
+        except (rexc.RedisError, OSError):  # not reached (or the module went away)
+            for entry in due:
+                self._registry.unreachable(entry, time.monotonic())
+            return
+        for entry, reply in zip(due, replies):
+            if reply == 1:
+                self._registry.renewed(entry, sent_at)
+            else:
+                for hold in self._registry.gone(entry):
+                    hold.lost.set()
+
+    async def _renew_pipeline(self, conn: "aredis.Redis", due: List[Entry[Held]]) -> List[Any]:
+        async def send(bind: Optional[int]) -> List[Any]:
+            pipe = conn.pipeline(transaction=False)
+            for e in due:
+                pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
+            replies: List[Any] = await pipe.execute(raise_on_error=False)
+            unknown = [r for r in replies if isinstance(r, Exception) and is_unknown_option(r)]
+            if unknown and bind is not None:
+                raise unknown[0]
+            return replies
+        return await self._with_bind(send, Request("lock", "", 1))
