@@ -142,9 +142,15 @@ fn check_fenced_store(out: &str) {
 /// lease (2 s) has run out, not never.
 fn check_lost_when_unreachable(out: &str) {
     let lost = line(out, "server unreachable: ");
-    assert!(lost.starts_with("lost=yes"), "the watchdog never signalled: {lost}");
+    assert!(
+        lost.starts_with("lost=yes"),
+        "the watchdog never signalled: {lost}"
+    );
     let secs = number_after(lost, "after ");
-    assert!(secs < 3.5, "signalled by the end of the lease (+ margin): {lost}");
+    assert!(
+        secs < 3.5,
+        "signalled by the end of the lease (+ margin): {lost}"
+    );
 }
 
 #[test]
