@@ -9,7 +9,7 @@ from typing import AsyncIterator
 import pytest
 
 import dlock_client as dl
-from conftest import Server
+from servers import Server
 
 pytestmark = pytest.mark.asyncio
 

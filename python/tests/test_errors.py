@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 import dlock_client as dl
-from conftest import Server, free_port
+from servers import Server, free_port
 
 
 def test_module_not_loaded(new_server: Any, key: str) -> None:

@@ -3,7 +3,7 @@
 import re
 
 import dlock_client as dl
-from conftest import REPO
+from servers import REPO
 
 
 def test_version_is_the_projects() -> None:

@@ -10,7 +10,8 @@ from typing import Any, List
 import pytest
 
 import dlock_client as dl
-from conftest import Server, wait_until
+from conftest import wait_until
+from servers import Server
 from test_sync import in_thread, start_holder
 
 

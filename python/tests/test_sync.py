@@ -12,7 +12,8 @@ from typing import Any, List, Optional
 import pytest
 
 import dlock_client as dl
-from conftest import Server, holders, wait_until, waiting
+from conftest import holders, wait_until, waiting
+from servers import Server
 
 
 def in_thread(fn: Any) -> "tuple[threading.Thread, List[Any]]":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from typing import Any, Callable, List, Optional, Type, TypeVar
@@ -171,6 +172,7 @@ class Client:
         self._registry: Registry[Held] = Registry()
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
+        self._dog_sleeps_until = -math.inf  # monotonic time the watchdog wakes by itself
         self._closed = threading.Event()
         self._dog_lock = threading.Lock()
 
@@ -248,7 +250,7 @@ class Client:
                 return None
             held = Held(self, request, owner, grant[0], grant[1])
             self._registry.add(held, request.lease_ms, granted_at)
-            self._start_watchdog()
+            self._start_watchdog(granted_at + request.lease_ms / 3000)
             return held
         except BaseException as error:
             if held is not None:
@@ -301,8 +303,11 @@ class Client:
 
     # -- the watchdog -----------------------------------------------------------------
 
-    def _start_watchdog(self) -> None:
-        self._dog_wake.set()
+    def _start_watchdog(self, due: float) -> None:
+        # Woken only when this hold is due before the watchdog would wake anyway: most
+        # acquires cost it nothing.
+        if due < self._dog_sleeps_until:
+            self._dog_wake.set()
         if self._dog is not None:
             return
         with self._dog_lock:
@@ -317,8 +322,11 @@ class Client:
         conn = redis.Redis(connection_pool=self._dog_pool)
         try:
             while not self._closed.is_set():
-                wake = self._registry.next_wake(time.monotonic())
-                self._dog_wake.wait(timeout=wake if wake is not None else None)
+                self._dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
+                now = time.monotonic()
+                wake = self._registry.next_wake(now)
+                self._dog_sleeps_until = math.inf if wake is None else now + wake
+                self._dog_wake.wait(timeout=wake)
                 self._dog_wake.clear()
                 if self._closed.is_set():
                     break

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import time
 import weakref
 from typing import Any, Awaitable, Callable, List, Optional, TypeVar
@@ -170,6 +171,7 @@ class Client:
         self._registry: Registry[Held] = Registry()
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
+        self._dog_sleeps_until = -math.inf  # monotonic time the watchdog wakes by itself
         self._tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = (
             weakref.WeakKeyDictionary())
 
@@ -241,7 +243,7 @@ class Client:
                 return None
             held = Held(self, request, owner, grant[0], grant[1])
             self._registry.add(held, request.lease_ms, granted_at)
-            self._start_watchdog()
+            self._start_watchdog(granted_at + request.lease_ms / 3000)
             return held
         except BaseException as error:
             if not isinstance(error, rexc.ResponseError):
@@ -296,8 +298,9 @@ class Client:
         except Exception as error:
             raise translate(error, self.server) from None
 
-    def _start_watchdog(self) -> None:
-        self._dog_wake.set()
+    def _start_watchdog(self, due: float) -> None:
+        if due < self._dog_sleeps_until:  # else the watchdog wakes by itself in time
+            self._dog_wake.set()
         if self._dog is None or self._dog.done():
             self._dog = asyncio.get_running_loop().create_task(self._watch())
 
@@ -305,7 +308,10 @@ class Client:
         conn = aredis.Redis(connection_pool=self._dog_pool)  # this task alone: one connection
         try:
             while True:
-                wake = self._registry.next_wake(time.monotonic())
+                self._dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
+                now = time.monotonic()
+                wake = self._registry.next_wake(now)
+                self._dog_sleeps_until = math.inf if wake is None else now + wake
                 try:
                     await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
                 except asyncio.TimeoutError:
