@@ -53,16 +53,28 @@ def client(server: Server) -> Iterator[dl.Client]:
         c.close()
 
 
-@pytest.fixture(scope="session")
-def bind_supported(server: Server) -> bool:
-    """Whether this module has BIND, LOCKDELAY and deadlock detection (one feature set)."""
-    with server.redis() as r:
+class Features:
+    """What the server's module has beyond the base commands (BIND, LOCKDELAY, DEADLOCK)."""
+
+    def __init__(self, r: "redis.Redis") -> None:
+        self.bind = self._accepts(r, "BIND", 10)
+        self.lock_delay = self._accepts(r, "LOCKDELAY", 10)
+        self.deadlock = "dlock_deadlocks" in r.info("dlock")
+
+    @staticmethod
+    def _accepts(r: "redis.Redis", option: str, value: int) -> bool:
         try:
-            r.execute_command("DLOCK.ACQUIRE", "probe:bind", "probe", 1000, "BIND", 10)
+            r.execute_command("DLOCK.ACQUIRE", "probe:features", "probe", 1000, option, value)
         except redis.ResponseError:
             return False
-        r.execute_command("DLOCK.RELEASE", "probe:bind", "probe")
+        r.execute_command("DLOCK.RELEASE", "probe:features", "probe")
         return True
+
+
+@pytest.fixture(scope="session")
+def features(server: Server) -> Features:
+    with server.redis() as r:
+        return Features(r)
 
 
 def wait_until(check: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:

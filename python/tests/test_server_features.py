@@ -10,21 +10,21 @@ from typing import Any, List
 import pytest
 
 import dlock_client as dl
-from conftest import wait_until
+from conftest import Features, wait_until
 from servers import Server
 from test_sync import in_thread, start_holder
 
 
-def test_bind_is_detected(client: dl.Client, key: str, bind_supported: bool) -> None:
+def test_bind_is_detected(client: dl.Client, key: str, features: Features) -> None:
     held = client.lock(key).acquire()
     assert held is not None, "acquires with or without BIND on the server"
-    assert client._bind.supported is bind_supported
+    assert client._bind.supported is features.bind
     held.release()
 
 
 def test_lock_delay_without_module_support(client: dl.Client, key: str,
-                                           bind_supported: bool) -> None:
-    if bind_supported:
+                                           features: Features) -> None:
+    if features.lock_delay:
         pytest.skip("the module has LOCKDELAY")
     with pytest.raises(dl.NotSupportedError, match="LOCKDELAY"):
         client.lock(key, lock_delay=1.0).acquire()
@@ -32,8 +32,8 @@ def test_lock_delay_without_module_support(client: dl.Client, key: str,
 
 
 def test_killed_holder_freed_after_the_bind_grace(
-        server: Server, client: dl.Client, key: str, bind_supported: bool) -> None:
-    if not bind_supported:
+        server: Server, client: dl.Client, key: str, features: Features) -> None:
+    if not features.bind:
         pytest.skip("the module has no BIND")
     proc, owner = start_holder(server, key, lease=20.0, bind=0.3)
     try:
@@ -51,10 +51,10 @@ def test_killed_holder_freed_after_the_bind_grace(
 
 
 def test_bound_hold_survives_the_acquiring_connection(
-        server: Server, client: dl.Client, key: str, bind_supported: bool) -> None:
+        server: Server, client: dl.Client, key: str, features: Features) -> None:
     """The watchdog re-binds to its own connection: closing the waits' pool does not cut
     the lease."""
-    if not bind_supported:
+    if not features.bind:
         pytest.skip("the module has no BIND")
     held = client.lock(key, lease=1.0).acquire(timeout=1)
     assert held is not None
@@ -66,8 +66,8 @@ def test_bound_hold_survives_the_acquiring_connection(
     held.release()
 
 
-def test_lock_delay(client: dl.Client, key: str, bind_supported: bool) -> None:
-    if not bind_supported:
+def test_lock_delay(client: dl.Client, key: str, features: Features) -> None:
+    if not features.lock_delay:
         pytest.skip("the module has no LOCKDELAY")
     held = client.lock(key, lease=0.2, lock_delay=1.0).acquire()
     assert held is not None
@@ -81,8 +81,8 @@ def test_lock_delay(client: dl.Client, key: str, bind_supported: bool) -> None:
     out[0].release()
 
 
-def test_deadlock_is_a_typed_error(client: dl.Client, key: str, bind_supported: bool) -> None:
-    if not bind_supported:
+def test_deadlock_is_a_typed_error(client: dl.Client, key: str, features: Features) -> None:
+    if not features.deadlock:
         pytest.skip("the module has no deadlock detection")
     k1, k2 = key + ":1", key + ":2"
     errors: List[Any] = []
@@ -118,4 +118,7 @@ def test_deadlock_is_a_typed_error(client: dl.Client, key: str, bind_supported: 
     for t in ts:
         t.join(15)
     assert len(errors) == 1
-    assert "waits for" in str(errors[0]) and errors[0].cycle.startswith(("DEADLOCK", ""))
+    e = errors[0]
+    assert str(e).startswith(f"{client.server}: DEADLOCK ")
+    assert " waits for " in e.cycle and " held by " in e.cycle and not e.cycle.startswith("DEADLOCK")
+    assert client.info(k1).kind == "none" and client.info(k2).kind == "none"

@@ -27,14 +27,15 @@ class WrongTypeError(DlockError):
 
 
 class DeadlockError(DlockError):
-    """The server refused a wait that would close a cycle of owners (``DEADLOCK ...``).
+    """The server refused a wait that would close a cycle of owners (``DEADLOCK ...``); the
+    request changed nothing.
 
-    ``cycle`` is the server's description: ``<owner> waits for <key> held by <owner> ...``.
+    ``cycle`` is the server's description: ``<owner> waits for <key> held by <owner>, ...``.
     """
 
     @property
     def cycle(self) -> str:
-        return str(self.args[0]).split(": ", 1)[-1]
+        return str(self.args[0]).split("DEADLOCK ", 1)[-1]
 
 
 class NotSupportedError(DlockError):
