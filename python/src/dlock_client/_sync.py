@@ -216,7 +216,8 @@ class Client:
         return parse_info(self._call(["DLOCK.INFO", name]))
 
     def close(self) -> None:
-        """Stops the watchdog and closes the connections (holds are left to their leases)."""
+        """Stops the watchdog and closes the connections. Holds not released are freed by the
+        server when their lease ends, or after the bind grace where the module has BIND."""
         self._closed.set()
         self._dog_wake.set()
         if self._dog is not None and self._dog is not threading.current_thread():

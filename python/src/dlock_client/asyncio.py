@@ -210,7 +210,8 @@ class Client:
         return parse_info(await self._call(["DLOCK.INFO", name]))
 
     async def aclose(self) -> None:
-        """Stops the watchdog and closes the connections (holds are left to their leases)."""
+        """Stops the watchdog and closes the connections. Holds not released are freed by the
+        server when their lease ends, or after the bind grace where the module has BIND."""
         if self._dog is not None:
             self._dog.cancel()
             await asyncio.gather(self._dog, return_exceptions=True)
