@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List
 
 import pytest
 import redis

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, List, Optional
+from typing import Any, List
 
 import pytest
 

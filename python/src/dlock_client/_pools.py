@@ -10,7 +10,7 @@ package opens its own pools from those settings, with the socket settings its co
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
 from ._protocol import server_name
 
@@ -48,3 +48,23 @@ def _base(pool: Any) -> Any:
         if cls.__name__ == "ConnectionPool":
             return cls
     return type(pool)
+
+
+class Pools(NamedTuple):
+    server: str  # how errors name the server
+    waits: Any  # a redis-py client (sync or asyncio) for WAITs: no read time-out
+    cmds: Any  # the same for short commands: `command_timeout`
+    dog_pool: Any  # the watchdog's own pool: read time-out at most 1 s
+
+
+def open_pools(redis_client: Any, redis_class: Any, retry: Any,
+               command_timeout: float) -> Pools:
+    """The package's pools, derived from the caller's client (sync or asyncio classes)."""
+    pool = redis_client.connection_pool
+    wait_kwargs, server = derive(pool, retry, None)
+    cmd_kwargs, _ = derive(pool, retry, command_timeout)
+    # The watchdog must notice a server that hangs well within a lease.
+    dog_kwargs, _ = derive(pool, retry, min(command_timeout, 1.0))
+    return Pools(server, redis_class(connection_pool=new_pool(pool, wait_kwargs)),
+                 redis_class(connection_pool=new_pool(pool, cmd_kwargs)),
+                 new_pool(pool, dog_kwargs))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
 
 import redis.exceptions as rexc
@@ -83,6 +83,14 @@ class Request:
             args += ["LOCKDELAY", self.lock_delay_ms]
         return args
 
+    def read_mode(self) -> "Request":
+        """The READ side of a read-write lock's request (LOCKDELAY is for WRITE only)."""
+        return replace(self, kind="read", lock_delay_ms=None)
+
+    def with_count(self, count: int) -> "Request":
+        """A semaphore request for `count` permits."""
+        return replace(self, count=count)
+
     def release_command(self, owner: str) -> List[Arg]:
         args: List[Arg] = ["DLOCK.RELEASE", self.key, owner]
         if self.kind in ("read", "write"):
@@ -99,6 +107,19 @@ class Request:
             count, token = reply
             return int(count), int(token)
         return int(reply), None
+
+
+def lock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
+    return Request("lock", name, to_ms(lease, "lease"), fence, opt_ms(lock_delay, "lock_delay"))
+
+
+def rwlock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
+    """The WRITE request; :meth:`Request.read_mode` gives the READ one."""
+    return Request("write", name, to_ms(lease, "lease"), fence, opt_ms(lock_delay, "lock_delay"))
+
+
+def semaphore_request(name: str, capacity: int, lease: float) -> Request:
+    return Request("semaphore", name, to_ms(lease, "lease"), capacity=capacity)
 
 
 def renew_command(key: str, owner: str, lease_ms: int, bind_ms: Optional[int]) -> List[Arg]:

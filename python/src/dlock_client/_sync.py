@@ -6,7 +6,7 @@ import itertools
 import math
 import threading
 import time
-from typing import Any, Callable, List, Optional, Type, TypeVar
+from typing import Any, Callable, List, Optional, TypeVar
 
 import redis
 import redis.exceptions as rexc
@@ -14,23 +14,24 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from ._holds import Entry, Registry
-from ._pools import derive, new_pool
+from ._held import HeldBase
+from ._pools import open_pools
 from ._protocol import (
     BindSupport,
-    Kind,
     LockInfo,
     Request,
     Waiter,
     check_options,
     is_unknown_option,
+    lock_request,
     new_owner_prefix,
     excess_after,
-    not_supported,
     opt_ms,
     parse_info,
     parse_waiters,
     renew_command,
-    to_ms,
+    rwlock_request,
+    semaphore_request,
     translate,
     wait_ms,
     waiters_command,
@@ -42,29 +43,19 @@ _thread_numbers = threading.local()
 _next_number = itertools.count(1)
 
 
-class Held:
+class Held(HeldBase):
     """A hold the server granted: released with :meth:`release` or by leaving a ``with``.
-
-    ``token`` is the fencing token (with ``fence=True``), ``count`` the hold count (or the
-    permits this acquire took, for a semaphore), ``lost`` is set when the watchdog learns that
-    the hold is gone (the server says so, or could not be reached before the lease ended).
-    """
+    ``lost`` is a :class:`threading.Event`, set when the watchdog learns that the hold is gone
+    (the server says so, or could not be reached before the lease ended)."""
 
     def __init__(self, client: "Client", request: Request, owner: str, count: int,
                  token: Optional[int]) -> None:
+        super().__init__(request, owner, count, token)
         self._client = client
-        self._request = request
-        self.key = request.key
-        self.kind: Kind = request.kind
-        self.owner = owner
-        self.count = request.count if request.kind == "semaphore" else count
-        self.token = token
         self.lost = threading.Event()
-        self._released = False
 
-    @property
-    def released(self) -> bool:
-        return self._released
+    def _lost_now(self) -> bool:
+        return self.lost.is_set()
 
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
@@ -80,10 +71,6 @@ class Held:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
-
-    def __repr__(self) -> str:
-        return (f"Held({self.kind} {self.key!r} owner={self.owner!r} count={self.count} "
-                f"token={self.token} lost={self.lost.is_set()} released={self._released})")
 
 
 class _Acquirable:
@@ -131,8 +118,7 @@ class ReadWriteLock:
         self._request = request
 
     def read(self) -> _Acquirable:
-        req = Request("read", self._request.key, self._request.lease_ms, self._request.fence)
-        return _Acquirable(self._client, req)
+        return _Acquirable(self._client, self._request.read_mode())
 
     def write(self) -> _Acquirable:
         return _Acquirable(self._client, self._request)
@@ -142,9 +128,7 @@ class Semaphore(_Acquirable):
     """``client.semaphore(name, capacity)``: permits, each holder with its own lease."""
 
     def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
-        req = Request("semaphore", self._request.key, self._request.lease_ms,
-                      capacity=self._request.capacity, count=count)
-        return self._client._acquire(req, timeout)
+        return self._client._acquire(self._request.with_count(count), timeout)
 
 
 class Client:
@@ -158,15 +142,8 @@ class Client:
 
     def __init__(self, redis_client: "redis.Redis", *, bind: Optional[float] = 2.0,
                  command_timeout: float = 5.0) -> None:
-        pool = redis_client.connection_pool
-        no_retry = Retry(NoBackoff(), 0)
-        wait_kwargs, self.server = derive(pool, no_retry, None)
-        cmd_kwargs, _ = derive(pool, no_retry, command_timeout)
-        # The watchdog must notice a server that hangs well within a lease.
-        dog_kwargs, _ = derive(pool, no_retry, min(command_timeout, 1.0))
-        self._waits = redis.Redis(connection_pool=new_pool(pool, wait_kwargs))
-        self._cmds = redis.Redis(connection_pool=new_pool(pool, cmd_kwargs))
-        self._dog_pool = new_pool(pool, dog_kwargs)
+        pools = open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout)
+        self.server, self._waits, self._cmds, self._dog_pool = pools
         self._prefix = new_owner_prefix()
         self._bind = BindSupport(opt_ms(bind, "bind"))
         self._registry: Registry[Held] = Registry()
@@ -194,18 +171,15 @@ class Client:
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
              lock_delay: Optional[float] = None) -> Lock:
-        return Lock(self, Request("lock", name, to_ms(lease, "lease"), fence,
-                                  opt_ms(lock_delay, "lock_delay")))
+        return Lock(self, lock_request(name, lease, fence, lock_delay))
 
     def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
                lock_delay: Optional[float] = None) -> ReadWriteLock:
         """``lock_delay`` applies to the write lock, as on the server."""
-        return ReadWriteLock(self, Request("write", name, to_ms(lease, "lease"), fence,
-                                           opt_ms(lock_delay, "lock_delay")))
+        return ReadWriteLock(self, rwlock_request(name, lease, fence, lock_delay))
 
     def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> Semaphore:
-        return Semaphore(self, Request("semaphore", name, to_ms(lease, "lease"),
-                                       capacity=capacity))
+        return Semaphore(self, semaphore_request(name, capacity, lease))
 
     def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
         """``DLOCK.WAITERS``: who waits on `name`, in FIFO order."""

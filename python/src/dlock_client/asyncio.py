@@ -29,22 +29,24 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from ._holds import Entry, Registry
-from ._pools import derive, new_pool
+from ._held import HeldBase
+from ._pools import open_pools
 from ._protocol import (
     BindSupport,
-    Kind,
     LockInfo,
     Request,
     Waiter,
     check_options,
     excess_after,
     is_unknown_option,
+    lock_request,
     new_owner_prefix,
     opt_ms,
     parse_info,
     parse_waiters,
     renew_command,
-    to_ms,
+    rwlock_request,
+    semaphore_request,
     translate,
     wait_ms,
     waiters_command,
@@ -57,25 +59,18 @@ T = TypeVar("T")
 _task_numbers = itertools.count(1)
 
 
-class Held:
+class Held(HeldBase):
     """A hold the server granted; ``lost`` is an :class:`asyncio.Event`. See
     :class:`dlock_client.Held`."""
 
     def __init__(self, client: "Client", request: Request, owner: str, count: int,
                  token: Optional[int]) -> None:
+        super().__init__(request, owner, count, token)
         self._client = client
-        self._request = request
-        self.key = request.key
-        self.kind: Kind = request.kind
-        self.owner = owner
-        self.count = request.count if request.kind == "semaphore" else count
-        self.token = token
         self.lost = asyncio.Event()
-        self._released = False
 
-    @property
-    def released(self) -> bool:
-        return self._released
+    def _lost_now(self) -> bool:
+        return self.lost.is_set()
 
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
@@ -91,10 +86,6 @@ class Held:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.release()
-
-    def __repr__(self) -> str:
-        return (f"Held({self.kind} {self.key!r} owner={self.owner!r} count={self.count} "
-                f"token={self.token} lost={self.lost.is_set()} released={self._released})")
 
 
 class _Acquirable:
@@ -139,8 +130,7 @@ class ReadWriteLock:
         self._request = request
 
     def read(self) -> _Acquirable:
-        req = Request("read", self._request.key, self._request.lease_ms, self._request.fence)
-        return _Acquirable(self._client, req)
+        return _Acquirable(self._client, self._request.read_mode())
 
     def write(self) -> _Acquirable:
         return _Acquirable(self._client, self._request)
@@ -148,9 +138,7 @@ class ReadWriteLock:
 
 class Semaphore(_Acquirable):
     async def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
-        req = Request("semaphore", self._request.key, self._request.lease_ms,
-                      capacity=self._request.capacity, count=count)
-        return await self._client._acquire(req, timeout)
+        return await self._client._acquire(self._request.with_count(count), timeout)
 
 
 class Client:
@@ -158,14 +146,8 @@ class Client:
 
     def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
                  command_timeout: float = 5.0) -> None:
-        pool = redis_client.connection_pool
-        no_retry = Retry(NoBackoff(), 0)
-        wait_kwargs, self.server = derive(pool, no_retry, None)
-        cmd_kwargs, _ = derive(pool, no_retry, command_timeout)
-        dog_kwargs, _ = derive(pool, no_retry, min(command_timeout, 1.0))
-        self._waits = aredis.Redis(connection_pool=new_pool(pool, wait_kwargs))
-        self._cmds = aredis.Redis(connection_pool=new_pool(pool, cmd_kwargs))
-        self._dog_pool = new_pool(pool, dog_kwargs)
+        pools = open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout)
+        self.server, self._waits, self._cmds, self._dog_pool = pools
         self._prefix = new_owner_prefix()
         self._bind = BindSupport(opt_ms(bind, "bind"))
         self._registry: Registry[Held] = Registry()
@@ -191,17 +173,14 @@ class Client:
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
              lock_delay: Optional[float] = None) -> Lock:
-        return Lock(self, Request("lock", name, to_ms(lease, "lease"), fence,
-                                  opt_ms(lock_delay, "lock_delay")))
+        return Lock(self, lock_request(name, lease, fence, lock_delay))
 
     def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
                lock_delay: Optional[float] = None) -> ReadWriteLock:
-        return ReadWriteLock(self, Request("write", name, to_ms(lease, "lease"), fence,
-                                           opt_ms(lock_delay, "lock_delay")))
+        return ReadWriteLock(self, rwlock_request(name, lease, fence, lock_delay))
 
     def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> Semaphore:
-        return Semaphore(self, Request("semaphore", name, to_ms(lease, "lease"),
-                                       capacity=capacity))
+        return Semaphore(self, semaphore_request(name, capacity, lease))
 
     async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
         return parse_waiters(await self._call(waiters_command(name, count)))
