@@ -145,7 +145,9 @@ class Client:
         pools = open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout)
         self.server, self._waits, self._cmds, self._dog_pool = pools
         self._prefix = new_owner_prefix()
+        # Learnt per command: a module may know BIND on its grants before DLOCK.RENEW has it.
         self._bind = BindSupport(opt_ms(bind, "bind"))
+        self._bind_renew = BindSupport(opt_ms(bind, "bind"))
         self._registry: Registry[Held] = Registry()
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
@@ -219,7 +221,8 @@ class Client:
         try:
             granted_at = time.monotonic()
             reply = self._with_bind(
-                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request)
+                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
+                self._bind)
             grant = request.parse_grant(reply)
             if grant is None:
                 return None
@@ -237,13 +240,14 @@ class Client:
                 self._give_back(request, owner, before)
             raise translate(error, self.server) from None
 
-    def _with_bind(self, send: Callable[[Optional[int]], T], request: Request) -> T:
+    def _with_bind(self, send: Callable[[Optional[int]], T], request: Request,
+                   support: BindSupport) -> T:
         """Sends with BIND where the module supports it."""
-        bind = self._bind.arg()
+        bind = support.arg()
         try:
             result = send(bind)
         except rexc.ResponseError as error:
-            if not self._bind.retry_without(error, bind):
+            if not support.retry_without(error, bind):
                 check_options(error, request, self.server)
                 raise
             bind = None
@@ -252,7 +256,7 @@ class Client:
             except rexc.ResponseError as error2:
                 check_options(error2, request, self.server)
                 raise
-        self._bind.accepted(bind)
+        support.accepted(bind)
         return result
 
     def _give_back(self, request: Request, owner: str, before: int) -> None:
@@ -341,5 +345,5 @@ class Client:
             if unknown and bind is not None:
                 raise unknown[0]
             return replies
-        return self._with_bind(send, Request("lock", "", 1))
+        return self._with_bind(send, Request("lock", "", 1), self._bind_renew)
 
