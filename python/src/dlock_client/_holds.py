@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Dict, Generic, List, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Dict, Generic, List, Optional, Protocol, Tuple, TypeVar
 
 from ._protocol import Kind
 
@@ -109,6 +109,21 @@ class Registry(Generic[H]):
     def unreachable(self, entry: Entry[H], now: float) -> None:
         with self._lock:
             entry.next_due = now + retry_interval(entry.lease)
+
+    def apply(self, due: List[Entry[H]], replies: List[Any], sent_at: float) -> List[H]:
+        """The replies to the RENEWs of `due` sent at `sent_at`; the holds now lost: a reply
+        other than 1 (0, or an error such as WRONGTYPE) says the hold is gone."""
+        lost: List[H] = []
+        for entry, reply in zip(due, replies):
+            if reply == 1:
+                self.renewed(entry, sent_at)
+            else:
+                lost.extend(self.gone(entry))
+        return lost
+
+    def all_unreachable(self, due: List[Entry[H]], now: float) -> None:
+        for entry in due:
+            self.unreachable(entry, now)
 
     def expired(self, now: float) -> List[H]:
         """Holds whose lease ran out before a renewal got through: lost."""

@@ -256,12 +256,21 @@ def opt_ms(seconds: Optional[float], what: str) -> Optional[int]:
     return None if seconds is None else to_ms(seconds, what)
 
 
-def excess_after(info: LockInfo, owner: str, kind: Kind, before: int) -> int:
-    """What `owner` holds on the key in `kind` beyond `before`: what a request that was cut
-    short was granted (hold counts, or permits)."""
-    mode = {"lock": "exclusive", "semaphore": "permits"}.get(kind, kind)
-    now = sum(h.count for h in info.holders if h.owner == owner and h.mode == mode)
-    return now - before
+def give_back_command(info: LockInfo, owner: str, request: Request,
+                      before: int) -> Optional[List[Arg]]:
+    """The RELEASE that gives back what a request cut short was granted: what `owner` holds
+    on the key in the request's kind beyond `before` (hold counts, or permits); None when
+    it was granted nothing."""
+    mode = {"lock": "exclusive", "semaphore": "permits"}.get(request.kind, request.kind)
+    excess = sum(h.count for h in info.holders if h.owner == owner and h.mode == mode) - before
+    if excess <= 0:
+        return None
+    return replace(request, count=excess).release_command(owner)
+
+
+def first_unknown_option(replies: List[Any]) -> Optional[BaseException]:
+    """In a pipeline's replies, an error saying the module does not know an option."""
+    return next((r for r in replies if isinstance(r, Exception) and is_unknown_option(r)), None)
 
 
 class BindSupport:
@@ -286,7 +295,7 @@ class BindSupport:
         return False
 
 
-def check_options(error: BaseException, request: "Request", server: str) -> None:
+def check_options(error: BaseException, request: Optional["Request"], server: str) -> None:
     """A LOCKDELAY the module does not know is an error of its own, not a syntax error."""
-    if request.lock_delay_ms is not None and is_unknown_option(error):
+    if request is not None and request.lock_delay_ms is not None and is_unknown_option(error):
         raise not_supported("LOCKDELAY", server) from None

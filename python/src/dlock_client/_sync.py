@@ -13,8 +13,8 @@ import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._holds import Entry, Registry
-from ._held import HeldBase
+from ._holds import Entry
+from ._common import ClientBase, HeldBase, ReadWriteLockBase
 from ._pools import open_pools
 from ._protocol import (
     BindSupport,
@@ -22,16 +22,11 @@ from ._protocol import (
     Request,
     Waiter,
     check_options,
-    is_unknown_option,
-    lock_request,
-    new_owner_prefix,
-    excess_after,
-    opt_ms,
+    first_unknown_option,
+    give_back_command,
     parse_info,
     parse_waiters,
     renew_command,
-    rwlock_request,
-    semaphore_request,
     translate,
     wait_ms,
     waiters_command,
@@ -110,18 +105,10 @@ class Lock(_Acquirable):
     """An exclusive, reentrant lock (per thread). ``client.lock(name)``."""
 
 
-class ReadWriteLock:
+class ReadWriteLock(ReadWriteLockBase[_Acquirable]):
     """``client.rwlock(name)``: ``.read()`` and ``.write()`` are acquired like a Lock."""
 
-    def __init__(self, client: "Client", request: Request) -> None:
-        self._client = client
-        self._request = request
-
-    def read(self) -> _Acquirable:
-        return _Acquirable(self._client, self._request.read_mode())
-
-    def write(self) -> _Acquirable:
-        return _Acquirable(self._client, self._request)
+    _side = _Acquirable
 
 
 class Semaphore(_Acquirable):
@@ -131,27 +118,19 @@ class Semaphore(_Acquirable):
         return self._client._acquire(self._request.with_count(count), timeout)
 
 
-class Client:
-    """A dlock client over a redis-py client (which says where the server is).
+class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+    """A dlock client over a redis-py client, which says where the server is (``bind``: the
+    grace in seconds for a crashed process's holds; ``command_timeout``: the read time-out of
+    short commands; both explained in ``dlock_client._common.ClientBase``)."""
 
-    ``bind``: the grace in seconds after which the server frees a hold whose process died
-    (its connection closed); None keeps only the lease. Used where the server's module
-    supports it, else left out. ``command_timeout``: the read time-out of the short commands
-    (releases, renewals, INFO); waits have none.
-    """
+    _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "redis.Redis", *, bind: Optional[float] = 2.0,
                  command_timeout: float = 5.0) -> None:
-        pools = open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout)
-        self.server, self._waits, self._cmds, self._dog_pool = pools
-        self._prefix = new_owner_prefix()
-        # Learnt per command: a module may know BIND on its grants before DLOCK.RENEW has it.
-        self._bind = BindSupport(opt_ms(bind, "bind"))
-        self._bind_renew = BindSupport(opt_ms(bind, "bind"))
-        self._registry: Registry[Held] = Registry()
+        super().__init__(
+            open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout), bind)
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
-        self._dog_sleeps_until = -math.inf  # monotonic time the watchdog wakes by itself
         self._closed = threading.Event()
         self._dog_lock = threading.Lock()
 
@@ -170,18 +149,6 @@ class Client:
         if n is None:
             n = _thread_numbers.n = next(_next_number)
         return f"{self._prefix}:{n}"
-
-    def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-             lock_delay: Optional[float] = None) -> Lock:
-        return Lock(self, lock_request(name, lease, fence, lock_delay))
-
-    def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-               lock_delay: Optional[float] = None) -> ReadWriteLock:
-        """``lock_delay`` applies to the write lock, as on the server."""
-        return ReadWriteLock(self, rwlock_request(name, lease, fence, lock_delay))
-
-    def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> Semaphore:
-        return Semaphore(self, semaphore_request(name, capacity, lease))
 
     def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
         """``DLOCK.WAITERS``: who waits on `name`, in FIFO order."""
@@ -223,12 +190,9 @@ class Client:
             reply = self._with_bind(
                 lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
                 self._bind)
-            grant = request.parse_grant(reply)
-            if grant is None:
-                return None
-            held = Held(self, request, owner, grant[0], grant[1])
-            self._registry.add(held, request.lease_ms, granted_at)
-            self._start_watchdog(granted_at + request.lease_ms / 3000)
+            held = self._granted(request, owner, reply, granted_at)
+            if held is not None:
+                self._start_watchdog(self._watchdog_due(request, granted_at))
             return held
         except BaseException as error:
             if held is not None:
@@ -240,7 +204,7 @@ class Client:
                 self._give_back(request, owner, before)
             raise translate(error, self.server) from None
 
-    def _with_bind(self, send: Callable[[Optional[int]], T], request: Request,
+    def _with_bind(self, send: Callable[[Optional[int]], T], request: Optional[Request],
                    support: BindSupport) -> T:
         """Sends with BIND where the module supports it."""
         bind = support.arg()
@@ -267,10 +231,9 @@ class Client:
             while time.monotonic() < deadline and any(
                     w.owner == owner for w in self.waiters(request.key)):
                 time.sleep(0.002)
-            excess = excess_after(self.info(request.key), owner, request.kind, before)
-            if excess > 0:
-                give = Request(request.kind, request.key, request.lease_ms, count=excess)
-                self._call(give.release_command(owner))
+            give = give_back_command(self.info(request.key), owner, request, before)
+            if give is not None:
+                self._call(give)
         except Exception:
             pass  # the server is gone too: the lease (or BIND) frees it
 
@@ -282,10 +245,8 @@ class Client:
 
     # -- the watchdog -----------------------------------------------------------------
 
-    def _start_watchdog(self, due: float) -> None:
-        # Woken only when this hold is due before the watchdog would wake anyway: most
-        # acquires cost it nothing.
-        if due < self._dog_sleeps_until:
+    def _start_watchdog(self, wake: bool) -> None:
+        if wake:
             self._dog_wake.set()
         if self._dog is not None:
             return
@@ -324,15 +285,10 @@ class Client:
         try:
             replies = self._renew_pipeline(conn, due)
         except (rexc.RedisError, OSError):  # not reached (or the module went away)
-            for entry in due:
-                self._registry.unreachable(entry, time.monotonic())
+            self._registry.all_unreachable(due, time.monotonic())
             return
-        for entry, reply in zip(due, replies):
-            if reply == 1:
-                self._registry.renewed(entry, sent_at)
-            else:  # 0 (not held) or an error such as WRONGTYPE: the hold is gone
-                for hold in self._registry.gone(entry):
-                    hold.lost.set()
+        for hold in self._registry.apply(due, replies, sent_at):
+            hold.lost.set()
 
     def _renew_pipeline(self, conn: "redis.Redis", due: List[Entry[Held]]) -> List[Any]:
         """One pipeline of RENEW ... BIND (re-binding the holds to this connection)."""
@@ -341,9 +297,9 @@ class Client:
             for e in due:
                 pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
             replies = pipe.execute(raise_on_error=False)
-            unknown = [r for r in replies if isinstance(r, Exception) and is_unknown_option(r)]
-            if unknown and bind is not None:
-                raise unknown[0]
+            unknown = first_unknown_option(replies)
+            if unknown is not None and bind is not None:
+                raise unknown
             return replies
-        return self._with_bind(send, Request("lock", "", 1), self._bind_renew)
+        return self._with_bind(send, None, self._bind_renew)
 

@@ -28,8 +28,8 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._holds import Entry, Registry
-from ._held import HeldBase
+from ._holds import Entry
+from ._common import ClientBase, HeldBase, ReadWriteLockBase
 from ._pools import open_pools
 from ._protocol import (
     BindSupport,
@@ -37,16 +37,11 @@ from ._protocol import (
     Request,
     Waiter,
     check_options,
-    excess_after,
-    is_unknown_option,
-    lock_request,
-    new_owner_prefix,
-    opt_ms,
+    first_unknown_option,
+    give_back_command,
     parse_info,
     parse_waiters,
     renew_command,
-    rwlock_request,
-    semaphore_request,
     translate,
     wait_ms,
     waiters_command,
@@ -124,16 +119,8 @@ class Lock(_Acquirable):
     """An exclusive lock, reentrant per task."""
 
 
-class ReadWriteLock:
-    def __init__(self, client: "Client", request: Request) -> None:
-        self._client = client
-        self._request = request
-
-    def read(self) -> _Acquirable:
-        return _Acquirable(self._client, self._request.read_mode())
-
-    def write(self) -> _Acquirable:
-        return _Acquirable(self._client, self._request)
+class ReadWriteLock(ReadWriteLockBase[_Acquirable]):
+    _side = _Acquirable
 
 
 class Semaphore(_Acquirable):
@@ -141,21 +128,17 @@ class Semaphore(_Acquirable):
         return await self._client._acquire(self._request.with_count(count), timeout)
 
 
-class Client:
+class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
+
+    _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
                  command_timeout: float = 5.0) -> None:
-        pools = open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout)
-        self.server, self._waits, self._cmds, self._dog_pool = pools
-        self._prefix = new_owner_prefix()
-        # Learnt per command: a module may know BIND on its grants before DLOCK.RENEW has it.
-        self._bind = BindSupport(opt_ms(bind, "bind"))
-        self._bind_renew = BindSupport(opt_ms(bind, "bind"))
-        self._registry: Registry[Held] = Registry()
+        super().__init__(
+            open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout), bind)
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
-        self._dog_sleeps_until = -math.inf  # monotonic time the watchdog wakes by itself
         self._tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = (
             weakref.WeakKeyDictionary())
 
@@ -172,17 +155,6 @@ class Client:
         if n is None:
             n = self._tasks[task] = next(_task_numbers)
         return f"{self._prefix}:task-{n}"
-
-    def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-             lock_delay: Optional[float] = None) -> Lock:
-        return Lock(self, lock_request(name, lease, fence, lock_delay))
-
-    def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-               lock_delay: Optional[float] = None) -> ReadWriteLock:
-        return ReadWriteLock(self, rwlock_request(name, lease, fence, lock_delay))
-
-    def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> Semaphore:
-        return Semaphore(self, semaphore_request(name, capacity, lease))
 
     async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
         return parse_waiters(await self._call(waiters_command(name, count)))
@@ -221,12 +193,9 @@ class Client:
             reply = await self._with_bind(
                 lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
                 self._bind)
-            grant = request.parse_grant(reply)
-            if grant is None:
-                return None
-            held = Held(self, request, owner, grant[0], grant[1])
-            self._registry.add(held, request.lease_ms, granted_at)
-            self._start_watchdog(granted_at + request.lease_ms / 3000)
+            held = self._granted(request, owner, reply, granted_at)
+            if held is not None:
+                self._start_watchdog(self._watchdog_due(request, granted_at))
             return held
         except BaseException as error:
             if not isinstance(error, rexc.ResponseError):
@@ -241,7 +210,7 @@ class Client:
             raise translate(error, self.server) from None
 
     async def _with_bind(self, send: Callable[[Optional[int]], Awaitable[T]],
-                         request: Request, support: BindSupport) -> T:
+                         request: Optional[Request], support: BindSupport) -> T:
         """Sends with BIND where the module supports it."""
         bind = support.arg()
         try:
@@ -269,10 +238,9 @@ class Client:
             while time.monotonic() < deadline and any(
                     w.owner == owner for w in await self.waiters(request.key)):
                 await asyncio.sleep(0.002)
-            excess = excess_after(await self.info(request.key), owner, request.kind, before)
-            if excess > 0:
-                give = Request(request.kind, request.key, request.lease_ms, count=excess)
-                await self._call(give.release_command(owner))
+            give = give_back_command(await self.info(request.key), owner, request, before)
+            if give is not None:
+                await self._call(give)
         except Exception:
             pass  # the server is gone too: the lease (or BIND) frees it
 
@@ -282,8 +250,8 @@ class Client:
         except Exception as error:
             raise translate(error, self.server) from None
 
-    def _start_watchdog(self, due: float) -> None:
-        if due < self._dog_sleeps_until:  # else the watchdog wakes by itself in time
+    def _start_watchdog(self, wake: bool) -> None:
+        if wake:
             self._dog_wake.set()
         if self._dog is None or self._dog.done():
             self._dog = asyncio.get_running_loop().create_task(self._watch())
@@ -316,15 +284,10 @@ class Client:
         try:
             replies = await self._renew_pipeline(conn, due)
         except (rexc.RedisError, OSError):  # not reached (or the module went away)
-            for entry in due:
-                self._registry.unreachable(entry, time.monotonic())
+            self._registry.all_unreachable(due, time.monotonic())
             return
-        for entry, reply in zip(due, replies):
-            if reply == 1:
-                self._registry.renewed(entry, sent_at)
-            else:
-                for hold in self._registry.gone(entry):
-                    hold.lost.set()
+        for hold in self._registry.apply(due, replies, sent_at):
+            hold.lost.set()
 
     async def _renew_pipeline(self, conn: "aredis.Redis", due: List[Entry[Held]]) -> List[Any]:
         async def send(bind: Optional[int]) -> List[Any]:
@@ -332,8 +295,8 @@ class Client:
             for e in due:
                 pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
             replies: List[Any] = await pipe.execute(raise_on_error=False)
-            unknown = [r for r in replies if isinstance(r, Exception) and is_unknown_option(r)]
-            if unknown and bind is not None:
-                raise unknown[0]
+            unknown = first_unknown_option(replies)
+            if unknown is not None and bind is not None:
+                raise unknown
             return replies
-        return await self._with_bind(send, Request("lock", "", 1), self._bind_renew)
+        return await self._with_bind(send, None, self._bind_renew)
