@@ -87,31 +87,27 @@ def test_deadlock_is_a_typed_error(client: dl.Client, key: str, features: Featur
     k1, k2 = key + ":1", key + ":2"
     errors: List[Any] = []
     b_holds = threading.Event()
-    a_waits = threading.Event()
 
-    def a() -> None:
-        with client.lock(k1):
-            b_holds.wait(5)
-            a_waits.set()
+    def contender(mine: str, theirs: str, before_waiting: Any) -> None:
+        """Holds `mine`, then waits for `theirs`."""
+        with client.lock(mine):
+            before_waiting()
             try:
-                got = client.lock(k2).acquire(timeout=5)
+                got = client.lock(theirs).acquire(timeout=5)
                 if got:
                     got.release()
             except dl.DeadlockError as e:
                 errors.append(e)
 
-    def b() -> None:
-        with client.lock(k2):
-            b_holds.set()
-            a_waits.wait(5)
-            wait_until(lambda: len(client.waiters(k2)) == 1)
-            try:
-                got = client.lock(k1).acquire(timeout=5)
-                if got:
-                    got.release()
-            except dl.DeadlockError as e:
-                errors.append(e)
+    def a_waits_after_b_holds() -> None:
+        b_holds.wait(5)
 
+    def b_waits_after_a_queued() -> None:
+        b_holds.set()
+        wait_until(lambda: len(client.waiters(k2)) == 1)
+
+    a = lambda: contender(k1, k2, a_waits_after_b_holds)  # noqa: E731
+    b = lambda: contender(k2, k1, b_waits_after_a_queued)  # noqa: E731
     ts = [threading.Thread(target=a), threading.Thread(target=b)]
     for t in ts:
         t.start()
