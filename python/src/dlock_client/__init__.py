@@ -12,7 +12,7 @@ The asyncio API has the same names under :mod:`dlock_client.asyncio`.
 """
 
 from ._protocol import Holder, LockInfo, Waiter
-from ._sync import Client, Held, Lock, ReadWriteLock, Semaphore
+from ._sync import Acquirable, Client, Held, Lock, ReadWriteLock, Semaphore
 from .errors import (
     CommandError,
     DeadlockError,
@@ -27,6 +27,7 @@ from . import asyncio
 __version__ = "0.1.0"
 
 __all__ = [
+    "Acquirable",
     "Client",
     "CommandError",
     "DeadlockError",

@@ -68,7 +68,7 @@ class Held(HeldBase):
         self.release()
 
 
-class _Acquirable:
+class Acquirable:
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
     def __init__(self, client: "Client", request: Request) -> None:
@@ -101,17 +101,17 @@ class _Acquirable:
         return stack
 
 
-class Lock(_Acquirable):
+class Lock(Acquirable):
     """An exclusive, reentrant lock (per thread). ``client.lock(name)``."""
 
 
-class ReadWriteLock(ReadWriteLockBase[_Acquirable]):
+class ReadWriteLock(ReadWriteLockBase[Acquirable]):
     """``client.rwlock(name)``: ``.read()`` and ``.write()`` are acquired like a Lock."""
 
-    _side = _Acquirable
+    _side = Acquirable
 
 
-class Semaphore(_Acquirable):
+class Semaphore(Acquirable):
     """``client.semaphore(name, capacity)``: permits, each holder with its own lease."""
 
     def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:

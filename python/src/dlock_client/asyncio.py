@@ -47,7 +47,7 @@ from ._protocol import (
     waiters_command,
 )
 
-__all__ = ["Client", "Held", "Lock", "ReadWriteLock", "Semaphore"]
+__all__ = ["Acquirable", "Client", "Held", "Lock", "ReadWriteLock", "Semaphore"]
 
 T = TypeVar("T")
 
@@ -83,7 +83,7 @@ class Held(HeldBase):
         await self.release()
 
 
-class _Acquirable:
+class Acquirable:
     def __init__(self, client: "Client", request: Request) -> None:
         self._client = client
         self._request = request
@@ -115,15 +115,15 @@ class _Acquirable:
         return self._entered.setdefault(task, [])
 
 
-class Lock(_Acquirable):
+class Lock(Acquirable):
     """An exclusive lock, reentrant per task."""
 
 
-class ReadWriteLock(ReadWriteLockBase[_Acquirable]):
-    _side = _Acquirable
+class ReadWriteLock(ReadWriteLockBase[Acquirable]):
+    _side = Acquirable
 
 
-class Semaphore(_Acquirable):
+class Semaphore(Acquirable):
     async def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
         return await self._client._acquire(self._request.with_count(count), timeout)
 
