@@ -56,3 +56,19 @@ def test_lock_through_a_sentinel_managed_master(sentinel_port: int, key: str) ->
         assert held is not None and held.token == 1
         assert [h.owner for h in c.info(key).holders] == [held.owner]
         assert held.release()
+
+
+@pytest.mark.asyncio
+async def test_asyncio_lock_through_a_sentinel_managed_master(sentinel_port: int,
+                                                              key: str) -> None:
+    from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+
+    master = AsyncSentinel([("127.0.0.1", sentinel_port)]).master_for("m")
+    c = dl.asyncio.Client(master)
+    try:
+        assert c.server == "sentinel service m"
+        held = await c.lock(key).acquire(timeout=1)
+        assert held is not None
+        assert await held.release()
+    finally:
+        await c.aclose()
