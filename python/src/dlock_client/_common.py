@@ -115,10 +115,21 @@ class ClientBase(Generic[L, RW, S, H]):
         if grant is None:
             return None
         held = self._held(self, request, owner, grant[0], grant[1])
-        self._registry.add(held, request.lease_ms, granted_at)
+        self._registry.add(held, request.lease_ms, granted_at, self._first_renewal(request))
         return held
+
+    def _first_renewal(self, request: Request) -> float:
+        """Seconds from a grant to its first renewal: a third of the lease, and with BIND
+        within half the grace. The grant bound the hold to a pooled waiting connection; if
+        that connection closes (another wait on it cut short), the server cuts the hold to
+        the grace unless the watchdog's RENEW ... BIND has re-bound it to its own."""
+        first = request.lease_ms / 3000
+        grace = self._bind.arg()
+        if self._bind.supported and grace is not None:
+            first = min(first, min(grace, request.lease_ms) / 2000)
+        return first
 
     def _watchdog_due(self, request: Request, granted_at: float) -> bool:
         """Whether the watchdog must be woken for a hold granted now: only when it is due
         before the watchdog wakes anyway (most acquires cost the watchdog nothing)."""
-        return granted_at + request.lease_ms / 3000 < self._dog_sleeps_until
+        return granted_at + self._first_renewal(request) < self._dog_sleeps_until

@@ -6,6 +6,7 @@ its hold count or modes. An entry lives while at least one of its holds is not r
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Dict, Generic, List, Optional, Protocol, Tuple, TypeVar
@@ -52,8 +53,9 @@ class Registry(Generic[H]):
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, hold: H, lease_ms: int, granted_at: float) -> None:
-        """A grant made (or re-entered) at `granted_at`: the server's lease runs from then."""
+    def add(self, hold: H, lease_ms: int, granted_at: float, first_renewal: float) -> None:
+        """A grant made (or re-entered) at `granted_at`: the server's lease runs from then;
+        the first renewal is due `first_renewal` seconds later."""
         lease = lease_ms / 1000
         with self._lock:
             entry = self._entries.get((hold.key, hold.owner))
@@ -62,7 +64,7 @@ class Registry(Generic[H]):
                 self._entries[(hold.key, hold.owner)] = entry
             entry.lease_ms = lease_ms
             entry.deadline = granted_at + lease
-            entry.next_due = granted_at + lease / 3
+            entry.next_due = min(entry.next_due or math.inf, granted_at + first_renewal)
             entry.holds.append(hold)
 
     def remove(self, hold: H) -> None:
