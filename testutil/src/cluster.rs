@@ -17,12 +17,18 @@ pub struct ClusterBuilder {
     primaries: usize,
     replicas_per_primary: usize,
     node: ServerBuilder,
+    node_timeout_ms: u64,
 }
 
 impl ClusterBuilder {
     /// `n` replicas for each primary (default 0).
     pub fn replicas(mut self, n: usize) -> Self {
         self.replicas_per_primary = n;
+        self
+    }
+    /// `cluster-node-timeout` (default 5000 ms): how soon a dead node is declared failed.
+    pub fn node_timeout_ms(mut self, ms: u64) -> Self {
+        self.node_timeout_ms = ms;
         self
     }
     /// Start every node from `node` (e.g. with an ACL file); the cluster options are added.
@@ -39,7 +45,7 @@ impl ClusterBuilder {
                 .clone()
                 .args(["--cluster-enabled", "yes"])
                 .args(["--cluster-config-file", "nodes.conf"])
-                .args(["--cluster-node-timeout", "5000"])
+                .args(["--cluster-node-timeout", &self.node_timeout_ms.to_string()])
                 // The default bus port (port + 10000) may be taken or out of range.
                 .args(["--cluster-port", bus.as_str()])
                 .args(["--cluster-announce-ip", "127.0.0.1"])
@@ -148,6 +154,7 @@ impl Cluster {
             primaries,
             replicas_per_primary: 0,
             node: Server::builder(),
+            node_timeout_ms: 5000,
         }
     }
 

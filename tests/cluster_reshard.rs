@@ -1,0 +1,213 @@
+//! Redis Cluster resharding under held locks and queued waiters: a slot moved by the classic
+//! steps (`SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE`). The source grants
+//! nothing once the key has left, answers its waiters with the redirect a fresh request
+//! would get, never re-creates the key (so `SETSLOT NODE` succeeds), and the hold arrives on
+//! the target with its lease.
+
+mod common;
+use std::time::{Duration, Instant};
+
+use common::*;
+use dlock_testutil::Cluster;
+
+/// How soon a waiter must be answered once its key left (the promise is 10 ms; the bound
+/// leaves room for a busy 2-core machine, the measured time is printed).
+const ANSWER_BOUND: Duration = Duration::from_millis(500);
+
+/// One lock kind: how the holder takes it and how the waiter asks for it.
+struct Kind {
+    name: &'static str,
+    hold: Vec<&'static str>,
+    wait: Vec<&'static str>,
+    /// What DLOCK.RELEASE needs after the owner (READ/WRITE for a read-write lock).
+    release: Vec<&'static str>,
+}
+
+fn kinds() -> Vec<Kind> {
+    vec![
+        Kind {
+            name: "exclusive",
+            hold: vec!["DLOCK.ACQUIRE", "K", "holder", "60000"],
+            wait: vec!["DLOCK.ACQUIRE", "K", "waiter", "60000", "WAIT", "20000"],
+            release: vec![],
+        },
+        Kind {
+            name: "fenced exclusive",
+            hold: vec!["DLOCK.ACQUIRE", "K", "holder", "60000", "FENCE"],
+            wait: vec![
+                "DLOCK.ACQUIRE",
+                "K",
+                "waiter",
+                "60000",
+                "WAIT",
+                "20000",
+                "FENCE",
+            ],
+            release: vec![],
+        },
+        Kind {
+            name: "rwlock",
+            hold: vec!["DLOCK.RWLOCK", "K", "holder", "WRITE", "60000"],
+            wait: vec![
+                "DLOCK.RWLOCK",
+                "K",
+                "waiter",
+                "READ",
+                "60000",
+                "WAIT",
+                "20000",
+            ],
+            release: vec!["WRITE"],
+        },
+        Kind {
+            name: "semaphore",
+            hold: vec!["DLOCK.SEMAPHORE", "K", "holder", "1", "60000"],
+            wait: vec![
+                "DLOCK.SEMAPHORE",
+                "K",
+                "waiter",
+                "1",
+                "60000",
+                "WAIT",
+                "20000",
+            ],
+            release: vec![],
+        },
+    ]
+}
+
+fn with_key<'a>(words: &[&'a str], key: &'a str) -> Vec<&'a str> {
+    words
+        .iter()
+        .map(|w| if *w == "K" { key } else { w })
+        .collect()
+}
+
+/// A key of `node`'s slots, distinct per `tag`.
+fn key_on(cl: &Cluster, node: usize, tag: &str) -> String {
+    (0..)
+        .map(|i| format!("reshard:{tag}:{i}"))
+        .find(|k| cl.key_owner(k) == node)
+        .unwrap()
+}
+
+#[test]
+fn a_queued_waiter_is_redirected_when_its_key_migrates() {
+    let cl = Cluster::start(2);
+    let (from, to) = (0, 1);
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    for kind in kinds() {
+        let key = key_on(&cl, from, &kind.name.replace(' ', "-"));
+        let slot = key_slot(key.as_bytes());
+        let mut src = cl.nodes[from].connection();
+        let hold = cmd(&mut src, &with_key(&kind.hold, &key));
+        assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
+        let waiter = enqueue(
+            &cl.nodes[from],
+            &mut src,
+            &key,
+            &with_key(&kind.wait, &key),
+            1,
+        );
+
+        let mut keys = vec![key.clone()];
+        if exists(&mut src, &fence_key(&key)) {
+            keys.push(fence_key(&key));
+        }
+        cl.begin_slot_migration(slot, from, to);
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        cl.migrate_keys(from, to, &refs);
+        let moved_at = Instant::now();
+
+        // The waiter is told where the key went (as a fresh request would be), at once.
+        let (reply, _, at) = waiter.wait_at(Duration::from_secs(5));
+        let took = at.saturating_duration_since(moved_at);
+        println!(
+            "{}: waiter answered {took:?} after MIGRATE: {reply:?}",
+            kind.name
+        );
+        assert_eq!(
+            reply,
+            Reply::Err(format!("ASK {slot} {to_addr}")),
+            "{}",
+            kind.name
+        );
+        assert!(
+            took < ANSWER_BOUND,
+            "{}: answered after {took:?}",
+            kind.name
+        );
+        let fresh = cmd(&mut src, &with_key(&kind.wait, &key));
+        assert_eq!(fresh, reply, "{}: the same as a fresh request", kind.name);
+
+        // Nothing was re-created on the source: the slot can be given away.
+        assert_eq!(cl.holder(&key), Some(to), "{}", kind.name);
+        cl.set_slot_owner(slot, to);
+
+        // The holder holds on the target, with its lease.
+        let mut dst = cl.nodes[to].connection();
+        assert_pttl_about(&mut dst, &key, 60_000);
+        let mut release = vec!["DLOCK.RELEASE", key.as_str(), "holder"];
+        release.extend(&kind.release);
+        assert_eq!(cmd(&mut dst, &release), Reply::Int(1), "{}", kind.name);
+        assert_eq!(
+            cmd(&mut src, &["DLOCK.INFO", &key]),
+            Reply::Err(format!("MOVED {slot} {to_addr}")),
+            "{}",
+            kind.name
+        );
+    }
+}
+
+#[test]
+fn a_waiter_whose_key_is_deleted_during_a_migration_is_redirected() {
+    // The lock is deleted on the source while its slot migrates: the waiter queued there must
+    // not create the key again (a fresh request would be sent to the target), and the slot
+    // can be given away without moving anything.
+    let cl = Cluster::start(2);
+    let (from, to) = (0, 1);
+    let key = key_on(&cl, from, "deleted");
+    let slot = key_slot(key.as_bytes());
+    let mut src = cl.nodes[from].connection();
+    assert_eq!(acquire(&mut src, &key, "holder", 60_000), Reply::Int(1));
+    let waiter = enqueue(
+        &cl.nodes[from],
+        &mut src,
+        &key,
+        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "20000"],
+        1,
+    );
+    cl.begin_slot_migration(slot, from, to);
+    assert_eq!(cmd(&mut src, &["DEL", &key]), Reply::Int(1));
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    assert_eq!(waiter.reply(), Reply::Err(format!("ASK {slot} {to_addr}")));
+    assert_eq!(cl.holder(&key), None, "no key re-created on the source");
+    cl.set_slot_owner(slot, to);
+}
+
+#[test]
+fn waiters_get_clusterdown_when_the_cluster_fails() {
+    // Node 1 dies: the cluster (full coverage required) goes down; the waiters on node 0
+    // get CLUSTERDOWN, as a blocked BLPOP would.
+    let mut cl = Cluster::builder(2).node_timeout_ms(500).start();
+    let key = key_on(&cl, 0, "down");
+    let mut c = cl.nodes[0].connection();
+    // A short lease: it runs out while the cluster is down, and nothing may be granted then.
+    assert_eq!(acquire(&mut c, &key, "holder", 3000), Reply::Int(1));
+    let waiter = enqueue(
+        &cl.nodes[0],
+        &mut c,
+        &key,
+        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"],
+        1,
+    );
+    let grants = info_dlock(&mut c)["dlock_grants"];
+    cl.nodes[1].kill();
+    let (reply, _) = waiter.wait(Duration::from_secs(20));
+    assert_eq!(reply, Reply::Err("CLUSTERDOWN The cluster is down".into()));
+    assert_eq!(
+        info_dlock(&mut c)["dlock_grants"],
+        grants,
+        "nothing granted"
+    );
+}
