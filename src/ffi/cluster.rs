@@ -266,7 +266,7 @@ mod tests {
 
     const NODES: &str = "\
 a1 127.0.0.1:7001@17001 master - 0 1 2 connected 8192-16383 [42-<-b2]\n\
-b2 127.0.0.1:7000@17000,host myself,master - 0 0 1 connected 0-8191 [42->-a1] [7-<-a1]\n";
+b2 127.0.0.1:7000@17000,host myself,master - 0 0 1 connected 0-8191 [42->-a1] [9000-<-a1]\n";
     const OK: &str = "cluster_state:ok\r\ncluster_slots_assigned:16384\r\n";
 
     #[test]
@@ -275,7 +275,7 @@ b2 127.0.0.1:7000@17000,host myself,master - 0 0 1 connected 0-8191 [42->-a1] [7
         assert_eq!(n.myself.id, "b2");
         assert_eq!(n.myself.addr, "127.0.0.1:7000");
         let slots: Vec<u16> = n.myself.moving.iter().map(|m| m.slot).collect();
-        assert_eq!(slots, [42, 7]);
+        assert_eq!(slots, [42, 9000]);
         assert!(n.myself.serves(8191) && !n.myself.serves(8192));
         assert!(Nodes::parse(&NODES[..NODES.len() / 2]).is_none());
     }
@@ -289,11 +289,11 @@ b2 127.0.0.1:7000@17000,host myself,master - 0 0 1 connected 0-8191 [42->-a1] [7
         );
         // Another node's slot: MOVED.
         assert_eq!(
-            redirect(NODES, OK, 9000).as_deref(),
-            Some("MOVED 9000 127.0.0.1:7001")
+            redirect(NODES, OK, 9001).as_deref(),
+            Some("MOVED 9001 127.0.0.1:7001")
         );
         // Imported here: served here.
-        assert_eq!(redirect(NODES, OK, 7), None);
+        assert_eq!(redirect(NODES, OK, 9000), None);
         // Down, or a slot nobody serves.
         let down = "cluster_state:fail\r\n";
         assert_eq!(
