@@ -9,6 +9,11 @@
 //! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
 //! keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
 //!
+//! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
+//! cluster down). Before a wake-up serves a queue it asks where the server routes the key
+//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
+//! a fresh request would get, and nothing is granted or created here.
+//!
 //! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
 //! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
 //! keys every `POLL_MS` costs only while some key has a queue, in proportion to those keys.
