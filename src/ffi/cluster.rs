@@ -20,8 +20,10 @@ pub enum Route {
 /// Redis routes a fresh request that did not send `ASKING`, except that a slot this node
 /// imports counts as here (its waiters came with `ASKING`, and the key lives here).
 ///
-/// The check is Redis's own: a no-op write (`SETRANGE key 0 ""`) through `RedisModule_Call`,
-/// which refuses a key this node would redirect (Redis 7.0+, Valkey). Only when refused is
+/// The check is Redis's own: a no-op write (`PEXPIREAT key 0 GT`: a time in the past is never
+/// greater than a key's expiry, and a key without one counts as infinite) through
+/// `RedisModule_Call`, which refuses a key this node would redirect (Redis 7.0+, Valkey); it
+/// changes nothing and errs on no type, so it leaves no trace in `INFO errorstats`. Only when refused is
 /// `CLUSTER NODES`/`CLUSTER INFO` read to word the redirect. Must not be called while the key
 /// is open: the probe may expire it.
 pub fn route(ctx: Ctx, key: &[u8]) -> Route {
@@ -36,19 +38,19 @@ pub fn route(ctx: Ctx, key: &[u8]) -> Route {
     }
 }
 
-/// `SETRANGE key 0 ""` (changes nothing, replicates nothing) is accepted by this node.
+/// `PEXPIREAT key 0 GT` (changes nothing, replicates nothing) is accepted by this node.
 fn write_accepted(ctx: Ctx, key: &[u8]) -> bool {
     // SAFETY: a live context of the running callback; name and format are NUL-terminated;
     // "b" takes a pointer and a length (the key, valid for the call), each "c" one C string.
     let reply = unsafe {
         api!(RedisModule_Call)(
             ctx.as_ptr(),
-            c"SETRANGE".as_ptr(),
+            c"PEXPIREAT".as_ptr(),
             c"bcc".as_ptr(),
             key.as_ptr().cast::<c_char>(),
             key.len(),
             c"0".as_ptr(),
-            c"".as_ptr(),
+            c"GT".as_ptr(),
         )
     };
     if reply.is_null() {
