@@ -358,3 +358,37 @@ fn grants_made_during_an_atomic_migration_reach_the_target() {
     let left = dlock_testutil::pttl(&mut dst, by_lease);
     assert!(0 < left && left <= 60_000, "PTTL {left}");
 }
+
+#[test]
+fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
+    // Past 64 keys with queues, keyspace events replace the poll: MIGRATE's `del` event
+    // brings the redirect.
+    let cl = Cluster::start(2);
+    let (from, to) = (0, 1);
+    let mut src = cl.nodes[from].connection();
+    let keys: Vec<String> = (0..70)
+        .map(|i| key_on(&cl, from, &format!("many{i}")))
+        .collect();
+    let waiters: Vec<Pending> = keys
+        .iter()
+        .map(|k| {
+            assert_eq!(acquire(&mut src, k, "holder", 60_000), Reply::Int(1));
+            let args = ["DLOCK.ACQUIRE", k, "waiter", "60000", "WAIT", "20000"];
+            enqueue(&cl.nodes[from], &mut src, k, &args, 1)
+        })
+        .collect();
+    let log = cl.nodes[from].log();
+    assert!(log.contains("keys have waiters at once"), "events replace the poll");
+    let key = &keys[0];
+    let slot = key_slot(key.as_bytes());
+    cl.begin_slot_migration(slot, from, to);
+    cl.migrate_keys(from, to, &[key]);
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    assert_eq!(
+        waiters[0].reply(),
+        Reply::Err(format!("ASK {slot} {to_addr}"))
+    );
+    assert_eq!(cl.holder(key), Some(to), "not re-created on the source");
+    // The other waiters still wait.
+    assert!(waiters[1..].iter().all(|w| w.try_reply().is_none()));
+}
