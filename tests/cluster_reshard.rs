@@ -96,6 +96,7 @@ fn a_queued_waiter_is_redirected_when_its_key_migrates() {
     let cl = Cluster::start(2);
     let (from, to) = (0, 1);
     let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    let mut redirects = 0;
     for kind in kinds() {
         let key = key_on(&cl, from, &kind.name.replace(' ', "-"));
         let slot = key_slot(key.as_bytes());
@@ -137,6 +138,8 @@ fn a_queued_waiter_is_redirected_when_its_key_migrates() {
             "{}: answered after {took:?}",
             kind.name
         );
+        redirects += 1;
+        assert_eq!(info_dlock(&mut src)["dlock_cluster_redirects"], redirects);
         let fresh = cmd(&mut src, &with_key(&kind.wait, &key));
         assert_eq!(fresh, reply, "{}: the same as a fresh request", kind.name);
 
@@ -378,7 +381,10 @@ fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
         })
         .collect();
     let log = cl.nodes[from].log();
-    assert!(log.contains("keys have waiters at once"), "events replace the poll");
+    assert!(
+        log.contains("keys have waiters at once"),
+        "events replace the poll"
+    );
     let key = &keys[0];
     let slot = key_slot(key.as_bytes());
     cl.begin_slot_migration(slot, from, to);

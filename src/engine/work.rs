@@ -188,6 +188,7 @@ pub fn redirect_all(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], error: &s
     while let Some((seq, _)) = reg.head(db, key) {
         let waiter = remove(ctx, reg, db, key, seq).expect("head waiter");
         Stats::add(&STATS.errors, 1);
+        Stats::add(&STATS.cluster_redirects, 1);
         waiter.client.unblock(Some(Reply::Error(error.to_owned())));
     }
 }
