@@ -9,12 +9,34 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all setup build run test test-long test-matrix test-valkey bench bench-instr seckill clean
+.PHONY: all toolchain setup build run test test-long test-matrix test-valkey bench bench-docs bench-instr seckill install uninstall clean
 
 all: build
 
+# Rust is the one thing `make` does not install (Debian 12's rustc is 1.63): check it first and
+# stop with one message instead of a compile error deep in a dependency. The minimum is the
+# workspace's `rust-version` in Cargo.toml.
+RUST_MIN := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+toolchain:
+	@need="$(RUST_MIN)"; \
+	hint="Install Rust $$need or newer with rustup (https://rustup.rs):\n  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y\n  . \"$$HOME/.cargo/env\"\nthen run make again."; \
+	if ! command -v $(CARGO) >/dev/null 2>&1; then \
+		echo "make: dlock needs cargo and rustc >= $$need, and '$(CARGO)' is not on PATH." >&2; \
+		if [ -x "$$HOME/.cargo/bin/cargo" ]; then \
+			echo "rustup's cargo is in $$HOME/.cargo/bin: run  . \"$$HOME/.cargo/env\"  (or add it to PATH), then make again." >&2; \
+		else printf "$$hint\n" >&2; fi; \
+		exit 1; \
+	fi; \
+	have=$$(rustc --version 2>/dev/null | awk '{print $$2}'); \
+	if [ -z "$$have" ] || [ "$$(printf '%s\n%s\n' "$$need" "$$have" | sort -V | head -n1)" != "$$need" ]; then \
+		echo "make: dlock needs rustc >= $$need; this machine has $${have:-no rustc} ($$(command -v rustc || echo 'not on PATH'))." >&2; \
+		if command -v rustup >/dev/null 2>&1; then echo "Update it: rustup update stable" >&2; \
+		else printf "$$hint\n" >&2; fi; \
+		exit 1; \
+	fi
+
 # Install only what is missing; apt-get update runs once, only when something is missing.
-setup:
+setup: toolchain
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
@@ -100,15 +122,34 @@ test-matrix: build
 test-valkey: build
 	MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
-# Native commands against the Lua way, side by side (starts its own servers; rewrites docs/BENCHMARKS.md).
+# Native commands against the Lua way, side by side (starts its own servers). The run's output
+# goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
+# that section into docs/BENCHMARKS.md, so a run never rewrites a tracked file by itself.
 bench: build
-	$(CARGO) run --release -p dlock-bench
+	@mkdir -p target/bench
+	set -o pipefail; $(CARGO) run --release -p dlock-bench | tee target/bench/last-run.txt
+
+bench-docs: toolchain
+	$(CARGO) run --release -p dlock-bench -- --publish
 
 # Server instructions per operation under callgrind (fixed redis-cli --pipe workloads): dlock,
 # Redisson's scripts, SET NX + Lua release, raw commands, and SET on keys that are not locks.
 bench-instr: build
 	@command -v valgrind >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
 	$(CARGO) run --release -p dlock-bench -- --instr
+
+# Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so).
+# It does not build (run `make build` first, e.g. as a normal user, then `make install` as root);
+# DESTDIR stages it for a package: make install DESTDIR=/tmp/pkg PREFIX=/usr.
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+MODULE := target/release/libdlock.so
+install:
+	@test -f $(MODULE) || { echo "make install: $(MODULE) is not built yet; run make build first" >&2; exit 1; }
+	install -D -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/libdlock.so
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libdlock.so
 
 seckill:
 	$(CARGO) run --release -p dlock-client --example seckill -- $(DLOCK_URL)

@@ -143,7 +143,7 @@ fn ref_rwlock(a: &[&[u8]]) -> Result<Acq, String> {
 type Rel = (Vec<u8>, Vec<u8>, Option<&'static str>, Option<i64>);
 
 fn ref_release(a: &[&[u8]]) -> Result<Rel, String> {
-    if !(2..=4).contains(&a.len()) {
+    if a.len() < 2 {
         return Err(arity("dlock.release"));
     }
     let owner = owner(a[1])?;
@@ -211,8 +211,8 @@ fn ref_waiters(a: &[&[u8]]) -> Result<(Vec<u8>, Option<usize>), String> {
         [k, w, n] if w.eq_ignore_ascii_case(b"COUNT") => {
             Ok((k.to_vec(), Some(permits(n, "COUNT")? as usize)))
         }
-        [_, _] | [_, _, _] => Err("ERR syntax error".into()),
-        _ => Err(arity("dlock.waiters")),
+        [] => Err(arity("dlock.waiters")),
+        _ => Err("ERR syntax error".into()),
     }
 }
 
