@@ -1,7 +1,9 @@
-# dlock — two commands on a fresh Debian machine (as root):
+# dlock — two commands on a fresh Debian machine (as root) with Rust >= rust-version of
+# Cargo.toml (rustup; checked first, see `toolchain`):
 #   make run    install what is missing, build the module, run Redis with it (foreground;
 #               PORT=6380 for another port)
 #   make test   the same set-up plus the client libraries of examples/, then every test
+#   make install  put the built module where redis-production.conf loads it
 SHELL := /bin/bash
 CARGO ?= cargo
 PYTHON ?= python3
@@ -43,16 +45,19 @@ setup: toolchain
 	command -v redis-sentinel >/dev/null || missing="$$missing redis-sentinel"; \
 	ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v clang >/dev/null || missing="$$missing clang"; \
+	command -v prometheus-redis-exporter >/dev/null || missing="$$missing prometheus-redis-exporter"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@# Debian starts a redis-server service on 6379 when it installs the package. The tests
-	@# use other ports; on a throw-away CI machine it is stopped anyway, never elsewhere
-	@# (`make run` explains a busy port instead).
+	@# Debian starts a redis-server service on 6379 (and the exporter on 9121) when it installs
+	@# the packages. The tests use other ports; on a throw-away CI machine they are stopped
+	@# anyway, never elsewhere (`make run` explains a busy port instead).
 	@if [ -n "$${CI:-}" ]; then \
-		(systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null; \
+		for s in redis-server prometheus-redis-exporter; do \
+			(systemctl stop $$s 2>/dev/null || service $$s stop 2>/dev/null || true) >/dev/null; \
+		done; \
 	fi
 
 # The client libraries the examples under examples/ use (tests/examples.rs runs them):
@@ -141,15 +146,20 @@ bench-instr: build
 # Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so).
 # It does not build (run `make build` first, e.g. as a normal user, then `make install` as root);
 # DESTDIR stages it for a package: make install DESTDIR=/tmp/pkg PREFIX=/usr.
+# The new file is renamed over the old one: a running server keeps the file it mapped
+# (`install` alone would rewrite that file in place, under the server's feet).
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 MODULE := target/release/libdlock.so
 install:
 	@test -f $(MODULE) || { echo "make install: $(MODULE) is not built yet; run make build first" >&2; exit 1; }
-	install -D -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/libdlock.so
+	install -d $(DESTDIR)$(LIBDIR)
+	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/.libdlock.so.new
+	mv -f $(DESTDIR)$(LIBDIR)/.libdlock.so.new $(DESTDIR)$(LIBDIR)/libdlock.so
+	install -D -m 0644 deploy/monitoring/dlock-info.lua $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libdlock.so
+	rm -f $(DESTDIR)$(LIBDIR)/libdlock.so $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
 
 seckill:
 	$(CARGO) run --release -p dlock-client --example seckill -- $(DLOCK_URL)

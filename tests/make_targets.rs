@@ -1,9 +1,10 @@
 //! The Makefile's operator paths: the toolchain check that `make run` / `make test` /
 //! `make build` start with (a machine without cargo, or with Debian 12's rustc 1.63, gets one
 //! message within seconds, not a compile error), and `make install` putting the module where
-//! redis-production.conf loads it from.
+//! redis-production.conf loads it from (and the exporter script where the monitoring set-up
+//! expects it).
 
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -72,13 +73,19 @@ fn make_without_cargo_stops_at_once_with_the_toolchain_message() {
     for target in ["run", "test", "build"] {
         let (out, took) = make(target, bin.path(), home.path());
         let err = stderr(&out);
-        assert!(!out.status.success(), "make {target} succeeded without cargo");
+        assert!(
+            !out.status.success(),
+            "make {target} succeeded without cargo"
+        );
         assert!(
             err.contains(&format!("dlock needs cargo and rustc >= {}", rust_min())),
             "make {target}: {err}"
         );
         assert!(err.contains("https://sh.rustup.rs"), "make {target}: {err}");
-        assert!(took < Duration::from_secs(10), "make {target} took {took:?}");
+        assert!(
+            took < Duration::from_secs(10),
+            "make {target} took {took:?}"
+        );
     }
 }
 
@@ -93,7 +100,10 @@ fn make_with_debian_12_rustc_names_the_version_needed() {
     let err = stderr(&out);
     assert!(!out.status.success(), "make build went on with rustc 1.63");
     assert!(
-        err.contains(&format!("dlock needs rustc >= {}; this machine has 1.63.0", rust_min())),
+        err.contains(&format!(
+            "dlock needs rustc >= {}; this machine has 1.63.0",
+            rust_min()
+        )),
         "{err}"
     );
 
@@ -118,15 +128,18 @@ fn make_install_puts_the_module_where_the_production_config_loads_it() {
         .expect("a loadmodule line in redis-production.conf");
     let built = root().join("target/release/libdlock.so");
     let dest = tempfile::tempdir().unwrap();
-    let out = Command::new(which("make"))
-        .arg("-C")
-        .arg(root())
-        .arg("install")
-        .arg(format!("DESTDIR={}", dest.path().display()))
-        .env_remove("MAKEFLAGS")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let install = || {
+        let out = Command::new(which("make"))
+            .arg("-C")
+            .arg(root())
+            .arg("install")
+            .arg(format!("DESTDIR={}", dest.path().display()))
+            .env_remove("MAKEFLAGS")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    install();
     let installed = dest.path().join(loaded.trim_start_matches('/'));
     assert_eq!(
         std::fs::read(&installed).unwrap_or_else(|e| panic!("{}: {e}", installed.display())),
@@ -134,4 +147,25 @@ fn make_install_puts_the_module_where_the_production_config_loads_it() {
         "make install did not copy {} to {loaded}",
         built.display()
     );
+
+    // The exporter script, where deploy/monitoring/prometheus-redis-exporter.default names it.
+    let script = dest.path().join("usr/local/share/dlock/dlock-info.lua");
+    assert_eq!(
+        std::fs::read(&script).unwrap_or_else(|e| panic!("{}: {e}", script.display())),
+        std::fs::read(root().join("deploy/monitoring/dlock-info.lua")).unwrap()
+    );
+
+    // Again, as an upgrade: a new file takes the name, the one a running server mapped is
+    // left alone (rewriting it in place would change code under the server's feet).
+    let old = std::fs::metadata(&installed).unwrap().ino();
+    install();
+    assert_ne!(
+        std::fs::metadata(&installed).unwrap().ino(),
+        old,
+        "replaced in place"
+    );
+    let left: Vec<_> = std::fs::read_dir(installed.parent().unwrap())
+        .unwrap()
+        .collect();
+    assert_eq!(left.len(), 1, "a temporary file was left: {left:?}");
 }

@@ -1,8 +1,9 @@
 //! The monitoring route of docs/OPERATIONS.md, end to end: a server with the module, the real
-//! redis_exporter (Debian's `prometheus-redis-exporter`, installed by `make setup`) run with
-//! `-script deploy/monitoring/dlock-info.lua`, and its /metrics read over HTTP. The exporter
-//! must serve every `INFO dlock` field with the server's value, including a waiter counted
-//! while it waits, and every metric the alert rules and the Grafana dashboard use.
+//! redis_exporter (Debian's `prometheus-redis-exporter`, installed by `make setup`) run with the
+//! arguments of `deploy/monitoring/prometheus-redis-exporter.default` (the server's address and
+//! the script's installed path swapped for this test's), and its /metrics read over HTTP. The
+//! exporter must serve every `INFO dlock` field with the server's value, including a waiter
+//! counted while it waits, and every metric the alert rules and the Grafana dashboard use.
 
 mod common;
 
@@ -52,16 +53,13 @@ impl Drop for Exporter {
 impl Exporter {
     /// Starts it for `srv` and waits until it answers; another port if the first was taken.
     fn start(srv: &Server) -> Exporter {
-        let script = repo_file("deploy/monitoring/dlock-info.lua");
+        let args = documented_args(srv);
         for _ in 0..3 {
             let port = dlock_testutil::free_port();
             let child = Command::new(exporter_binary())
-                .arg("-redis.addr")
-                .arg(format!("redis://127.0.0.1:{}", srv.port()))
+                .args(&args)
                 .arg("-web.listen-address")
                 .arg(format!("127.0.0.1:{port}"))
-                .arg("-script")
-                .arg(&script)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
@@ -87,7 +85,10 @@ impl Exporter {
         write!(s, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
         let mut body = String::new();
         s.read_to_string(&mut body).expect("read /metrics");
-        assert!(body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"), "{body:.200}");
+        assert!(
+            body.starts_with("HTTP/1.0 200") || body.starts_with("HTTP/1.1 200"),
+            "{body:.200}"
+        );
         let mut values = HashMap::new();
         let mut up = String::new();
         for line in body.lines() {
@@ -100,6 +101,41 @@ impl Exporter {
         }
         (values, up)
     }
+}
+
+/// The `ARGS` of the documented /etc/default file, for `srv` and the script in this repository.
+fn documented_args(srv: &Server) -> Vec<String> {
+    let file = "deploy/monitoring/prometheus-redis-exporter.default";
+    let text = std::fs::read_to_string(repo_file(file)).unwrap();
+    let line = text
+        .lines()
+        .find_map(|l| l.strip_prefix("ARGS="))
+        .expect(file);
+    let mut args: Vec<String> = line
+        .trim_matches('"')
+        .split_whitespace()
+        .map(String::from)
+        .collect();
+    let mut swapped = 0;
+    for i in 1..args.len() {
+        match args[i - 1].as_str() {
+            "-redis.addr" => args[i] = srv.url(),
+            "-script" => {
+                // `make install` puts the script there.
+                assert_eq!(args[i], "/usr/local/share/dlock/dlock-info.lua", "{file}");
+                args[i] = repo_file("deploy/monitoring/dlock-info.lua")
+                    .display()
+                    .to_string();
+            }
+            _ => continue,
+        }
+        swapped += 1;
+    }
+    assert_eq!(
+        swapped, 2,
+        "{file}: -redis.addr and -script expected in {args:?}"
+    );
+    args
 }
 
 /// The `key="dlock_..."` metrics a monitoring file uses (quotes escaped or not).
@@ -120,7 +156,10 @@ fn redis_exporter_serves_info_dlock_through_the_script() {
 
     // A waiter while it waits: the gauge shows it.
     assert_eq!(acquire(&mut c, "mon:a", "alice", 30_000), Reply::Int(1));
-    let bob = spawn_cmd(&srv, &["DLOCK.ACQUIRE", "mon:a", "bob", "30000", "WAIT", "10000"]);
+    let bob = spawn_cmd(
+        &srv,
+        &["DLOCK.ACQUIRE", "mon:a", "bob", "30000", "WAIT", "10000"],
+    );
     wait_waiters(&mut c, "mon:a", 1);
     let (during, up) = exporter.scrape();
     assert_eq!(up, "1", "redis_up");
@@ -150,7 +189,10 @@ fn redis_exporter_serves_info_dlock_through_the_script() {
         let used = keys_used(file);
         assert!(used.len() >= 5, "{file}: {used:?}");
         for k in used {
-            assert!(metrics.contains_key(&k), "{file} uses {k}, which the exporter does not serve");
+            assert!(
+                metrics.contains_key(&k),
+                "{file} uses {k}, which the exporter does not serve"
+            );
         }
     }
 }

@@ -4,7 +4,7 @@
 //! `make test`: random argument vectors (grammar-aware words, boundary numbers, random and
 //! non-UTF-8 bytes) go through `args::{acquire, rwlock, release, renew, info}` and
 //! `config::Config::parse`, and each result is compared with an independent reference parser
-//! written here from SPEC.md and docs/DECISIONS-DRAFT.md (same reply or same error text). A
+//! written here from docs/COMMANDS.md (same reply or same error text). A
 //! panic fails the test. Bounded: 2 s per parser in `make test`, 30 s under `DLOCK_LONG=1`;
 //! `DLOCK_SEED` replays a run.
 //!
@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 const MAX_MS: i64 = 315_360_000_000;
 
 // ---------------------------------------------------------------------------------------------
-// The reference: what SPEC.md + DECISIONS-DRAFT.md say each parser must answer.
+// The reference: what docs/COMMANDS.md says each parser must answer.
 
 #[derive(Debug, PartialEq)]
 struct Acq {

@@ -26,6 +26,7 @@
 //! the word).
 
 mod client_cpu;
+mod headline;
 mod instr;
 mod report;
 mod resp;
@@ -389,7 +390,14 @@ const END: &str = "<!-- bench:end -->";
 fn section_path() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| results_doc_path().parent().unwrap().parent().unwrap().join("target"))
+        .unwrap_or_else(|| {
+            results_doc_path()
+                .parent()
+                .unwrap()
+                .parent()
+                .unwrap()
+                .join("target")
+        })
         .join("bench/section.md")
 }
 
@@ -400,12 +408,23 @@ fn write_section(section: &str) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
-/// Copies the last run's section into docs/BENCHMARKS.md (`make bench-docs`).
+/// Copies the last run's section into docs/BENCHMARKS.md and its headline figures into the
+/// README's table (`make bench-docs`).
 fn publish() -> Result<(), String> {
     let from = section_path();
     let section = std::fs::read_to_string(&from)
         .map_err(|e| format!("{}: {e} (run `make bench` first)", from.display()))?;
-    write_results_doc(&section).map_err(|e| format!("docs/BENCHMARKS.md: {e}"))
+    let table = headline::table(&section)?;
+    let readme_path = results_doc_path()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("README.md");
+    let readme = std::fs::read_to_string(&readme_path).map_err(|e| format!("README.md: {e}"))?;
+    let readme = headline::replace(&readme, &table)?;
+    write_results_doc(&section).map_err(|e| format!("docs/BENCHMARKS.md: {e}"))?;
+    std::fs::write(&readme_path, readme).map_err(|e| format!("README.md: {e}"))
 }
 
 /// Replaces the text between the markers of docs/BENCHMARKS.md (creating the file, or adding
@@ -432,7 +451,10 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--publish") {
         match publish() {
-            Ok(()) => eprintln!("docs/BENCHMARKS.md updated from {}", section_path().display()),
+            Ok(()) => eprintln!(
+                "docs/BENCHMARKS.md and README.md updated from {}",
+                section_path().display()
+            ),
             Err(e) => {
                 eprintln!("bench --publish: {e}");
                 std::process::exit(1);

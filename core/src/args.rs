@@ -1,7 +1,7 @@
 //! The one place where command arguments become typed requests.
 //!
 //! Everything here is checked before the key is looked at, so an argument error wins over
-//! WRONGTYPE (SPEC: "Arguments are checked before the key is looked at").
+//! WRONGTYPE (docs/COMMANDS.md: arguments are checked before the key is looked at).
 
 use crate::error::LockError;
 use crate::model::MODE_FIELD;

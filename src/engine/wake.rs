@@ -7,7 +7,8 @@
 //! once many keys have queues) — the key's queue is served by the unit of work
 //! (`work::with_lock`), which writes the grant like a command would (replicated) and answers
 //! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
-//! keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
+//! keyspace notification breaks replication order on Redis 7.0 (the write is propagated before
+//! the DEL that caused it).
 //!
 //! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
 //! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
