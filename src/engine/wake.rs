@@ -7,7 +7,8 @@
 //! once many keys have queues) — the key's queue is served by the unit of work
 //! (`work::with_lock`), which writes the grant like a command would (replicated) and answers
 //! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
-//! keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
+//! keyspace notification breaks replication order on Redis 7.0 (the write is propagated before
+//! the DEL that caused it).
 //!
 //! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
 //! cluster down). Before a wake-up serves a queue it asks where the server routes the key

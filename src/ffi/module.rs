@@ -7,7 +7,26 @@ use redis_module::raw;
 use super::string::bytes_of;
 use super::{api, cluster, Ctx};
 
-/// `RedisModule_Init`: fills in the API and registers the module as `dlock` version 1.
+/// The crate version as Redis modules number theirs (RedisJSON, RediSearch): major * 10000 +
+/// minor * 100 + patch, so `MODULE LIST` shows 0.1.0 as `ver 100` and 1.2.3 as 10203.
+pub const VERSION: c_int = version_number(env!("CARGO_PKG_VERSION"));
+
+const fn version_number(v: &str) -> c_int {
+    let (mut parts, mut part, mut i) = ([0; 3], 0, 0);
+    let b = v.as_bytes();
+    // Stops at a pre-release or build suffix (`-rc.1`, `+x`).
+    while i < b.len() && part < 3 && (b[i].is_ascii_digit() || b[i] == b'.') {
+        if b[i] == b'.' {
+            part += 1;
+        } else {
+            parts[part] = parts[part] * 10 + (b[i] - b'0') as c_int;
+        }
+        i += 1;
+    }
+    parts[0] * 10000 + parts[1] * 100 + parts[2]
+}
+
+/// `RedisModule_Init`: fills in the API and registers the module as `dlock`, [`VERSION`].
 ///
 /// # Safety
 /// `ctx` is the context passed to `RedisModule_OnLoad`.
@@ -17,7 +36,7 @@ pub unsafe fn init(ctx: *mut raw::RedisModuleCtx) -> Result<(), ()> {
         raw::Export_RedisModule_Init(
             ctx,
             c"dlock".as_ptr(),
-            1,
+            VERSION,
             raw::REDISMODULE_APIVER_1 as c_int,
         )
     };
