@@ -4,7 +4,7 @@ redis-py's Lock and python-redis-lock, all on the same server (redis-server with
     python/.venv/bin/python python/bench/bench.py [--quick] [--no-write]
 
 Rewrites the part of docs/BENCHMARKS.md between its bench-python markers (unless
---no-write). `make bench` runs it.
+--no-write). `make bench` runs it with --no-write, `make bench-docs` without.
 
 - uncontended: one acquire + release after another on a free lock, in one thread; the
   Python process's CPU time (time.process_time: every thread, so renewal threads count) and
