@@ -29,7 +29,7 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, command_info, info, module, string, targets, Ctx};
+    use crate::ffi::{command, info, module, string, targets, Ctx};
     use crate::{commands, config, engine, events, stats};
 
     #[global_allocator]
@@ -72,25 +72,10 @@ mod registration {
         events::subscribe(c).map_err(fail)?;
         // Propagation is skipped while nothing would receive it (no AOF, no replication).
         targets::watch(c).map_err(fail)?;
-        // SAFETY (registration calls below): the OnLoad context.
+        // SAFETY: the OnLoad context, the only one Redis accepts an INFO callback from.
         unsafe { info::register::<stats::Info>(ctx) };
-        // Legacy key positions (first 1, last 1, step 1); `command_docs` then replaces the
-        // derived key spec with one carrying the right access flags.
-        let w = c"write deny-oom";
-        let wf = c"write fast";
-        unsafe {
-            command::create::<commands::Acquire>(ctx, c"dlock.acquire", w).map_err(fail)?;
-            command::create::<commands::RwLock>(ctx, c"dlock.rwlock", w).map_err(fail)?;
-            command::create::<commands::Semaphore>(ctx, c"dlock.semaphore", w).map_err(fail)?;
-            command::create::<commands::Release>(ctx, c"dlock.release", wf).map_err(fail)?;
-            command::create::<commands::Renew>(ctx, c"dlock.renew", wf).map_err(fail)?;
-            command::create::<commands::Info>(ctx, c"dlock.info", c"readonly fast")
-                .map_err(fail)?;
-            command::create::<commands::Waiters>(ctx, c"dlock.waiters", c"readonly fast")
-                .map_err(fail)?;
-            // COMMAND DOCS / COMMAND INFO, arity, key-spec flags and (7.2+) ACL categories.
-            command_info::describe(ctx, commands::DOCS).map_err(fail)?;
-        }
+        // Every command with its COMMAND DOCS / INFO, as each declares itself.
+        command::register(c, commands::ALL).map_err(fail)?;
         // Last: a failed load is not unloaded (no OnUnload), so nothing to free by then.
         string::make_shared();
         Ok(())

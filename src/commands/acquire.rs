@@ -7,18 +7,31 @@ use dlock_core::error::LockError;
 
 use crate::engine::store::Requester;
 use crate::engine::work::{self, Request};
+use super::docs::{FENCE, KEY, LEASE, OWNER, READ, WAIT, WRITE};
 use crate::ffi::command::{Args, Command};
+use crate::ffi::command_info::{arg, option, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
 
 /// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]`
 pub struct Acquire;
 
 impl Command for Acquire {
+    const SPEC: Spec = Spec {
+        name: c"dlock.acquire",
+        flags: c"write deny-oom",
+        arity: -4,
+        key_at: 1,
+        key_use: KeyUse::Grant,
+        acl: c"write slow blocking",
+        summary: c"Takes an exclusive lock (Redisson RLock layout), re-entrant per owner; with WAIT, queues FIFO until granted or timed out",
+        complexity: c"O(1)",
+        since: c"0.1.0",
+        tips: None,
+        args: &[KEY, OWNER, LEASE, WAIT, FENCE],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.acquire",
-            args::acquire(argv).and_then(|a| acquire(ctx, a, strs)),
-        )
+        super::reply::<Self>(args::acquire(argv).and_then(|a| acquire(ctx, a, strs)))
     }
 }
 
@@ -26,11 +39,29 @@ impl Command for Acquire {
 pub struct RwLock;
 
 impl Command for RwLock {
+    const SPEC: Spec = Spec {
+        name: c"dlock.rwlock",
+        flags: c"write deny-oom",
+        arity: -5,
+        key_at: 1,
+        key_use: KeyUse::Grant,
+        acl: c"write slow blocking",
+        summary: c"Takes the read or the write side of a read-write lock with a lease per holder; with WAIT, queues FIFO until granted or timed out",
+        complexity: c"O(N) where N is the number of holders",
+        since: c"0.1.0",
+        tips: None,
+        args: &[
+            KEY,
+            OWNER,
+            arg(c"mode", Kind::OneOf(&[READ, WRITE])),
+            LEASE,
+            WAIT,
+            FENCE,
+        ],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.rwlock",
-            args::rwlock(argv).and_then(|a| acquire(ctx, a, strs)),
-        )
+        super::reply::<Self>(args::rwlock(argv).and_then(|a| acquire(ctx, a, strs)))
     }
 }
 
@@ -38,11 +69,29 @@ impl Command for RwLock {
 pub struct Semaphore;
 
 impl Command for Semaphore {
+    const SPEC: Spec = Spec {
+        name: c"dlock.semaphore",
+        flags: c"write deny-oom",
+        arity: -5,
+        key_at: 1,
+        key_use: KeyUse::Grant,
+        acl: c"write slow blocking",
+        summary: c"Takes permits of a counting semaphore with a lease per holder; with WAIT, queues FIFO until granted or timed out",
+        complexity: c"O(N) where N is the number of holders",
+        since: c"0.1.0",
+        tips: None,
+        args: &[
+            KEY,
+            OWNER,
+            arg(c"capacity", Kind::Integer),
+            LEASE,
+            option(c"count", c"COUNT", Kind::Integer),
+            WAIT,
+        ],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.semaphore",
-            args::semaphore(argv).and_then(|a| acquire(ctx, a, strs)),
-        )
+        super::reply::<Self>(args::semaphore(argv).and_then(|a| acquire(ctx, a, strs)))
     }
 }
 

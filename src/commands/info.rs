@@ -8,7 +8,9 @@ use dlock_core::rules;
 
 use crate::engine::registry;
 use crate::engine::store::{FenceKey, LockKey};
+use super::docs::KEY;
 use crate::ffi::command::{Args, Command};
+use crate::ffi::command_info::{KeyUse, Spec};
 use crate::ffi::context::now_ms;
 use crate::ffi::reply::Replier;
 use crate::ffi::string::ArgStr;
@@ -18,11 +20,22 @@ use crate::ffi::{Ctx, Reply};
 pub struct Info;
 
 impl Command for Info {
+    const SPEC: Spec = Spec {
+        name: c"dlock.info",
+        flags: c"readonly fast",
+        arity: 2,
+        key_at: 1,
+        key_use: KeyUse::Read,
+        acl: c"read fast",
+        summary: c"Describes a lock: kind, mode, lease, holders, waiters and fencing token",
+        complexity: c"O(N) where N is the number of holders",
+        since: c"0.1.0",
+        tips: Some(c"nondeterministic_output"),
+        args: &[KEY],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.info",
-            args::info(argv).and_then(|k| info(ctx, k, strs.get(0))),
-        )
+        super::reply::<Self>(args::info(argv).and_then(|k| info(ctx, k, strs.get(0))))
     }
 }
 

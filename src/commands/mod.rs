@@ -1,5 +1,6 @@
 //! The command handlers, one file each: parse (`dlock_core::args`), run the unit of work
-//! (`engine::work::with_lock`) with the grant rules (`dlock_core::rules`), reply.
+//! (`engine::work::with_lock`) with the grant rules (`dlock_core::rules`), reply. Each
+//! declares itself beside its handler (`Command::SPEC`); `ALL` lists them for registration.
 
 mod acquire;
 mod docs;
@@ -8,26 +9,83 @@ mod release;
 mod renew;
 mod waiters;
 
-pub use acquire::{Acquire, RwLock, Semaphore};
-pub use docs::DOCS;
-pub use info::Info;
-pub use release::Release;
-pub use renew::Renew;
-pub use waiters::Waiters;
-
 use dlock_core::error::LockError;
 
+use crate::ffi::command::{declare, Command, Declared};
 use crate::ffi::Reply;
 use crate::stats::{Stats, STATS};
 
-/// The reply for a handler's result; errors are counted in `INFO dlock`. `command`: the
-/// lower-case command name.
-fn reply(command: &str, result: Result<Reply, LockError>) -> Reply {
+/// Every DLOCK command, registered in this order.
+pub const ALL: &[Declared] = &[
+    declare::<acquire::Acquire>(),
+    declare::<acquire::RwLock>(),
+    declare::<acquire::Semaphore>(),
+    declare::<release::Release>(),
+    declare::<renew::Renew>(),
+    declare::<info::Info>(),
+    declare::<waiters::Waiters>(),
+];
+
+/// The reply for `C`'s result; errors are counted in `INFO dlock`.
+fn reply<C: Command>(result: Result<Reply, LockError>) -> Reply {
     result.unwrap_or_else(|e| {
         Stats::add(&STATS.errors, 1);
         match e {
             LockError::WrongArity => Reply::WrongArity,
-            other => Reply::Error(other.message(command)),
+            other => Reply::Error(other.message(C::SPEC.name.to_str().unwrap_or_default())),
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::command_info::{KeyUse, Kind};
+
+    /// Redis refuses a call with too few words before the module sees it: the arity must be
+    /// exactly what the required arguments need, and a minimum when options may follow.
+    #[test]
+    fn arity_matches_the_arguments() {
+        for c in ALL {
+            let s = &c.spec;
+            let required = s.args.iter().filter(|a| !a.optional).count() as i32 + 1;
+            let has_options = s.args.iter().any(|a| a.optional);
+            let expected = if has_options { -required } else { required };
+            assert_eq!(s.arity, expected, "{:?}", s.name);
+            assert!(
+                matches!(s.args.first().map(|a| &a.kind), Some(Kind::Key)),
+                "{:?}: the key comes first",
+                s.name
+            );
+            assert_eq!(s.key_at, 1, "{:?}: the key is the first argument", s.name);
+        }
+    }
+
+    #[test]
+    fn writers_write_and_readers_read() {
+        for c in ALL {
+            let s = &c.spec;
+            let acl = s.acl.to_str().unwrap();
+            let flags = s.flags.to_str().unwrap();
+            let reads = s.key_use == KeyUse::Read;
+            assert_eq!(acl.starts_with("read "), reads, "{:?}", s.name);
+            assert_eq!(acl.starts_with("write "), !reads, "{:?}", s.name);
+            assert_eq!(flags.starts_with("readonly"), reads, "{:?}", s.name);
+            assert_eq!(flags.starts_with("write"), !reads, "{:?}", s.name);
+            assert!(
+                acl.contains("fast") != acl.contains("slow"),
+                "{:?}: fast or slow",
+                s.name
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_lower_case() {
+        let mut names: Vec<&str> = ALL.iter().map(|c| c.spec.name.to_str().unwrap()).collect();
+        assert!(names.iter().all(|n| *n == n.to_lowercase() && n.starts_with("dlock.")));
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), ALL.len());
+    }
 }

@@ -8,7 +8,9 @@ use dlock_core::rules::{self, Released};
 
 use crate::engine::store::{self, Requester};
 use crate::engine::work;
+use super::docs::{KEY, OWNER, READ, WRITE};
 use crate::ffi::command::{Args, Command};
+use crate::ffi::command_info::{tagged, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
@@ -16,11 +18,31 @@ use crate::stats::{Stats, STATS};
 pub struct Release;
 
 impl Command for Release {
+    const SPEC: Spec = Spec {
+        name: c"dlock.release",
+        flags: c"write fast",
+        arity: -3,
+        key_at: 1,
+        key_use: KeyUse::Release,
+        acl: c"write fast",
+        summary: c"Gives back one hold (or COUNT permits); the last one deletes the key and hands the lock to the next waiter",
+        complexity: c"O(N) where N is the number of holders and of waiters granted",
+        since: c"0.1.0",
+        tips: None,
+        args: &[
+            KEY,
+            OWNER,
+            Arg {
+                name: c"which",
+                kind: Kind::OneOf(&[READ, WRITE, tagged(c"count", c"COUNT", Kind::Integer)]),
+                token: None,
+                optional: true,
+            },
+        ],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.release",
-            args::release(argv).and_then(|a| release(ctx, a, strs)),
-        )
+        super::reply::<Self>(args::release(argv).and_then(|a| release(ctx, a, strs)))
     }
 }
 

@@ -6,7 +6,9 @@ use dlock_core::rules;
 
 use crate::engine::store::Requester;
 use crate::engine::work;
+use super::docs::{KEY, LEASE, OWNER};
 use crate::ffi::command::{Args, Command};
+use crate::ffi::command_info::{KeyUse, Spec};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
@@ -14,11 +16,22 @@ use crate::stats::{Stats, STATS};
 pub struct Renew;
 
 impl Command for Renew {
+    const SPEC: Spec = Spec {
+        name: c"dlock.renew",
+        flags: c"write fast",
+        arity: 4,
+        key_at: 1,
+        key_use: KeyUse::Renew,
+        acl: c"write fast",
+        summary: c"Resets the lease of an owner's hold (what a watchdog sends)",
+        complexity: c"O(N) where N is the number of holders",
+        since: c"0.1.0",
+        tips: None,
+        args: &[KEY, OWNER, LEASE],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.renew",
-            args::renew(argv).and_then(|a| renew(ctx, a, strs)),
-        )
+        super::reply::<Self>(args::renew(argv).and_then(|a| renew(ctx, a, strs)))
     }
 }
 

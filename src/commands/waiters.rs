@@ -9,7 +9,9 @@ use dlock_core::model::LockValue;
 
 use crate::engine::registry;
 use crate::engine::store::LockKey;
+use super::docs::KEY;
 use crate::ffi::command::{Args, Command};
+use crate::ffi::command_info::{option, KeyUse, Kind, Spec};
 use crate::ffi::reply::Replier;
 use crate::ffi::string::ArgStr;
 use crate::ffi::{Ctx, Reply};
@@ -18,9 +20,22 @@ use crate::ffi::{Ctx, Reply};
 pub struct Waiters;
 
 impl Command for Waiters {
+    const SPEC: Spec = Spec {
+        name: c"dlock.waiters",
+        flags: c"readonly fast",
+        arity: -2,
+        key_at: 1,
+        key_use: KeyUse::Read,
+        acl: c"read slow",
+        summary: c"Lists the clients waiting on a lock, in FIFO order",
+        complexity: c"O(N) where N is the number of waiters listed",
+        since: c"0.1.0",
+        tips: Some(c"nondeterministic_output"),
+        args: &[KEY, option(c"count", c"COUNT", Kind::Integer)],
+    };
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
-        super::reply(
-            "dlock.waiters",
+        super::reply::<Self>(
             args::waiters(argv).and_then(|(k, limit)| waiters(ctx, k, limit, strs.get(0))),
         )
     }

@@ -1,16 +1,20 @@
-//! Commands: the entry point Redis calls, and their registration.
+//! Commands: the entry point Redis calls, and their registration from the declarations
+//! (`Command::SPEC`) in one loop.
 
-use std::ffi::CStr;
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 
 use redis_module::raw;
 
+use super::command_info::{self, Spec};
 use super::string::{bytes_of, ArgStr};
 use super::{api, Ctx, Reply};
 
 /// A command of this module.
 pub trait Command {
+    /// Its name, flags, key, arity, ACL categories and docs.
+    const SPEC: Spec;
+
     /// Runs the command. `args`: the argument bytes without the command name; `strs`: the
     /// same arguments as Redis strings (to share with the key API instead of copying).
     fn run(ctx: Ctx, args: &[&[u8]], strs: Args) -> Reply;
@@ -27,31 +31,53 @@ impl Args<'_> {
     }
 }
 
-/// Registers `C` as command `name` with `flags`, keys at argument positions (1, 1, 1):
-/// Redis derives the key spec, so COMMAND GETKEYS, ACL key patterns and cluster routing work.
-///
-/// # Safety
-/// `ctx` is the context passed to `RedisModule_OnLoad`.
-pub unsafe fn create<C: Command>(
-    ctx: *mut raw::RedisModuleCtx,
-    name: &CStr,
-    flags: &CStr,
-) -> Result<(), String> {
-    // SAFETY: the OnLoad context (caller); NUL-terminated name and flags; the handler has the
-    // signature Redis expects.
-    let status = unsafe {
-        api!(RedisModule_CreateCommand)(
-            ctx,
-            name.as_ptr(),
-            Some(entry::<C>),
-            flags.as_ptr(),
-            1,
-            1,
-            1,
-        )
-    };
-    if status == raw::REDISMODULE_ERR as c_int {
-        return Err(format!("cannot create command {name:?}"));
+/// What Redis calls for one command: the entry point with Redis's signature.
+type Entry = unsafe extern "C" fn(
+    *mut raw::RedisModuleCtx,
+    *mut *mut raw::RedisModuleString,
+    c_int,
+) -> c_int;
+
+/// A command ready to register: its declaration and its entry point.
+pub struct Declared {
+    pub spec: Spec,
+    entry: Entry,
+}
+
+/// `C` ready to register (for the module's list of commands).
+pub const fn declare<C: Command>() -> Declared {
+    Declared {
+        spec: C::SPEC,
+        entry: entry::<C>,
+    }
+}
+
+/// Creates every command of `all`, then tells Redis what COMMAND DOCS / COMMAND INFO say
+/// about it. `ctx` must be the `RedisModule_OnLoad` context: Redis refuses new commands
+/// from any other (an error here).
+pub fn register(ctx: Ctx, all: &[Declared]) -> Result<(), String> {
+    for c in all {
+        let s = &c.spec;
+        // SAFETY: a live context; NUL-terminated name and flags that Redis copies; the entry
+        // point has the signature Redis expects. The legacy key positions (first = last, step
+        // 1) let Redis derive a key spec, which `describe` then replaces with one carrying
+        // the access flags.
+        let status = unsafe {
+            api!(RedisModule_CreateCommand)(
+                ctx.as_ptr(),
+                s.name.as_ptr(),
+                Some(c.entry),
+                s.flags.as_ptr(),
+                s.key_at,
+                s.key_at,
+                1,
+            )
+        };
+        if status == raw::REDISMODULE_ERR as c_int {
+            return Err(format!("cannot create command {:?}", s.name));
+        }
+        // SAFETY: the command was just created from `s` in this (OnLoad) context.
+        unsafe { command_info::describe(ctx.as_ptr(), s)? };
     }
     Ok(())
 }

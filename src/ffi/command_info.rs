@@ -1,6 +1,6 @@
 //! Command metadata: what `COMMAND DOCS` and `COMMAND INFO` say about a command (summary,
 //! since, complexity, arguments, arity, key spec) and, on servers that have them, its ACL
-//! categories. The entries themselves are in `commands::docs`.
+//! categories. Each command declares its own entry (`Command::SPEC`, beside the handler).
 //!
 //! `RedisModule_SetCommandInfo` exists from Redis 7.0; `RedisModule_SetCommandACLCategories`
 //! only from Redis 7.2 (and in every Valkey), so categories are set only where the server
@@ -10,6 +10,8 @@ use std::ffi::CStr;
 use std::os::raw::c_int;
 
 use redis_module::raw;
+
+use super::api;
 
 /// One argument as `COMMAND DOCS` shows it.
 pub struct Arg {
@@ -98,19 +100,25 @@ impl KeyUse {
     }
 }
 
-/// Everything the server is told about one command.
-pub struct CommandDoc {
+/// Everything the server is told about one command, declared beside its handler
+/// (`Command::SPEC`).
+pub struct Spec {
+    /// The lower-case command name.
     pub name: &'static CStr,
+    /// `RedisModule_CreateCommand` flags, e.g. `write deny-oom`.
+    pub flags: &'static CStr,
+    /// Redis's arity, the command name included: `-N` means at least N words.
+    pub arity: i32,
+    /// The position of the command's one key (first = last, step 1).
+    pub key_at: i32,
+    /// How it uses that key.
+    pub key_use: KeyUse,
+    /// ACL categories, on servers that support them for module commands.
+    pub acl: &'static CStr,
     pub summary: &'static CStr,
     pub complexity: &'static CStr,
     /// The dlock version that added the command.
     pub since: &'static CStr,
-    /// Redis's arity, the command name included: `-N` means at least N words.
-    pub arity: i32,
-    /// How it uses its key (argument 1).
-    pub key_use: KeyUse,
-    /// ACL categories, on servers that support them for module commands.
-    pub acl: &'static CStr,
     /// Command tips for clients and proxies, space separated.
     pub tips: Option<&'static CStr>,
     pub args: &'static [Arg],
@@ -160,13 +168,13 @@ impl RawArgs {
     }
 }
 
-/// Hands the entry of every registered command in `docs` to Redis (a command this build did
-/// not register is skipped). Call from `RedisModule_OnLoad`, after the commands are created
-/// (Redis accepts command info only while the module loads).
+/// Tells Redis what `COMMAND DOCS` / `COMMAND INFO` say about `command` (created from
+/// `spec`): docs, arity, a key spec with access flags, and (7.2+) ACL categories.
 ///
 /// # Safety
-/// `ctx` is the context Redis passed to `RedisModule_OnLoad`.
-pub unsafe fn describe(ctx: *mut raw::RedisModuleCtx, docs: &[CommandDoc]) -> Result<(), String> {
+/// `ctx` is the context Redis passed to `RedisModule_OnLoad` (Redis accepts command info only
+/// while the module loads) and `command` was created from `spec` in it.
+pub(super) unsafe fn describe(ctx: *mut raw::RedisModuleCtx, spec: &Spec) -> Result<(), String> {
     // The sizes let Redis walk arrays of our struct layout, whatever its own version is.
     let version = raw::RedisModuleCommandInfoVersion {
         version: 1,
@@ -174,47 +182,48 @@ pub unsafe fn describe(ctx: *mut raw::RedisModuleCtx, docs: &[CommandDoc]) -> Re
         sizeof_keyspec: std::mem::size_of::<raw::RedisModuleCommandKeySpec>(),
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
-    for doc in docs {
-        // SAFETY: `ctx` is the OnLoad context; the name is a valid C string.
-        let command = unsafe { raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr()) };
-        if command.is_null() {
-            continue; // not registered by this build
-        }
-        let mut raw_args = RawArgs::default();
-        let args = raw_args.build(doc.args);
-        // SAFETY: all-zero key specs are valid; the second one ends the array.
-        let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
-        specs[0].flags = doc.key_use.flags();
-        specs[0].begin_search_type =
-            raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-        specs[0].bs.index.pos = 1;
-        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-        specs[0].fk.range.lastkey = 0;
-        specs[0].fk.range.keystep = 1;
-        specs[0].fk.range.limit = 0;
-        let info = raw::RedisModuleCommandInfo {
-            version: &version,
-            summary: doc.summary.as_ptr(),
-            complexity: doc.complexity.as_ptr(),
-            since: doc.since.as_ptr(),
-            history: std::ptr::null_mut(),
-            tips: doc.tips.map_or(std::ptr::null(), CStr::as_ptr),
-            arity: doc.arity,
-            key_specs: specs.as_mut_ptr(),
-            args,
-        };
-        // SAFETY: `command` came from GetCommand; `info` and everything it points to live
-        // until the call returns, and Redis copies what it keeps.
-        let ok = unsafe { raw::RedisModule_SetCommandInfo.unwrap()(command, &info) };
-        if ok != raw::REDISMODULE_OK as c_int {
-            return Err(format!("invalid command info for {:?}", doc.name));
-        }
-        // SAFETY: the function pointer is only present on servers that export it (7.2+).
-        if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
-            if unsafe { set_categories(command, doc.acl.as_ptr()) } != raw::REDISMODULE_OK as c_int
-            {
-                return Err(format!("invalid ACL categories for {:?}", doc.name));
-            }
+    // SAFETY: `ctx` is the OnLoad context (caller); the name is NUL-terminated and Redis
+    // only reads it during the call; a name it does not know gives null (checked below).
+    let command = unsafe { api!(RedisModule_GetCommand)(ctx, spec.name.as_ptr()) };
+    if command.is_null() {
+        return Err(format!("command {:?} was not created", spec.name));
+    }
+    let mut raw_args = RawArgs::default();
+    let args = raw_args.build(spec.args);
+    // SAFETY: all-zero key specs are valid; the second one ends the array.
+    let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
+    specs[0].flags = spec.key_use.flags();
+    specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
+    specs[0].bs.index.pos = spec.key_at;
+    specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+    specs[0].fk.range.lastkey = 0;
+    specs[0].fk.range.keystep = 1;
+    specs[0].fk.range.limit = 0;
+    let info = raw::RedisModuleCommandInfo {
+        version: &version,
+        summary: spec.summary.as_ptr(),
+        complexity: spec.complexity.as_ptr(),
+        since: spec.since.as_ptr(),
+        history: std::ptr::null_mut(),
+        tips: spec.tips.map_or(std::ptr::null(), CStr::as_ptr),
+        arity: spec.arity,
+        key_specs: specs.as_mut_ptr(),
+        args,
+    };
+    // SAFETY: `command` came from GetCommand; `info` and everything it points to live
+    // until the call returns, and Redis copies what it keeps.
+    let ok = unsafe { api!(RedisModule_SetCommandInfo)(command, &info) };
+    if ok != raw::REDISMODULE_OK as c_int {
+        return Err(format!("invalid command info for {:?}", spec.name));
+    }
+    // SAFETY: reads the API table, which `RedisModule_Init` filled before any command was
+    // created and nothing writes afterwards (the pointer is set on 7.2+ only).
+    if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
+        // SAFETY: `command` came from GetCommand; the categories are NUL-terminated and
+        // Redis parses them during the call.
+        let status = unsafe { set_categories(command, spec.acl.as_ptr()) };
+        if status != raw::REDISMODULE_OK as c_int {
+            return Err(format!("invalid ACL categories for {:?}", spec.name));
         }
     }
     Ok(())
