@@ -7,8 +7,8 @@ use crate::error::LockError;
 use crate::model::MODE_FIELD;
 pub use crate::model::{Mode, Want};
 
-pub use crate::limits::{MAX_CAPACITY, MAX_MS, MAX_OWNER_LEN};
 use crate::limits::MAX_LOCK_DELAY_MS;
+pub use crate::limits::{MAX_CAPACITY, MAX_MS, MAX_OWNER_LEN};
 
 /// DLOCK.ACQUIRE / DLOCK.RWLOCK / DLOCK.SEMAPHORE.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -456,10 +456,27 @@ mod tests {
 
     #[test]
     fn bind_and_lockdelay() {
-        let r = a(&["k", "o", "100", "bind", "20", "LockDelay", "50", "WAIT", "1"]).unwrap();
-        assert_eq!((r.bind, r.lock_delay, r.wait_ms), (Some(20), Some(50), Some(1)));
+        let r = a(&[
+            "k",
+            "o",
+            "100",
+            "bind",
+            "20",
+            "LockDelay",
+            "50",
+            "WAIT",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(
+            (r.bind, r.lock_delay, r.wait_ms),
+            (Some(20), Some(50), Some(1))
+        );
         assert_eq!(a(&["k", "o", "100"]).unwrap().bind, None);
-        assert_eq!(a(&["k", "o", "100", "BIND", "100"]).unwrap().bind, Some(100));
+        assert_eq!(
+            a(&["k", "o", "100", "BIND", "100"]).unwrap().bind,
+            Some(100)
+        );
         assert_eq!(a(&["k", "o", "100", "BIND", "0"]).unwrap().bind, Some(0));
         assert_eq!(
             msg(a(&["k", "o", "100", "BIND", "101"])),
@@ -479,7 +496,9 @@ mod tests {
             "ERR syntax error"
         );
         assert_eq!(
-            a(&["k", "o", "100", "LOCKDELAY", "60000"]).unwrap().lock_delay,
+            a(&["k", "o", "100", "LOCKDELAY", "60000"])
+                .unwrap()
+                .lock_delay,
             Some(60000)
         );
         assert_eq!(
@@ -487,7 +506,13 @@ mod tests {
             "ERR LOCKDELAY ms must be at most 60000"
         );
         assert_eq!(
-            msg(a(&["k", "o", "100", "LOCKDELAY", "99999999999999999999999"])),
+            msg(a(&[
+                "k",
+                "o",
+                "100",
+                "LOCKDELAY",
+                "99999999999999999999999"
+            ])),
             "ERR LOCKDELAY ms must be at most 60000"
         );
         assert_eq!(
@@ -498,18 +523,26 @@ mod tests {
             rwlock(&refs(w)).map_err(|e| e.message("x"))
         }
         assert_eq!(
-            rw(&["k", "o", "WRITE", "10", "LOCKDELAY", "5"]).unwrap().lock_delay,
+            rw(&["k", "o", "WRITE", "10", "LOCKDELAY", "5"])
+                .unwrap()
+                .lock_delay,
             Some(5)
         );
         assert_eq!(
             rw(&["k", "o", "READ", "10", "LOCKDELAY", "5"]).unwrap_err(),
             "ERR LOCKDELAY is an option of WRITE, not READ"
         );
-        assert_eq!(rw(&["k", "o", "READ", "10", "BIND", "5"]).unwrap().bind, Some(5));
+        assert_eq!(
+            rw(&["k", "o", "READ", "10", "BIND", "5"]).unwrap().bind,
+            Some(5)
+        );
         fn sem<'w>(w: &[&'w str]) -> Result<AcquireArgs<'w>, String> {
             semaphore(&refs(w)).map_err(|e| e.message("x"))
         }
-        assert_eq!(sem(&["k", "o", "2", "10", "BIND", "5"]).unwrap().bind, Some(5));
+        assert_eq!(
+            sem(&["k", "o", "2", "10", "BIND", "5"]).unwrap().bind,
+            Some(5)
+        );
         assert_eq!(
             sem(&["k", "o", "2", "10", "LOCKDELAY", "5"]).unwrap_err(),
             "ERR syntax error"
@@ -519,7 +552,10 @@ mod tests {
         }
         assert_eq!(rn(&["k", "o", "10"]).unwrap().bind, None);
         assert_eq!(rn(&["k", "o", "10", "bind", "3"]).unwrap().bind, Some(3));
-        assert_eq!(rn(&["k", "o", "10", "BIND"]).unwrap_err(), "ERR syntax error");
+        assert_eq!(
+            rn(&["k", "o", "10", "BIND"]).unwrap_err(),
+            "ERR syntax error"
+        );
         assert_eq!(
             rn(&["k", "o", "10", "BIND", "11"]).unwrap_err(),
             "ERR grace-ms must be at most the lease-ms (10)"

@@ -10,6 +10,7 @@
 //!   exclusive lock; `mode`, `read:`, `write:`, `lease:` fields for the read-write lock;
 //!   `mode`, `capacity`, `permits:`, `lease:` for the semaphore).
 //! - [`rules`]: the grant rules of SPEC.md as pure functions over a decoded lock.
+//! - [`waits`]: who a waiting request waits for (the edges deadlock detection walks).
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 
 #![forbid(unsafe_code)]
@@ -21,3 +22,4 @@ pub mod limits;
 pub mod model;
 pub mod names;
 pub mod rules;
+pub mod waits;

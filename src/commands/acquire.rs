@@ -5,10 +5,12 @@
 use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
 
+use crate::engine::deadlock;
 use crate::engine::store::Requester;
 use crate::engine::work::{self, Request};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
+use crate::stats::{Stats, STATS};
 
 /// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]`
 pub struct Acquire;
@@ -64,6 +66,17 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
             Some(reply) => Ok(reply),
             None => match a.wait_ms {
                 Some(wait_ms) if ctx.may_block() => {
+                    let about_to_wait = deadlock::Request {
+                        db,
+                        key: a.key,
+                        value: &lk.value,
+                        owner: a.owner,
+                        want: a.want,
+                    };
+                    if let Some(cycle) = deadlock::find(ctx, reg, &about_to_wait, now) {
+                        Stats::add(&STATS.deadlocks, 1);
+                        return Err(LockError::Deadlock(cycle));
+                    }
                     crate::events::watch_changes(ctx);
                     work::enqueue(ctx, reg, db, a.key, req, wait_ms).map(|()| Reply::None)
                 }

@@ -1,5 +1,6 @@
 //! The engine: everything between a command's parsed request and Redis's key API.
 //!
+//! - `deadlock`: the cycle a WAIT request would close, found before it queues;
 //! - `queue`: the waiter queues (plain data, unit-tested without a server);
 //! - `work`: the unit of work every writing command and every wake-up goes through: open the
 //!   lock, serve its queue, apply the step, save, re-arm the lease timer;
@@ -10,6 +11,7 @@
 //! Lock order: REGISTRY before the dirty set in `wake`, never the reverse; nothing called
 //! while the registry is held takes it again (keyspace events only touch the dirty set).
 
+pub mod deadlock;
 pub mod queue;
 pub mod store;
 pub mod wake;
