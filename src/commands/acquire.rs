@@ -12,7 +12,7 @@ use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]`
+/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms] [LOCKDELAY ms]`
 pub struct Acquire;
 
 impl Command for Acquire {
@@ -24,7 +24,7 @@ impl Command for Acquire {
     }
 }
 
-/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE]`
+/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms] [LOCKDELAY ms]`
 pub struct RwLock;
 
 impl Command for RwLock {
@@ -36,7 +36,7 @@ impl Command for RwLock {
     }
 }
 
-/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms]`
+/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms] [BIND grace-ms]`
 pub struct Semaphore;
 
 impl Command for Semaphore {
@@ -55,6 +55,7 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
         want: a.want,
         lease_ms: a.lease_ms,
         fence: a.fence,
+        bind: bind_to(ctx, a.bind),
     };
     let owner = Requester {
         owner: a.owner,
@@ -84,4 +85,12 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
             },
         }
     })
+}
+
+/// `BIND grace-ms`: the sending connection and the grace; nothing from a script, a master or
+/// the AOF (no user's connection to watch).
+pub(super) fn bind_to(ctx: Ctx, grace_ms: Option<i64>) -> Option<(u64, i64)> {
+    grace_ms
+        .filter(|_| ctx.sent_by_a_connection())
+        .map(|g| (ctx.client_id(), g))
 }

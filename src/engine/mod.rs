@@ -1,5 +1,6 @@
 //! The engine: everything between a command's parsed request and Redis's key API.
 //!
+//! - `bind`: holds bound to a connection (BIND), cut when it closes;
 //! - `deadlock`: the cycle a WAIT request would close, found before it queues;
 //! - `queue`: the waiter queues (plain data, unit-tested without a server);
 //! - `work`: the unit of work every writing command and every wake-up goes through: open the
@@ -11,6 +12,7 @@
 //! Lock order: REGISTRY before the dirty set in `wake`, never the reverse; nothing called
 //! while the registry is held takes it again (keyspace events only touch the dirty set).
 
+pub mod bind;
 pub mod deadlock;
 pub mod queue;
 pub mod store;
@@ -65,4 +67,5 @@ pub fn free_all() {
     *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()) = None;
     WAITING.store(0, Ordering::Relaxed);
     wake::free_all();
+    bind::free_all();
 }

@@ -22,6 +22,8 @@ pub struct Waiter {
     pub want: Want,
     pub lease_ms: i64,
     pub fence: bool,
+    /// BIND: the client to bind the hold to once granted, and the grace (ms).
+    pub bind: Option<(u64, i64)>,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,
     /// When it joined the queue (wait-time percentiles, DLOCK.WAITERS).
@@ -251,6 +253,7 @@ mod tests {
             want: Want::Exclusive,
             lease_ms: 100,
             fence: false,
+            bind: None,
             timer: None,
             since: Instant::now(),
             until: None,

@@ -59,6 +59,8 @@ pub struct Request<'a> {
     pub want: Want,
     pub lease_ms: i64,
     pub fence: bool,
+    /// BIND: the client to bind the hold to, and the grace (ms).
+    pub bind: Option<(u64, i64)>,
 }
 
 /// One request against the lock: the grant rules, then the fencing counter on a grant.
@@ -90,6 +92,10 @@ pub fn try_grant(
             fresh_exclusive,
         } => match fence_on_grant(ctx, lk.key, fresh_exclusive, req.fence) {
             Ok(fence) => {
+                if let Some((client, grace_ms)) = req.bind {
+                    let db = ctx.selected_db();
+                    super::bind::bind(client, db, lk.key, req.owner, grace_ms);
+                }
                 // Fresh: the owner held nothing of this before (for permits: exactly the
                 // count it just got).
                 let fresh = match req.want {
@@ -154,6 +160,7 @@ pub fn enqueue(
         want: req.want,
         lease_ms: req.lease_ms,
         fence: req.fence,
+        bind: req.bind,
         timer,
         since: Instant::now(),
         until: (wait_ms > 0)
@@ -194,6 +201,7 @@ pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) 
             want: head.want,
             lease_ms: head.lease_ms,
             fence: head.fence,
+            bind: head.bind,
         };
         let reply = match try_grant(ctx, lk, req, now, false) {
             Ok(None) => return,
