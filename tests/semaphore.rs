@@ -109,7 +109,8 @@ fn replies_layout_release_renew_and_info() {
             "lease-ms",
             "holders",
             "waiters",
-            "fence"
+            "fence",
+            "delay-ms"
         ]
     );
     assert_eq!(info[0].1, Reply::Bulk("semaphore".into()));

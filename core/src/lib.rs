@@ -4,6 +4,7 @@
 //! - [`args`]: the one parser of command arguments (argv -> typed requests), checked before
 //!   any key is looked at.
 //! - [`config`]: the module arguments (`loadmodule libdlock.so [name value ...]`).
+//! - [`delay`]: LOCKDELAY's companion hash and what it means for the lock.
 //! - [`error`]: every error reply and its text.
 //! - [`limits`]: the limits on arguments, which the parser checks and the error texts name.
 //! - [`model`]: the lock kinds and their hash layouts (Redisson's `owner -> count` for the
@@ -17,6 +18,7 @@
 
 pub mod args;
 pub mod config;
+pub mod delay;
 pub mod error;
 pub mod limits;
 pub mod model;

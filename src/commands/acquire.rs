@@ -56,6 +56,7 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
         lease_ms: a.lease_ms,
         fence: a.fence,
         bind: bind_to(ctx, a.bind),
+        lock_delay: a.lock_delay,
     };
     let owner = Requester {
         owner: a.owner,

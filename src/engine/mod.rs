@@ -1,6 +1,7 @@
 //! The engine: everything between a command's parsed request and Redis's key API.
 //!
 //! - `bind`: holds bound to a connection (BIND), cut when it closes;
+//! - `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
 //! - `deadlock`: the cycle a WAIT request would close, found before it queues;
 //! - `queue`: the waiter queues (plain data, unit-tested without a server);
 //! - `work`: the unit of work every writing command and every wake-up goes through: open the
@@ -14,6 +15,7 @@
 
 pub mod bind;
 pub mod deadlock;
+pub mod delay;
 pub mod queue;
 pub mod store;
 pub mod wake;

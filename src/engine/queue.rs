@@ -24,6 +24,8 @@ pub struct Waiter {
     pub fence: bool,
     /// BIND: the client to bind the hold to once granted, and the grace (ms).
     pub bind: Option<(u64, i64)>,
+    /// LOCKDELAY ms of the hold once granted.
+    pub lock_delay: Option<i64>,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,
     /// When it joined the queue (wait-time percentiles, DLOCK.WAITERS).
@@ -254,6 +256,7 @@ mod tests {
             lease_ms: 100,
             fence: false,
             bind: None,
+            lock_delay: None,
             timer: None,
             since: Instant::now(),
             until: None,
