@@ -120,6 +120,28 @@ fn without_bind_or_after_release_nothing_is_cut() {
 }
 
 #[test]
+fn a_new_hold_without_bind_is_not_cut_by_an_old_binding() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let mut old = srv.connection();
+    // Bound, then lapsed (never released): the binding is left behind.
+    let r = cmd(&mut old, &["DLOCK.ACQUIRE", "k", "a", "50", "BIND", "0"]);
+    assert_eq!(r, Reply::Int(1));
+    wait_for(Duration::from_secs(5), "the lease to lapse", || {
+        (!exists(&mut c, "k")).then_some(())
+    });
+    // The same owner takes it again, without BIND, elsewhere.
+    assert_eq!(acquire(&mut c, "k", "a", 60_000), Reply::Int(1));
+    let id = client_id(&mut old);
+    drop(old);
+    wait_closed(&mut c, id);
+    let w = spawn_cmd(&srv, &["DLOCK.ACQUIRE", "k", "w", "1000", "WAIT", "300"]);
+    assert_eq!(w.wait(Duration::from_secs(5)).0, Reply::Nil);
+    assert!(pttl(&mut c, "k") > 55_000);
+    assert_eq!(leases_cut(&mut c), 0);
+}
+
+#[test]
 fn a_reconnected_client_that_rebinds_within_the_grace_loses_nothing() {
     let srv = Server::start();
     let mut c = srv.connection();

@@ -68,6 +68,11 @@ fn bindings() -> MutexGuard<'static, Option<Bindings>> {
     BINDINGS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether any hold is bound.
+pub fn any_bound() -> bool {
+    BOUND.load(Ordering::Relaxed) > 0
+}
+
 /// Binds `owner`'s hold on `key` to client `client` with `grace_ms` (rebinding it if it was
 /// bound to another connection).
 pub fn bind(client: u64, db: i32, key: &[u8], owner: &[u8], grace_ms: i64) {
@@ -104,7 +109,7 @@ fn forget_client_hold(b: &mut Bindings, client: u64, hold: &[u8]) {
 
 /// `owner` no longer holds anything on `key` (its last RELEASE): the binding ends.
 pub fn unbind(db: i32, key: &[u8], owner: &[u8]) {
-    if BOUND.load(Ordering::Relaxed) == 0 {
+    if !any_bound() {
         return;
     }
     let mut guard = bindings();
@@ -121,7 +126,7 @@ pub fn unbind(db: i32, key: &[u8], owner: &[u8]) {
 /// The connection of `client` closed: its holds' leases are cut on the next event-loop turn,
 /// to their grace from now.
 pub fn client_closed(ctx: Ctx, client: u64) {
-    if BOUND.load(Ordering::Relaxed) == 0 {
+    if !any_bound() {
         return;
     }
     let mut guard = bindings();

@@ -16,6 +16,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 
 use dlock_core::model::{LockValue, Owner, Want};
+use dlock_core::rules;
 use dlock_core::waits::{blockers, queued_conflict};
 
 use crate::ffi::Ctx;
@@ -71,6 +72,14 @@ impl Wait {
 /// The cycle `req` would close if it queued, as the text after `DEADLOCK `; `None` when
 /// there is none.
 pub fn find(ctx: Ctx, reg: &Registry, req: &Request, now: i64) -> Option<String> {
+    // Nobody can wait for an owner that neither waits nor holds a key with a queue: no
+    // cycle (the common case, checked without walking anything).
+    let waited_for =
+        !reg.places_of_owner(req.owner).is_empty() || holds_a_waited_key(ctx, reg, req);
+    ctx.select_db(req.db);
+    if !waited_for {
+        return None;
+    }
     let first = wait(
         req.key,
         req.value,
@@ -92,19 +101,42 @@ pub fn find(ctx: Ctx, reg: &Registry, req: &Request, now: i64) -> Option<String>
     cycle(&graph, &stuck, req.owner)
 }
 
+/// Whether the requester holds a key that clients wait on (costs one read per such key).
+fn holds_a_waited_key(ctx: Ctx, reg: &Registry, req: &Request) -> bool {
+    reg.all_keys().into_iter().any(|(db, key)| {
+        if db == req.db && key == req.key {
+            return rules::holds(req.value, req.owner);
+        }
+        ctx.select_db(db);
+        rules::holds(
+            &LockKey::open(ctx, &key, None, false, None, true).value,
+            req.owner,
+        )
+    })
+}
+
 /// The wait of `owner`'s request `want` on `key`, queued behind `ahead`.
 fn wait<'w>(
     key: &[u8],
     value: &LockValue,
     owner: &[u8],
     want: Want,
-    ahead: impl Iterator<Item = &'w Waiter>,
+    ahead: impl DoubleEndedIterator<Item = &'w Waiter>,
     now: i64,
 ) -> Wait {
     let b = blockers(value, owner, want, now);
-    let queued = ahead
-        .filter(|w| w.owner != owner && queued_conflict(w.want, want))
-        .map(|w| (w.owner.clone(), true));
+    // The conflicting requests ahead, nearest first, up to the first that is not a READ: that
+    // one conflicts with everything ahead of it and waits for it in turn, so the rest are
+    // reached through it (a queue of n waiters is n edges, not n²/2).
+    let mut queued = vec![];
+    for w in ahead.rev() {
+        if w.owner != owner && queued_conflict(w.want, want) {
+            queued.push((w.owner.clone(), true));
+            if w.want != Want::Read {
+                break;
+            }
+        }
+    }
     Wait {
         key: key.to_vec(),
         all: b

@@ -202,14 +202,17 @@ impl Registry {
     }
 
     /// The waiter at `place`, and the requests queued ahead of it on its key.
-    pub fn waiter_at(&self, place: &Place) -> Option<(&Waiter, impl Iterator<Item = &Waiter>)> {
+    pub fn waiter_at(
+        &self,
+        place: &Place,
+    ) -> Option<(&Waiter, impl DoubleEndedIterator<Item = &Waiter>)> {
         let q = self.queue(place.db, &place.key)?;
         let w = q.waiters.get(&place.seq)?;
         Some((w, q.waiters.range(..place.seq).map(|(_, w)| w)))
     }
 
     /// Every request queued on `key`, head first (a new request would join behind them).
-    pub fn queued_on(&self, db: i32, key: &[u8]) -> impl Iterator<Item = &Waiter> {
+    pub fn queued_on(&self, db: i32, key: &[u8]) -> impl DoubleEndedIterator<Item = &Waiter> {
         self.queue(db, key)
             .into_iter()
             .flat_map(|q| q.waiters.values())

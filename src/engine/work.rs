@@ -82,6 +82,8 @@ pub fn try_grant(
     if lk.delay.running_until(&lk.value, now).is_some() && !rules::holds(&lk.value, req.owner) {
         return Ok(None);
     }
+    // Only asked while some hold is bound (see the grant below).
+    let held_before = super::bind::any_bound() && rules::holds(&lk.value, req.owner);
     let undo =
         (req.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
     let grant = rules::acquire(
@@ -101,9 +103,15 @@ pub fn try_grant(
                 if let Some(ms) = req.lock_delay {
                     lk.delay.ask(req.owner, ms);
                 }
-                if let Some((client, grace_ms)) = req.bind {
-                    let db = ctx.selected_db();
-                    super::bind::bind(client, db, lk.key, req.owner, grace_ms);
+                let db = ctx.selected_db();
+                match req.bind {
+                    Some((client, grace_ms)) => {
+                        super::bind::bind(client, db, lk.key, req.owner, grace_ms)
+                    }
+                    // A new hold without BIND: a binding left from an earlier hold (that
+                    // lapsed) must not cut it.
+                    None if !held_before => super::bind::unbind(db, lk.key, req.owner),
+                    None => {}
                 }
                 // Fresh: the owner held nothing of this before (for permits: exactly the
                 // count it just got).
