@@ -14,6 +14,10 @@ use dlock_testutil::workers::*;
 
 const LEASE: u64 = 500;
 
+fn cmd_s(con: &mut Connection, words: &[String]) -> Reply {
+    cmd(con, &words.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
 /// Worker: takes `REL_KEY` (`REL_KIND` = exclusive | read | write) for `REL_OWNER` with a
 /// `REL_LEASE` ms lease and renews it every lease/4 until killed; with `REL_BIND` set, the
 /// grant and the renewals carry `BIND <REL_BIND>`.
@@ -37,17 +41,19 @@ fn worker_holder() {
         .unwrap();
     let grace = std::env::var("REL_BIND").ok();
     let bind: Vec<&str> = grace.iter().flat_map(|g| ["BIND", g.as_str()]).collect();
-    let with_bind = |words: &[&str]| [words, &bind].concat();
+    let with_bind = |words: &[&str]| -> Vec<String> {
+        words.iter().chain(&bind).map(|w| w.to_string()).collect()
+    };
     let r = match param("REL_KIND").as_str() {
-        "exclusive" => cmd(
+        "exclusive" => cmd_s(
             &mut con,
             &with_bind(&["DLOCK.ACQUIRE", &key, &owner, &lease]),
         ),
-        "read" => cmd(
+        "read" => cmd_s(
             &mut con,
             &with_bind(&["DLOCK.RWLOCK", &key, &owner, "READ", &lease]),
         ),
-        _ => cmd(
+        _ => cmd_s(
             &mut con,
             &with_bind(&["DLOCK.RWLOCK", &key, &owner, "WRITE", &lease]),
         ),
@@ -58,7 +64,7 @@ fn worker_holder() {
     loop {
         std::thread::sleep(every); // the watchdog's period, not a synchronisation
         assert_eq!(
-            cmd(&mut con, &with_bind(&["DLOCK.RENEW", &key, &owner, &lease])),
+            cmd_s(&mut con, &with_bind(&["DLOCK.RENEW", &key, &owner, &lease])),
             Reply::Int(1)
         );
         report("renewed", unix_ms());
