@@ -33,6 +33,9 @@ pub struct Stats {
     pub deadlocks: AtomicU64,
     /// Error replies.
     pub errors: AtomicU64,
+    /// Waiters answered with a redirect (ASK/MOVED/CLUSTERDOWN/TRYAGAIN): their key left
+    /// this cluster node.
+    pub cluster_redirects: AtomicU64,
 }
 
 impl Stats {
@@ -186,6 +189,7 @@ impl crate::ffi::info::InfoSection for Info {
             ("lock_delays", Stats::get(&STATS.lock_delays)),
             ("deadlocks", Stats::get(&STATS.deadlocks)),
             ("errors", Stats::get(&STATS.errors)),
+            ("cluster_redirects", Stats::get(&STATS.cluster_redirects)),
             ("wait_p50_us", p50),
             ("wait_p99_us", p99),
             ("wait_p999_us", p999),

@@ -246,7 +246,7 @@ fn a_lapsed_holder_gives_its_permits_back_while_another_renews() {
         "the waiter gets the crashed holder's permit"
     );
     let late = now_ms() - at.elapsed().as_millis() as i64 - deadline;
-    // SPEC: within 10 ms of the deadline; generous here for a loaded 2-core machine.
+    // docs/COMMANDS.md: within 10 ms of the deadline; generous here for a loaded 2-core machine.
     assert!(
         (0..=150).contains(&late),
         "granted {late} ms after the crashed holder's deadline"
