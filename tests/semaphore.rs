@@ -424,7 +424,7 @@ fn every_error_and_wrongtype_pairing_changes_nothing() {
         ),
         (
             vec!["DLOCK.WAITERS", "S", "COUNT", "1", "x"],
-            "ERR wrong number of arguments for 'dlock.waiters' command",
+            "ERR syntax error",
         ),
     ];
     for (args, text) in &errors {

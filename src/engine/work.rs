@@ -76,14 +76,14 @@ pub fn try_grant(
     now: i64,
     queue_ahead: bool,
 ) -> Result<Option<Reply>, LockError> {
-    // The counter can only fail when a fence is asked for or the grant is fresh, never on an
-    // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
     // A running lock-delay: nobody is granted (no holder is left to re-enter).
     if lk.delay.running_until(&lk.value, now).is_some() && !rules::holds(&lk.value, req.owner) {
         return Ok(None);
     }
     // Only asked while some hold is bound (see the grant below).
     let held_before = super::bind::any_bound() && rules::holds(&lk.value, req.owner);
+    // The counter can only fail when a fence is asked for or the grant is fresh, never on an
+    // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
     let undo =
         (req.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
     let grant = rules::acquire(
