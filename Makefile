@@ -11,7 +11,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run test test-long test-matrix test-valkey bench bench-docs bench-instr seckill install uninstall clean
+.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr seckill install uninstall clean
 
 all: build
 
@@ -105,6 +105,32 @@ run: build
 
 test: build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
+	$(MAKE) --no-print-directory test-python
+
+# The Python package (python/): mypy --strict, pytest against servers the tests start, the
+# sdist and wheel (python -m build, twine check), and a fresh venv installing it with pip.
+# Tools in python/.venv (redis-py, pytest, pytest-asyncio, mypy, build, twine, and
+# python-redis-lock for `make bench`), re-installed when pyproject.toml changes.
+python/.venv/installed: python/pyproject.toml
+	@command -v $(PYTHON) >/dev/null && $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || { \
+		echo "installing: python3 python3-venv"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null; }
+	$(PYTHON) -m venv python/.venv
+	python/.venv/bin/pip install --quiet --disable-pip-version-check \
+		'redis>=5' pytest pytest-asyncio mypy build twine python-redis-lock
+	python/.venv/bin/pip install --quiet --disable-pip-version-check -e python
+	@touch $@
+
+test-python: build python/.venv/installed
+	cd python && .venv/bin/mypy --strict src
+	cd python && .venv/bin/python -m pytest -q
+	rm -rf python/dist
+	cd python && .venv/bin/python -m build --outdir dist . >/dev/null && .venv/bin/twine check --strict dist/*
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(PYTHON) -m venv "$$tmp/venv" && \
+		"$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check ./python && \
+		cd "$$tmp" && "$$tmp/venv/bin/python" -c \
+		"import dlock_client, dlock_client.asyncio; print('fresh venv: dlock-client', dlock_client.__version__, 'installed')"
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
@@ -130,12 +156,15 @@ test-valkey: build
 # Native commands against the Lua way, side by side (starts its own servers). The run's output
 # goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
 # that section into docs/BENCHMARKS.md, so a run never rewrites a tracked file by itself.
-bench: build
+bench: build python/.venv/installed
 	@mkdir -p target/bench
 	set -o pipefail; $(CARGO) run --release -p dlock-bench | tee target/bench/last-run.txt
+	set -o pipefail; python/.venv/bin/python python/bench/bench.py --no-write | tee target/bench/python.txt
 
-bench-docs: toolchain
+bench-docs: toolchain python/.venv/installed
 	$(CARGO) run --release -p dlock-bench -- --publish
+	@# The Python figures are measured again here (about a minute): its bench writes its own section.
+	python/.venv/bin/python python/bench/bench.py
 
 # Server instructions per operation under callgrind (fixed redis-cli --pipe workloads): dlock,
 # Redisson's scripts, SET NX + Lua release, raw commands, and SET on keys that are not locks.

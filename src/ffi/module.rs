@@ -4,8 +4,8 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use super::api;
 use super::string::bytes_of;
+use super::{api, cluster, Ctx};
 
 /// The crate version as Redis modules number theirs (RedisJSON, RediSearch): major * 10000 +
 /// minor * 100 + patch, so `MODULE LIST` shows 0.1.0 as `ver 100` and 1.2.3 as 10203.
@@ -74,11 +74,25 @@ pub unsafe fn args(argv: *mut *mut raw::RedisModuleString, argc: c_int) -> Vec<S
 ///   modified when it is closed; the module signals real changes itself (`notify`), so a
 ///   refused acquire, a release by a non-holder or an error does not abort WATCH.
 ///
+/// - `HANDLE_ATOMIC_SLOT_MIGRATION` (Valkey 9+ only: the bit means nothing, or something else,
+///   elsewhere): `CLUSTER MIGRATESLOTS` is allowed. Locks are plain hashes with an absolute
+///   expiry and the module's writes are plain commands, so they reach the target through the
+///   migration stream as they are; keys loaded on the target before it owns the slot have no
+///   queue there; on the source, waiters of keys that left get the redirect and nothing is
+///   re-created in a slot this node no longer serves (`engine::wake`, `cluster::route`).
+///
 /// # Safety
 /// `ctx` is the context passed to `RedisModule_OnLoad`.
 pub unsafe fn declare_options(ctx: *mut raw::RedisModuleCtx) {
-    let options = raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
-        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED;
+    // SAFETY: the OnLoad context (caller).
+    let slot_migration = cluster::server_has_atomic_slot_migration(unsafe { Ctx::from_raw(ctx) });
+    let options = (raw::REDISMODULE_OPTIONS_HANDLE_REPL_ASYNC_LOAD
+        | raw::REDISMODULE_OPTION_NO_IMPLICIT_SIGNAL_MODIFIED) as c_int
+        | if slot_migration {
+            cluster::HANDLE_ATOMIC_SLOT_MIGRATION
+        } else {
+            0
+        };
     // SAFETY: the OnLoad context (caller); the call only stores the flags.
-    unsafe { api!(RedisModule_SetModuleOptions)(ctx, options as c_int) };
+    unsafe { api!(RedisModule_SetModuleOptions)(ctx, options) };
 }

@@ -34,7 +34,7 @@ pub use keys::{hgetall, pttl};
 pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, ReplicaSet};
 pub use sentinel::Sentinels;
 pub use server::{free_port, module_path, server_binary, Server, ServerBuilder};
-pub use version::{server_version, skip, Flavor, ServerVersion};
+pub use version::{server_version, skip, valkey9_binary, Flavor, ServerVersion};
 
 use std::time::{Duration, Instant};
 
