@@ -17,11 +17,14 @@
 //! - `REDIS_SERVER`: the server binary (default `redis-server`; `make test-matrix` runs the
 //!   suite once per server of the matrix). `version` tells tests which server it is.
 //! - `DLOCK_MODULE`: path of the module (default `<workspace>/target/release/libdlock.so`,
-//!   which `make test` builds first).
+//!   which `make test` builds first; [`module_path`] refuses that one when it is older than
+//!   its sources).
+#![forbid(unsafe_code)]
 
 pub mod cluster;
 pub mod info;
 pub mod keys;
+mod module_build;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
@@ -31,9 +34,10 @@ pub mod workers;
 pub use cluster::Cluster;
 pub use info::{info_field, info_int, info_section, used_memory};
 pub use keys::{hgetall, pttl};
+pub use module_build::module_path;
 pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, ReplicaSet};
 pub use sentinel::Sentinels;
-pub use server::{free_port, module_path, server_binary, Server, ServerBuilder};
+pub use server::{free_port, server_binary, Server, ServerBuilder};
 pub use version::{server_version, skip, Flavor, ServerVersion};
 
 use std::time::{Duration, Instant};
