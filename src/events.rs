@@ -59,6 +59,14 @@ impl ServerEventHandler for Gone {
             wake::mark_dirty(ctx, 0, None);
         }
     }
+
+    /// Valkey's atomic slot migration finished: every queued key is looked at again, and the
+    /// waiters of keys that left get the redirect (`engine::wake`).
+    fn on_slots_moved(ctx: Ctx) {
+        if engine::waiting() > 0 {
+            wake::mark_dirty(ctx, 0, None);
+        }
+    }
 }
 
 /// At load: expiries, evictions and the server events. Module subscriptions work whatever

@@ -27,6 +27,9 @@ pub struct Stats {
     pub leases_expired: AtomicU64,
     /// Error replies.
     pub errors: AtomicU64,
+    /// Waiters answered with a redirect (ASK/MOVED/CLUSTERDOWN/TRYAGAIN): their key left
+    /// this cluster node.
+    pub cluster_redirects: AtomicU64,
 }
 
 impl Stats {
@@ -177,6 +180,7 @@ impl crate::ffi::info::InfoSection for Info {
             ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
             ("leases_expired", Stats::get(&STATS.leases_expired)),
             ("errors", Stats::get(&STATS.errors)),
+            ("cluster_redirects", Stats::get(&STATS.cluster_redirects)),
             ("wait_p50_us", p50),
             ("wait_p99_us", p99),
             ("wait_p999_us", p999),

@@ -426,7 +426,7 @@ fn info_dlock_counters_move() {
     assert!(d("dlock_renewals") >= 1);
     assert!(d("dlock_wait_timeouts") >= 1);
     assert!(d("dlock_errors") >= 1);
-    // SPEC: a counter of "leases expired while held" (k3 expired while held, no waiter)
+    // docs/COMMANDS.md (INFO dlock): a counter of "leases expired while held" (k3 expired while held, no waiter)
     let mut last = after.clone();
     let moved = wait_for(
         3 * SEC,

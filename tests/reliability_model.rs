@@ -3,8 +3,8 @@
 //! Random sequences of DLOCK.ACQUIRE / DLOCK.RWLOCK (with and without FENCE, sometimes with a
 //! short WAIT) / DLOCK.RELEASE (with and without a mode) / DLOCK.RENEW / DEL / SET (a non-lock
 //! value) / "lapse" from several owners on a few keys, each reply checked against an in-memory
-//! model written here from SPEC.md and docs/DECISIONS-DRAFT.md (not from the module's own
-//! `logic`/`model`), and after every step the key's DLOCK.INFO (kind, mode, holders and counts,
+//! model written here from docs/COMMANDS.md (not from the module's own
+//! `rules`/`model`), and after every step the key's DLOCK.INFO (kind, mode, holders and counts,
 //! remaining leases, waiters, fencing counter) is compared with the model.
 //!
 //! Leases: model steps use long leases (5 and 10 minutes), so nothing runs out by itself; a
@@ -107,7 +107,7 @@ impl Model {
         self.t0.elapsed().as_secs_f64() * 1000.0
     }
 
-    /// The fencing counter on a grant (SPEC "Fencing token", DECISIONS "FENCE").
+    /// The fencing counter on a grant (docs/COMMANDS.md, `FENCE`).
     fn fence_on_grant(&mut self, key: usize, fresh_exclusive: bool, want: bool) -> Option<i64> {
         let f = &mut self.fences[key];
         if want && f.is_none() {

@@ -1,7 +1,7 @@
 //! The one place where command arguments become typed requests.
 //!
 //! Everything here is checked before the key is looked at, so an argument error wins over
-//! WRONGTYPE (SPEC: "Arguments are checked before the key is looked at").
+//! WRONGTYPE (docs/COMMANDS.md: arguments are checked before the key is looked at).
 
 use crate::error::LockError;
 use crate::model::MODE_FIELD;
@@ -199,10 +199,11 @@ pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
 }
 
 /// `DLOCK.RELEASE key owner [READ|WRITE|COUNT n]`. Which kind of lock the option fits is
-/// checked against the key (WRONGTYPE), not here.
+/// checked against the key (WRONGTYPE), not here. Words past the options are a syntax error,
+/// as for a core command (`SET k v EX 1 2`); only a missing owner is an arity error.
 #[inline]
 pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
-    if !(2..=4).contains(&argv.len()) {
+    if argv.len() < 2 {
         return Err(LockError::WrongArity);
     }
     let owner = owner(argv[1])?;
@@ -227,8 +228,8 @@ pub fn waiters<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], Option<usize>), LockE
         [key, word, n] if word.eq_ignore_ascii_case(b"COUNT") => {
             Ok((key, Some(permits(n, "COUNT")? as usize)))
         }
-        [_, _] | [_, _, _] => Err(LockError::Syntax),
-        _ => Err(LockError::WrongArity),
+        [] => Err(LockError::WrongArity),
+        _ => Err(LockError::Syntax),
     }
 }
 
@@ -365,6 +366,12 @@ mod tests {
         assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
         let owned = v(&["k", "o", "COUNT", "1", "x"]);
         let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
+        let owned = v(&["k", "o", "READ", "COUNT", "1"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
+        let owned = v(&["k"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
         assert_eq!(release(&refs).unwrap_err(), LockError::WrongArity);
 
         let owned = v(&["k", "o", "7"]);
@@ -488,7 +495,7 @@ mod tests {
         assert_eq!(waiters(&refs(&[])).unwrap_err(), LockError::WrongArity);
         assert_eq!(
             waiters(&refs(&["k", "COUNT", "1", "x"])).unwrap_err(),
-            LockError::WrongArity
+            LockError::Syntax
         );
     }
 }

@@ -1,5 +1,5 @@
 //! Every error a DLOCK command answers with, and its text. Every one is a reply; none changes
-//! anything. The texts are part of the protocol (SPEC.md): clients and tests match on them.
+//! anything. The texts are part of the protocol (docs/COMMANDS.md): clients and tests match on them.
 
 use crate::args::{MAX_CAPACITY, MAX_MS};
 

@@ -8,7 +8,7 @@
 //! - [`model`]: the lock kinds and their hash layouts (Redisson's `owner -> count` for the
 //!   exclusive lock; `mode`, `read:`, `write:`, `lease:` fields for the read-write lock;
 //!   `mode`, `capacity`, `permits:`, `lease:` for the semaphore).
-//! - [`rules`]: the grant rules of SPEC.md as pure functions over a decoded lock.
+//! - [`rules`]: the grant rules of docs/COMMANDS.md as pure functions over a decoded lock.
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 
 pub mod args;

@@ -1,4 +1,4 @@
-//! The grant rules of SPEC.md as plain functions over a decoded [`LockValue`].
+//! The grant rules of docs/COMMANDS.md as plain functions over a decoded [`LockValue`].
 //!
 //! No Redis here: the module's engine loads the value, calls these, and stores the result,
 //! for a command and for a queued waiter alike. `now` is unix ms.

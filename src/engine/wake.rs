@@ -7,7 +7,13 @@
 //! once many keys have queues) — the key's queue is served by the unit of work
 //! (`work::with_lock`), which writes the grant like a command would (replicated) and answers
 //! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
-//! keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
+//! keyspace notification breaks replication order on Redis 7.0 (the write is propagated before
+//! the DEL that caused it).
+//!
+//! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
+//! cluster down). Before a wake-up serves a queue it asks where the server routes the key
+//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
+//! a fresh request would get, and nothing is granted or created here.
 //!
 //! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
 //! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
@@ -20,6 +26,7 @@ use std::sync::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
+use crate::ffi::cluster::{self, Route};
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
@@ -27,7 +34,8 @@ use crate::stats::{Stats, STATS};
 use super::{registry, work};
 
 /// How often the waited keys are re-examined while some key has a queue: a DEL, RENAME,
-/// MOVE or overwrite of a waited key is seen within this (the promise is 10 ms).
+/// MOVE or overwrite of a waited key, or (cluster) a key or slot leaving this node, is seen
+/// within this (the promise is 10 ms).
 const POLL_MS: i64 = 5;
 
 /// Above this many keys with queues, polling gives way to a subscription to every keyspace
@@ -96,25 +104,39 @@ impl TimerJob for Job {
                 }
             }
             Job::Poll => {
+                let reported = CHANGES_REPORTED.load(Ordering::Relaxed);
                 let keys: Vec<(i32, Vec<u8>)> = {
                     let mut d = dirty();
                     let Some(d) = d.as_mut() else { return };
                     d.poll = None; // fired: must not be stopped
-                    if CHANGES_REPORTED.load(Ordering::Relaxed) {
-                        return;
-                    }
                     if ctx.writes_paused() {
                         // Nobody can write during a pause; the next tick looks again.
                         arm_poll(ctx, d);
                         return;
                     }
-                    d.watched
+                    let watched = d
+                        .watched
                         .iter()
-                        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())))
+                        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())));
+                    // Events report every change of a key (then this runs in cluster mode
+                    // only, see `arm_poll`), but not the cluster going down: one waited key
+                    // stands for the cluster's state.
+                    watched
+                        .take(if reported { 1 } else { usize::MAX })
                         .collect()
                 };
-                for (db, key) in keys {
-                    wake_key(ctx, db, &key);
+                if reported {
+                    let sample = keys.first().filter(|_| ctx.may_write());
+                    if let Some((db, key)) = sample {
+                        ctx.select_db(*db);
+                        if cluster::route(ctx, key) != Route::Here {
+                            mark_dirty(ctx, *db, None);
+                        }
+                    }
+                } else {
+                    for (db, key) in keys {
+                        wake_key(ctx, db, &key);
+                    }
                 }
                 if let Some(d) = dirty().as_mut() {
                     arm_poll(ctx, d);
@@ -139,6 +161,12 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     ctx.select_db(db);
+    // Cluster: the key left this node (migrated, its slot given away, the cluster down):
+    // nothing is granted or created here, the waiters get the redirect a fresh request gets.
+    if let Route::Elsewhere(error) = cluster::route(ctx, key) {
+        work::redirect_all(ctx, &mut registry(), db, key, &error);
+        return;
+    }
     work::with_lock(ctx, db, key, None, None, |_, _, _| ());
 }
 
@@ -172,9 +200,11 @@ struct Dirty {
     poll: Option<TimerId<Job>>,
 }
 
-/// Arms the poll timer if some key has a queue and nothing else reports changes.
+/// Arms the poll timer if some key has a queue and nothing else reports changes, or, in
+/// cluster mode, to notice the cluster going down.
 fn arm_poll(ctx: Ctx, d: &mut Dirty) {
-    if d.poll.is_none() && !d.watched.is_empty() && !CHANGES_REPORTED.load(Ordering::Relaxed) {
+    let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || ctx.in_cluster();
+    if d.poll.is_none() && !d.watched.is_empty() && needed {
         d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
     }
 }
@@ -194,6 +224,9 @@ pub fn changes_are_reported() -> bool {
 /// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
 pub fn changes_reported(ctx: Ctx) {
     CHANGES_REPORTED.store(true, Ordering::Relaxed);
+    if ctx.in_cluster() {
+        return; // the poll goes on, looking at one key (`Job::Poll`)
+    }
     if let Some(t) = dirty().as_mut().and_then(|d| d.poll.take()) {
         timer::stop(ctx, t);
     }

@@ -181,6 +181,18 @@ pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Op
     Some(waiter)
 }
 
+/// Answers every waiter of `key` with `error` and empties its queue, granting nothing: in a
+/// cluster, the key is served by another node now (or by none), and `error` is the redirect
+/// a fresh request for it gets here.
+pub fn redirect_all(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], error: &str) {
+    while let Some((seq, _)) = reg.head(db, key) {
+        let waiter = remove(ctx, reg, db, key, seq).expect("head waiter");
+        Stats::add(&STATS.errors, 1);
+        Stats::add(&STATS.cluster_redirects, 1);
+        waiter.client.unblock(Some(Reply::Error(error.to_owned())));
+    }
+}
+
 /// Serves the queue of `lk`: grants to the head while the lock allows it (consecutive readers
 /// together), answers waiters the value no longer suits (WRONGTYPE), stops at the first that
 /// must keep waiting. The caller saves `lk` afterwards.

@@ -6,7 +6,7 @@ use std::os::raw::{c_char, c_int};
 use redis_module::raw;
 
 use super::string::bytes_of;
-use super::{api, Ctx};
+use super::{api, cluster, Ctx};
 
 /// Receives keyspace events (every type: `REDISMODULE_NOTIFY_ALL`).
 pub trait KeyspaceHandler {
@@ -23,6 +23,9 @@ pub trait KeyspaceHandler {
 pub trait ServerEventHandler {
     /// FLUSHDB/FLUSHALL finished, or SWAPDB.
     fn on_keyspace_replaced(ctx: Ctx);
+    /// An atomic slot migration (Valkey 9+) to or from this node finished: slots changed
+    /// owner, and the source's copies of their keys are about to be trimmed.
+    fn on_slots_moved(ctx: Ctx);
 }
 
 /// Which keyspace events a subscription receives.
@@ -79,7 +82,8 @@ pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx, classes: Classes) -> Res
     Ok(())
 }
 
-/// Subscribes `H` to FLUSHDB (end), SWAPDB and the end of a replica's async load.
+/// Subscribes `H` to FLUSHDB (end), SWAPDB, the end of a replica's async load and (Valkey
+/// 9+) the end of an atomic slot migration.
 pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: ServerEventHandler>(
         ctx: *mut raw::RedisModuleCtx,
@@ -96,12 +100,25 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
             // SAFETY: Redis passes a live context.
             H::on_keyspace_replaced(unsafe { Ctx::from_raw(ctx) });
         }
+        let slots_moved = event.id == cluster::EVENT_ATOMIC_SLOT_MIGRATION
+            && (subevent == cluster::SUBEVENT_IMPORT_COMPLETED
+                || subevent == cluster::SUBEVENT_EXPORT_COMPLETED);
+        if slots_moved {
+            // SAFETY: Redis passes a live context.
+            H::on_slots_moved(unsafe { Ctx::from_raw(ctx) });
+        }
     }
+    // The atomic slot migration event exists on Valkey 9+ only (older servers refuse it).
+    let slot_migration = cluster::server_has_atomic_slot_migration(ctx)
+        .then_some(cluster::EVENT_ATOMIC_SLOT_MIGRATION);
     for id in [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
         raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
-    ] {
+    ]
+    .into_iter()
+    .chain(slot_migration)
+    {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: a live context; the callback has the signature Redis expects.
         let ok = unsafe {

@@ -38,7 +38,7 @@ pub use module_build::module_path;
 pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, ReplicaSet};
 pub use sentinel::Sentinels;
 pub use server::{free_port, server_binary, Server, ServerBuilder};
-pub use version::{server_version, skip, Flavor, ServerVersion};
+pub use version::{server_version, skip, valkey9_binary, Flavor, ServerVersion};
 
 use std::time::{Duration, Instant};
 

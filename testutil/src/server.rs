@@ -35,6 +35,8 @@ pub struct ServerBuilder {
     wrapper: Vec<String>,
     /// Port of the primary to replicate (`--replicaof`).
     primary: Option<u16>,
+    /// The server binary, when not [`server_binary`].
+    binary: Option<String>,
 }
 
 impl Default for ServerBuilder {
@@ -47,6 +49,7 @@ impl Default for ServerBuilder {
             port: None,
             wrapper: vec![],
             primary: None,
+            binary: None,
         }
     }
 }
@@ -89,6 +92,12 @@ impl ServerBuilder {
         self.primary = Some(primary.port());
         self
     }
+    /// Run this server binary instead of [`server_binary`] (e.g. a Valkey 9 for a test of
+    /// atomic slot migration, see [`crate::valkey9_binary`]).
+    pub fn binary(mut self, path: &str) -> Self {
+        self.binary = Some(path.to_string());
+        self
+    }
     /// Start the server and wait until it answers PING. Panics with the server log on failure.
     pub fn start(self) -> Server {
         self.try_start().unwrap_or_else(|e| panic!("{e}"))
@@ -110,13 +119,14 @@ impl ServerBuilder {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
         let log = tmp.path().join("server.log");
+        let binary = self.binary.clone().unwrap_or_else(server_binary);
         let mut cmd = match self.wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
-                c.args(args).arg(server_binary());
+                c.args(args).arg(&binary);
                 c
             }
-            None => Command::new(server_binary()),
+            None => Command::new(&binary),
         };
         cmd.arg("--port")
             .arg(port.to_string())
@@ -147,7 +157,7 @@ impl ServerBuilder {
             .stderr(Stdio::null());
         let child = cmd
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
+            .map_err(|e| format!("cannot run {binary}: {e}"))?;
         let mut server = Server {
             child,
             port,
