@@ -8,6 +8,7 @@
 //! - `commands` (one file per command) and `events` (keyspace/server events) on top;
 //! - `config` and `stats` beside them.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 

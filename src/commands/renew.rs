@@ -4,22 +4,23 @@ use dlock_core::args;
 use dlock_core::error::LockError;
 use dlock_core::rules;
 
+use crate::engine::bind;
 use crate::engine::store::Requester;
 use crate::engine::work;
-use super::docs::{KEY, LEASE, OWNER};
+use super::docs::{BIND, KEY, LEASE, OWNER};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{KeyUse, Spec};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-/// `DLOCK.RENEW key owner lease-ms`
+/// `DLOCK.RENEW key owner lease-ms [BIND grace-ms]`
 pub struct Renew;
 
 impl Command for Renew {
     const SPEC: Spec = Spec {
         name: c"dlock.renew",
         flags: c"write fast",
-        arity: 4,
+        arity: -4,
         key_at: 1,
         key_use: KeyUse::Renew,
         acl: c"write fast",
@@ -27,7 +28,7 @@ impl Command for Renew {
         complexity: c"O(N) where N is the number of holders",
         since: c"0.1.0",
         tips: None,
-        args: &[KEY, OWNER, LEASE],
+        args: &[KEY, OWNER, LEASE, BIND],
     };
 
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
@@ -46,6 +47,9 @@ fn renew(ctx: Ctx, a: args::RenewArgs, strs: Args) -> Result<Reply, LockError> {
     });
     if result == Ok(true) {
         Stats::add(&STATS.renewals, 1);
+        if let Some((client, grace_ms)) = super::acquire::bind_to(ctx, a.bind) {
+            bind::bind(client, db, a.key, a.owner, grace_ms);
+        }
     }
     Ok(Reply::Int(result? as i64))
 }
