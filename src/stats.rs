@@ -31,6 +31,9 @@ pub struct Stats {
     pub lock_delays: AtomicU64,
     /// WAIT requests answered `DEADLOCK ...`.
     pub deadlocks: AtomicU64,
+    /// Clients queued now (a gauge, kept by the engine's registry; read without its lock by
+    /// the event fast path).
+    pub waiters: AtomicU64,
     /// Error replies.
     pub errors: AtomicU64,
     /// Waiters answered with a redirect (ASK/MOVED/CLUSTERDOWN/TRYAGAIN): their key left
@@ -44,6 +47,9 @@ impl Stats {
     }
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
+    }
+    pub fn set(gauge: &AtomicU64, n: u64) {
+        gauge.store(n, Ordering::Relaxed);
     }
 }
 
@@ -182,7 +188,7 @@ impl crate::ffi::info::InfoSection for Info {
             ("releases", Stats::get(&STATS.releases)),
             ("renewals", Stats::get(&STATS.renewals)),
             ("handoffs", Stats::get(&STATS.handoffs)),
-            ("waiters", crate::engine::waiting() as u64),
+            ("waiters", Stats::get(&STATS.waiters)),
             ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
             ("leases_expired", Stats::get(&STATS.leases_expired)),
             ("leases_cut", Stats::get(&STATS.leases_cut)),

@@ -21,18 +21,18 @@ pub mod store;
 pub mod wake;
 pub mod work;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use queue::Registry;
 
+use crate::stats::{Stats, STATS};
+
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 
-/// Number of queued clients, readable without the registry lock (event fast path, INFO).
-static WAITING: AtomicUsize = AtomicUsize::new(0);
-
+/// Number of queued clients, readable without the registry lock (event fast path, INFO):
+/// the registry keeps it in `STATS.waiters`.
 pub fn waiting() -> usize {
-    WAITING.load(Ordering::Relaxed)
+    Stats::get(&STATS.waiters) as usize
 }
 
 /// The registry, locked. Dereferences to [`Registry`]; stores the waiter count on drop.
@@ -52,7 +52,7 @@ impl std::ops::DerefMut for RegistryGuard {
 impl Drop for RegistryGuard {
     fn drop(&mut self) {
         let n = self.0.as_ref().map_or(0, Registry::len);
-        WAITING.store(n, Ordering::Relaxed);
+        Stats::set(&STATS.waiters, n as u64);
     }
 }
 
@@ -67,7 +67,7 @@ pub fn registry() -> RegistryGuard {
 /// client is blocked or a timer is armed, so both are empty of work by then).
 pub fn free_all() {
     *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    WAITING.store(0, Ordering::Relaxed);
+    Stats::set(&STATS.waiters, 0);
     wake::free_all();
     bind::free_all();
 }
