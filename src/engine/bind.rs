@@ -16,7 +16,7 @@ use dlock_core::rules;
 use crate::ffi::{timer, Ctx};
 use crate::stats::{Stats, STATS};
 
-use super::wake::Job;
+use super::job::Job;
 use super::work;
 
 /// A hold: database, key and owner, encoded as one byte string (db, key length, key, owner)

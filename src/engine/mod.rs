@@ -16,6 +16,7 @@
 pub mod bind;
 pub mod deadlock;
 pub mod delay;
+pub mod job;
 pub mod queue;
 pub mod store;
 pub mod wake;

@@ -8,12 +8,7 @@ use std::time::Instant;
 use dlock_core::model::Want;
 
 use crate::ffi::blocked::{BlockedClient, ClientId};
-use crate::ffi::timer::TimerId;
-
-use super::wake::Job;
-
-/// A timer of the engine.
-pub type Timer = TimerId<Job>;
+use super::job::Timer;
 
 /// One queued client and what it asked for.
 pub struct Waiter {

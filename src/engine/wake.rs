@@ -28,6 +28,8 @@ use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
 use crate::ffi::cluster::{self, Route};
 use crate::ffi::timer::{self, TimerId, TimerJob};
+
+use super::job::Job;
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
@@ -52,22 +54,6 @@ const PAUSE_RETRY_MS: i64 = 1;
 
 /// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling.
 static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
-
-/// Why a timer was armed.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Job {
-    /// The WAIT time-out of waiter `seq` on `key`.
-    WaitTimeout { db: i32, key: Vec<u8>, seq: u64 },
-    /// A lease on `key` may have run out: serve its queue.
-    LeaseCheck { db: i32, key: Vec<u8> },
-    /// Keys touched by keyspace/server events: serve their queues.
-    Recheck,
-    /// Connections with bound holds closed: cut those leases (`bind`).
-    CutLeases,
-    /// Every `POLL_MS` while some key has a queue: serve every queue (catches DEL, RENAME,
-    /// MOVE and overwrites, which no event reports while polling).
-    Poll,
-}
 
 impl TimerJob for Job {
     fn fire(self, ctx: Ctx) {

@@ -17,7 +17,7 @@ use crate::stats::{Stats, STATS};
 
 use super::queue::{Registry, Removed, Waiter};
 use super::store::{FenceKey, LockKey, Requester};
-use super::wake::Job;
+use super::job::Job;
 use super::{registry, wake};
 
 /// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.

@@ -1,0 +1,23 @@
+//! The engine's timers as plain data: why each was armed. What each does when it fires is
+//! in `fire`.
+
+use crate::ffi::timer::TimerId;
+
+/// Why a timer was armed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Job {
+    /// The WAIT time-out of waiter `seq` on `key`.
+    WaitTimeout { db: i32, key: Vec<u8>, seq: u64 },
+    /// A lease on `key` may have run out: serve its queue.
+    LeaseCheck { db: i32, key: Vec<u8> },
+    /// Keys touched by keyspace/server events: serve their queues.
+    Recheck,
+    /// Connections with bound holds closed: cut those leases (`bind`).
+    CutLeases,
+    /// Every `wake::POLL_MS` while some key has a queue: serve every queue (catches DEL, RENAME,
+    /// MOVE and overwrites, which no event reports while polling).
+    Poll,
+}
+
+/// A timer of the engine.
+pub type Timer = TimerId<Job>;
