@@ -1,7 +1,7 @@
 //! BIND: holds bound to the connection that sent them. When that connection closes, each of
 //! its holds has its lease cut to the grace (`rules::cut_lease`), written and propagated like
-//! any lease change by the unit of work, from a 0 ms timer: the disconnect event may fire
-//! inside another command (CLIENT KILL), where writing would replicate out of order.
+//! any lease change by the unit of work, from a 0 ms timer (`fire`): the disconnect event may
+//! fire inside another command (CLIENT KILL), where writing would replicate out of order.
 //!
 //! Memory only: bindings are not replicated or persisted (a restarted server or a promoted
 //! replica knows none). Nothing is looked up while no hold is bound.
@@ -11,17 +11,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use dlock_core::rules;
-
 use crate::ffi::{timer, Ctx};
-use crate::stats::{Stats, STATS};
 
 use super::job::Job;
-use super::work;
 
 /// A hold: database, key and owner, encoded as one byte string (db, key length, key, owner)
 /// so that both indexes share one allocation.
-type Hold = Arc<[u8]>;
+pub(super) type Hold = Arc<[u8]>;
 
 fn encode(out: &mut Vec<u8>, db: i32, key: &[u8], owner: &[u8]) {
     out.clear();
@@ -31,7 +27,7 @@ fn encode(out: &mut Vec<u8>, db: i32, key: &[u8], owner: &[u8]) {
     out.extend_from_slice(owner);
 }
 
-fn decode(hold: &[u8]) -> (i32, &[u8], &[u8]) {
+pub(super) fn decode(hold: &[u8]) -> (i32, &[u8], &[u8]) {
     let (db, rest) = hold.split_at(4);
     let (len, rest) = rest.split_at(8);
     let len = u64::from_le_bytes(len.try_into().expect("8 bytes")) as usize;
@@ -151,33 +147,20 @@ fn arm(ctx: Ctx, b: &mut Bindings, delay_ms: i64) {
     }
 }
 
-/// The timer: cuts the leases of the holds whose connection closed.
-pub fn cut_leases(ctx: Ctx) {
-    let cuts = {
-        let mut guard = bindings();
-        let Some(b) = guard.as_mut() else { return };
-        b.armed = false;
-        if ctx.writes_paused() {
-            // CLIENT PAUSE or a failover: nothing may be propagated until it ends.
-            arm(ctx, b, 1);
-            return;
-        }
-        std::mem::take(&mut b.cuts)
+/// The `Job::CutLeases` timer fired: the holds whose connection closed, with the deadline
+/// each lease is cut to, or nothing (none left, or a pause: then it is tried again in 1 ms).
+pub(super) fn take_cuts(ctx: Ctx) -> Vec<(Hold, i64)> {
+    let mut guard = bindings();
+    let Some(b) = guard.as_mut() else {
+        return vec![];
     };
-    if !ctx.may_write() {
-        return; // turned replica: the new master's data rules
+    b.armed = false;
+    if ctx.writes_paused() {
+        // CLIENT PAUSE or a failover: nothing may be propagated until it ends.
+        arm(ctx, b, 1);
+        return vec![];
     }
-    for (hold, deadline) in cuts {
-        let (db, key, owner) = decode(&hold);
-        ctx.select_db(db);
-        // No requester: the key is read whole, with its expiry (a cut compares leases).
-        let cut = work::with_lock(ctx, db, key, None, None, |_, lk, _| {
-            rules::cut_lease(&mut lk.value, owner, deadline)
-        });
-        if cut {
-            Stats::add(&STATS.leases_cut, 1);
-        }
-    }
+    std::mem::take(&mut b.cuts)
 }
 
 /// MODULE UNLOAD.

@@ -16,6 +16,8 @@
 pub mod bind;
 pub mod deadlock;
 pub mod delay;
+pub mod depart;
+pub mod fire;
 pub mod job;
 pub mod queue;
 pub mod store;

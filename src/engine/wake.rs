@@ -1,19 +1,14 @@
-//! What wakes a queue besides a command on its key: module timers (a WAIT time-out, a lease
-//! deadline, the keys marked by events) and blocked clients leaving on their own.
+//! The bookkeeping of what wakes a queue besides a command on its key: the keys that have a
+//! queue (and a lock-free filter over them for keyspace events), the keys marked by events
+//! since the last recheck, and the poll timer. What a timer does when it fires is in `fire`.
 //!
 //! Whenever a lock may have become free — a lease running out, expiry/eviction (keyspace
 //! events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from the head,
 //! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command (the poll timer, or keyspace events
-//! once many keys have queues) — the key's queue is served by the unit of work
-//! (`work::with_lock`), which writes the grant like a command would (replicated) and answers
-//! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
-//! keyspace notification breaks replication order on Redis 7.0 (the write is propagated before
-//! the DEL that caused it).
-//!
-//! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
-//! cluster down). Before a wake-up serves a queue it asks where the server routes the key
-//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
-//! a fresh request would get, and nothing is granted or created here.
+//! once many keys have queues) — the key is marked here and its queue is served from a timer
+//! by the unit of work (`fire`, `work::run`). Events only mark keys and arm a 0 ms timer:
+//! writing from inside a keyspace notification breaks replication order on Redis 7.0 (the
+//! write is propagated before the DEL that caused it).
 //!
 //! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
 //! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
@@ -25,15 +20,10 @@ use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
-use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
-use crate::ffi::cluster::{self, Route};
-use crate::ffi::timer::{self, TimerId, TimerJob};
+use crate::ffi::timer;
+use crate::ffi::Ctx;
 
-use super::job::Job;
-use crate::ffi::{Ctx, Reply};
-use crate::stats::{Stats, STATS};
-
-use super::{registry, work};
+use super::job::{Job, Timer};
 
 /// How often the waited keys are re-examined while some key has a queue: a DEL, RENAME,
 /// MOVE or overwrite of a waited key, or (cluster) a key or slot leaving this node, is seen
@@ -52,130 +42,9 @@ pub const POLL_MAX_KEYS: usize = 64;
 /// How soon a key whose serving a client pause put off is tried again.
 const PAUSE_RETRY_MS: i64 = 1;
 
-/// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling.
+/// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling
+/// (except the cluster-state sample, see `poll_keys`).
 static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
-
-impl TimerJob for Job {
-    fn fire(self, ctx: Ctx) {
-        match self {
-            Job::WaitTimeout { db, key, seq } => {
-                let removed = {
-                    let mut reg = registry();
-                    // The timer has fired: it must not be stopped again.
-                    reg.clear_wait_timer(db, &key, seq);
-                    work::remove(ctx, &mut reg, db, &key, seq)
-                };
-                if let Some(waiter) = removed {
-                    Stats::add(&STATS.wait_timeouts, 1);
-                    waiter.client.unblock(Some(Reply::Null));
-                    wake_key(ctx, db, &key);
-                }
-            }
-            Job::LeaseCheck { db, key } => {
-                if let Some(slot) = registry().lease_timer(db, &key) {
-                    *slot = None;
-                }
-                wake_key(ctx, db, &key);
-            }
-            Job::CutLeases => super::bind::cut_leases(ctx),
-            Job::Recheck => {
-                let (mut keys, all) = {
-                    let mut d = dirty();
-                    let d = d.get_or_insert_with(Dirty::default);
-                    d.armed = false;
-                    (std::mem::take(&mut d.keys), std::mem::take(&mut d.all))
-                };
-                if all {
-                    keys.extend(registry().all_keys());
-                }
-                for (db, key) in keys {
-                    wake_key(ctx, db, &key);
-                }
-            }
-            Job::Poll => {
-                let reported = CHANGES_REPORTED.load(Ordering::Relaxed);
-                let keys: Vec<(i32, Vec<u8>)> = {
-                    let mut d = dirty();
-                    let Some(d) = d.as_mut() else { return };
-                    d.poll = None; // fired: must not be stopped
-                    if ctx.writes_paused() {
-                        // Nobody can write during a pause; the next tick looks again.
-                        arm_poll(ctx, d);
-                        return;
-                    }
-                    let watched = d
-                        .watched
-                        .iter()
-                        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())));
-                    // Events report every change of a key (then this runs in cluster mode
-                    // only, see `arm_poll`), but not the cluster going down: one waited key
-                    // stands for the cluster's state.
-                    watched
-                        .take(if reported { 1 } else { usize::MAX })
-                        .collect()
-                };
-                if reported {
-                    let sample = keys.first().filter(|_| ctx.may_write());
-                    if let Some((db, key)) = sample {
-                        ctx.select_db(*db);
-                        if cluster::route(ctx, key) != Route::Here {
-                            mark_dirty(ctx, *db, None);
-                        }
-                    }
-                } else {
-                    for (db, key) in keys {
-                        wake_key(ctx, db, &key);
-                    }
-                }
-                if let Some(d) = dirty().as_mut() {
-                    arm_poll(ctx, d);
-                }
-            }
-        }
-    }
-}
-
-/// Re-examines `key` outside any command (timers): lapsed holders, free lock, overwritten value.
-fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
-    if !ctx.may_write() {
-        return;
-    }
-    if registry().waiters_on(db, key) == 0 {
-        return;
-    }
-    if ctx.writes_paused() {
-        // CLIENT PAUSE or a failover: Redis asserts that nothing is propagated until it ends
-        // (a grant would be), so the key is served when the pause is over.
-        serve_after_pause(ctx, db, key);
-        return;
-    }
-    ctx.select_db(db);
-    // Cluster: the key left this node (migrated, its slot given away, the cluster down):
-    // nothing is granted or created here, the waiters get the redirect a fresh request gets.
-    if let Route::Elsewhere(error) = cluster::route(ctx, key) {
-        work::redirect_all(ctx, &mut registry(), db, key, &error);
-        return;
-    }
-    work::with_lock(ctx, db, key, None, None, |_, _, _| ());
-}
-
-/// The blocked clients of the engine (the handler the FFI layer calls back).
-pub struct Clients;
-
-impl BlockHandler for Clients {
-    /// A blocked client left on its own (disconnect, CLIENT UNBLOCK, server turned replica).
-    fn client_gone(ctx: Ctx, id: ClientId) -> Option<BlockedClient> {
-        let mut reg = registry();
-        let place = reg.place_of(id)?.clone();
-        let was_head = reg.head(place.db, &place.key).map(|(seq, _)| seq) == Some(place.seq);
-        let waiter = work::remove(ctx, &mut reg, place.db, &place.key, place.seq)?;
-        // The head leaving may let the next waiters in (e.g. readers behind a writer).
-        if was_head && reg.waiters_on(place.db, &place.key) > 0 {
-            mark_dirty(ctx, place.db, Some(&place.key));
-        }
-        Some(waiter.client)
-    }
-}
 
 /// The keys that have a queue, and those of them touched by events since the last recheck.
 #[derive(Default)]
@@ -186,7 +55,7 @@ struct Dirty {
     all: bool,
     armed: bool,
     /// The poll timer, while some key has a queue and events do not report changes.
-    poll: Option<TimerId<Job>>,
+    poll: Option<Timer>,
 }
 
 /// Arms the poll timer if some key has a queue and nothing else reports changes, or, in
@@ -284,8 +153,50 @@ fn arm_recheck(ctx: Ctx, d: &mut Dirty, delay_ms: i64) {
     }
 }
 
+/// The `Job::Recheck` timer fired: the keys marked since, and whether every key was.
+pub(super) fn take_marked() -> (FxHashSet<(i32, Vec<u8>)>, bool) {
+    let mut d = dirty();
+    let d = d.get_or_insert_with(Dirty::default);
+    d.armed = false;
+    (std::mem::take(&mut d.keys), std::mem::take(&mut d.all))
+}
+
+/// The `Job::Poll` timer fired: the waited keys to look at now (all of them, or one standing
+/// for the cluster's state once events report every change), or `None` when there is nothing
+/// to do this tick. Call `rearm_poll` after looking.
+pub(super) fn poll_keys(ctx: Ctx) -> Option<Vec<(i32, Vec<u8>)>> {
+    let reported = CHANGES_REPORTED.load(Ordering::Relaxed);
+    let mut d = dirty();
+    let d = d.as_mut()?;
+    d.poll = None; // fired: must not be stopped
+    if ctx.writes_paused() {
+        // Nobody can write during a pause; the next tick looks again.
+        arm_poll(ctx, d);
+        return None;
+    }
+    let watched = d
+        .watched
+        .iter()
+        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())));
+    // Events report every change of a key (then this runs in cluster mode only, see
+    // `arm_poll`), but not the cluster going down: one waited key stands for the cluster's
+    // state.
+    Some(
+        watched
+            .take(if reported { 1 } else { usize::MAX })
+            .collect(),
+    )
+}
+
+/// Arms the next poll tick if it is still needed.
+pub(super) fn rearm_poll(ctx: Ctx) {
+    if let Some(d) = dirty().as_mut() {
+        arm_poll(ctx, d);
+    }
+}
+
 /// Serves `key` again in 1 ms (a 0 ms timer would spin through a pause).
-fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
+pub(super) fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = dirty();
     let Some(d) = d.as_mut() else { return };
     d.keys.insert((db, key.to_vec()));

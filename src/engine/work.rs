@@ -15,7 +15,8 @@ use crate::ffi::string::ArgStr;
 use crate::ffi::{self, timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-use super::queue::{Registry, Removed, Waiter};
+use super::depart::{self, DepartingClients};
+use super::queue::{Registry, Waiter};
 use super::store::{FenceKey, LockKey, Requester};
 use super::job::Job;
 use super::{registry, wake};
@@ -158,7 +159,7 @@ pub fn enqueue(
     if cfg.max_waiters > 0 && reg.len() >= cfg.max_waiters {
         return Err(LockError::TooManyWaiters(cfg.max_waiters));
     }
-    let client = BlockedClient::block::<wake::Clients>(ctx);
+    let client = BlockedClient::block::<DepartingClients>(ctx);
     let seq = reg.next_seq();
     let timer = (wait_ms > 0).then(|| {
         timer::start(
@@ -191,27 +192,12 @@ pub fn enqueue(
     Ok(())
 }
 
-/// Takes waiter `seq` out of its queue, stopping its timers; the caller answers the client.
-pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Option<Waiter> {
-    let Removed {
-        mut waiter,
-        lease_timer,
-    } = reg.remove(db, key, seq)?;
-    for t in lease_timer.into_iter().chain(waiter.timer.take()) {
-        timer::stop(ctx, t);
-    }
-    if reg.waiters_on(db, key) == 0 {
-        wake::unwatch(ctx, db, key);
-    }
-    Some(waiter)
-}
-
 /// Answers every waiter of `key` with `error` and empties its queue, granting nothing: in a
 /// cluster, the key is served by another node now (or by none), and `error` is the redirect
 /// a fresh request for it gets here.
 pub fn redirect_all(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], error: &str) {
     while let Some((seq, _)) = reg.head(db, key) {
-        let waiter = remove(ctx, reg, db, key, seq).expect("head waiter");
+        let waiter = depart::remove(ctx, reg, db, key, seq).expect("head waiter");
         Stats::add(&STATS.errors, 1);
         Stats::add(&STATS.cluster_redirects, 1);
         waiter.client.unblock(Some(Reply::Error(error.to_owned())));
@@ -246,7 +232,7 @@ pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) 
                 Reply::Error(e.message("dlock"))
             }
         };
-        let waiter = remove(ctx, reg, db, lk.key, seq).expect("head waiter");
+        let waiter = depart::remove(ctx, reg, db, lk.key, seq).expect("head waiter");
         waiter.client.unblock(Some(reply));
     }
 }

@@ -1,0 +1,118 @@
+//! What each engine timer (`job::Job`) does when it fires: a WAIT time-out answers its
+//! waiter, a lease check or the keys marked by events serve their queues, the poll looks at
+//! every waited key, a lease cut shortens the leases of a closed connection's bound holds.
+//! Every change goes through the unit of work (`work`), written like a command would
+//! (replicated).
+//!
+//! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
+//! cluster down). Before a wake-up serves a queue it asks where the server routes the key
+//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
+//! a fresh request would get, and nothing is granted or created here.
+
+use dlock_core::rules;
+
+use crate::ffi::cluster::{self, Route};
+use crate::ffi::timer::TimerJob;
+use crate::ffi::{Ctx, Reply};
+use crate::stats::{Stats, STATS};
+
+use super::job::Job;
+use super::{bind, depart, registry, wake, work};
+
+impl TimerJob for Job {
+    fn fire(self, ctx: Ctx) {
+        match self {
+            Job::WaitTimeout { db, key, seq } => {
+                let removed = {
+                    let mut reg = registry();
+                    // The timer has fired: it must not be stopped again.
+                    reg.clear_wait_timer(db, &key, seq);
+                    depart::remove(ctx, &mut reg, db, &key, seq)
+                };
+                if let Some(waiter) = removed {
+                    Stats::add(&STATS.wait_timeouts, 1);
+                    waiter.client.unblock(Some(Reply::Null));
+                    wake_key(ctx, db, &key);
+                }
+            }
+            Job::LeaseCheck { db, key } => {
+                if let Some(slot) = registry().lease_timer(db, &key) {
+                    *slot = None;
+                }
+                wake_key(ctx, db, &key);
+            }
+            Job::CutLeases => cut_leases(ctx),
+            Job::Recheck => {
+                let (mut keys, all) = wake::take_marked();
+                if all {
+                    keys.extend(registry().all_keys());
+                }
+                for (db, key) in keys {
+                    wake_key(ctx, db, &key);
+                }
+            }
+            Job::Poll => {
+                let Some(keys) = wake::poll_keys(ctx) else {
+                    return;
+                };
+                if wake::changes_are_reported() {
+                    let sample = keys.first().filter(|_| ctx.may_write());
+                    if let Some((db, key)) = sample {
+                        ctx.select_db(*db);
+                        if cluster::route(ctx, key) != Route::Here {
+                            wake::mark_dirty(ctx, *db, None);
+                        }
+                    }
+                } else {
+                    for (db, key) in keys {
+                        wake_key(ctx, db, &key);
+                    }
+                }
+                wake::rearm_poll(ctx);
+            }
+        }
+    }
+}
+
+/// Re-examines `key` outside any command (timers): lapsed holders, free lock, overwritten value.
+fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
+    if !ctx.may_write() {
+        return;
+    }
+    if registry().waiters_on(db, key) == 0 {
+        return;
+    }
+    if ctx.writes_paused() {
+        // CLIENT PAUSE or a failover: Redis asserts that nothing is propagated until it ends
+        // (a grant would be), so the key is served when the pause is over.
+        wake::serve_after_pause(ctx, db, key);
+        return;
+    }
+    ctx.select_db(db);
+    // Cluster: the key left this node (migrated, its slot given away, the cluster down):
+    // nothing is granted or created here, the waiters get the redirect a fresh request gets.
+    if let Route::Elsewhere(error) = cluster::route(ctx, key) {
+        work::redirect_all(ctx, &mut registry(), db, key, &error);
+        return;
+    }
+    work::with_lock(ctx, db, key, None, None, |_, _, _| ());
+}
+
+/// Cuts the leases of the holds whose connection closed (`bind`).
+fn cut_leases(ctx: Ctx) {
+    let cuts = bind::take_cuts(ctx);
+    if cuts.is_empty() || !ctx.may_write() {
+        return; // nothing to cut, or turned replica: the new master's data rules
+    }
+    for (hold, deadline) in cuts {
+        let (db, key, owner) = bind::decode(&hold);
+        ctx.select_db(db);
+        // No requester: the key is read whole, with its expiry (a cut compares leases).
+        let cut = work::with_lock(ctx, db, key, None, None, |_, lk, _| {
+            rules::cut_lease(&mut lk.value, owner, deadline)
+        });
+        if cut {
+            Stats::add(&STATS.leases_cut, 1);
+        }
+    }
+}
