@@ -114,7 +114,7 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
         owner: a.owner,
         arg: strs.get(1),
     };
-    work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
+    work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
         let queue_ahead = reg.waiters_on(db, a.key) > 0;
         match work::try_grant(ctx, lk, req, now, queue_ahead)? {
             Some(reply) => Ok(reply),

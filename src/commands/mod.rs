@@ -1,5 +1,5 @@
 //! The command handlers, one file each: parse (`dlock_core::args`), run the unit of work
-//! (`engine::work::with_lock`) with the grant rules (`dlock_core::rules`), reply. Each
+//! (`engine::work::unit_of_work`) with the grant rules (`dlock_core::rules`), reply. Each
 //! declares itself beside its handler (`Command::SPEC`); `ALL` lists them for registration.
 
 mod acquire;

@@ -54,7 +54,7 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
         arg: strs.get(1),
     };
     let (result, freed_exclusive) =
-        work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
+        work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
             let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
             let result = rules::release(&mut lk.value, a.owner, a.mode, a.count);
             if let Ok(Released::Last | Released::Decremented) = result {

@@ -42,7 +42,7 @@ fn renew(ctx: Ctx, a: args::RenewArgs, strs: Args) -> Result<Reply, LockError> {
         owner: a.owner,
         arg: strs.get(1),
     };
-    let result = work::with_lock(ctx, db, a.key, strs.get(0), Some(owner), |_, lk, now| {
+    let result = work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |_, lk, now| {
         rules::renew(&mut lk.value, a.owner, a.lease_ms, now)
     });
     if result == Ok(true) {

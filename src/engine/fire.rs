@@ -95,7 +95,7 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         work::redirect_all(ctx, &mut registry(), db, key, &error);
         return;
     }
-    work::with_lock(ctx, db, key, None, None, |_, _, _| ());
+    work::unit_of_work(ctx, db, key, None, None, |_, _, _| ());
 }
 
 /// Cuts the leases of the holds whose connection closed (`bind`).
@@ -108,7 +108,7 @@ fn cut_leases(ctx: Ctx) {
         let (db, key, owner) = bind::decode(&hold);
         ctx.select_db(db);
         // No requester: the key is read whole, with its expiry (a cut compares leases).
-        let cut = work::with_lock(ctx, db, key, None, None, |_, lk, _| {
+        let cut = work::unit_of_work(ctx, db, key, None, None, |_, lk, _| {
             rules::cut_lease(&mut lk.value, owner, deadline)
         });
         if cut {

@@ -10,8 +10,8 @@
 //! - `wake`: what wakes a queue besides a command: timers (the 5 ms poll of queued keys
 //!   among them), the keys marked by events, clients leaving.
 //!
-//! Lock order: REGISTRY before the dirty set in `wake`, never the reverse; nothing called
-//! while the registry is held takes it again (keyspace events only touch the dirty set).
+//! Lock order: REGISTRY before the watched set in `wake`, never the reverse; nothing called
+//! while the registry is held takes it again (keyspace events only touch the watched set).
 
 pub mod bind;
 pub mod deadlock;
@@ -66,7 +66,7 @@ pub fn registry() -> RegistryGuard {
     RegistryGuard(guard)
 }
 
-/// MODULE UNLOAD: frees the registry and the dirty set (Redis refuses to unload while a
+/// MODULE UNLOAD: frees the registry and the watched set (Redis refuses to unload while a
 /// client is blocked or a timer is armed, so both are empty of work by then).
 pub fn free_all() {
     *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()) = None;

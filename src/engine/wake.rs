@@ -6,7 +6,7 @@
 //! events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from the head,
 //! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command (the poll timer, or keyspace events
 //! once many keys have queues) — the key is marked here and its queue is served from a timer
-//! by the unit of work (`fire`, `work::run`). Events only mark keys and arm a 0 ms timer:
+//! by the unit of work (`fire`, `work::unit_of_work`). Events only mark keys and arm a 0 ms timer:
 //! writing from inside a keyspace notification breaks replication order on Redis 7.0 (the
 //! write is propagated before the DEL that caused it).
 //!
@@ -46,13 +46,17 @@ const PAUSE_RETRY_MS: i64 = 1;
 /// (except the cluster-state sample, see `poll_keys`).
 static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
 
-/// The keys that have a queue, and those of them touched by events since the last recheck.
+/// The keys that have a queue, those of them marked by events since the last recheck, and
+/// the timers that look at them.
 #[derive(Default)]
-struct Dirty {
+struct Watched {
     /// Per database, so that an event looks its key up without copying it.
     watched: FxHashMap<i32, FxHashSet<Vec<u8>>>,
+    /// Marked since the last recheck.
     keys: FxHashSet<(i32, Vec<u8>)>,
+    /// Every key was marked (a server event).
     all: bool,
+    /// The recheck timer is armed.
     armed: bool,
     /// The poll timer, while some key has a queue and events do not report changes.
     poll: Option<Timer>,
@@ -60,7 +64,7 @@ struct Dirty {
 
 /// Arms the poll timer if some key has a queue and nothing else reports changes, or, in
 /// cluster mode, to notice the cluster going down.
-fn arm_poll(ctx: Ctx, d: &mut Dirty) {
+fn arm_poll(ctx: Ctx, d: &mut Watched) {
     let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || ctx.in_cluster();
     if d.poll.is_none() && !d.watched.is_empty() && needed {
         d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
@@ -69,7 +73,7 @@ fn arm_poll(ctx: Ctx, d: &mut Dirty) {
 
 /// How many keys have a queue.
 pub fn watched_keys() -> usize {
-    dirty()
+    state()
         .as_ref()
         .map_or(0, |d| d.watched.values().map(FxHashSet::len).sum())
 }
@@ -85,12 +89,12 @@ pub fn changes_reported(ctx: Ctx) {
     if ctx.in_cluster() {
         return; // the poll goes on, looking at one key (`Job::Poll`)
     }
-    if let Some(t) = dirty().as_mut().and_then(|d| d.poll.take()) {
+    if let Some(t) = state().as_mut().and_then(|d| d.poll.take()) {
         timer::stop(ctx, t);
     }
 }
 
-static DIRTY: Mutex<Option<Dirty>> = Mutex::new(None);
+static WATCHED: Mutex<Option<Watched>> = Mutex::new(None);
 
 /// A lock-free filter over the watched keys: bit `FxHash(key) % 1024` is set for each. A
 /// keyspace event on a key whose bit is clear (nearly every key of the server while few keys
@@ -121,15 +125,15 @@ fn rebuild_filter(watched: &FxHashMap<i32, FxHashSet<Vec<u8>>>) {
     }
 }
 
-fn dirty() -> std::sync::MutexGuard<'static, Option<Dirty>> {
-    DIRTY.lock().unwrap_or_else(|e| e.into_inner())
+fn state() -> std::sync::MutexGuard<'static, Option<Watched>> {
+    WATCHED.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Notes that `key` (or, with `None`, every key) may have changed; a 0 ms timer serves it on
 /// the next event-loop turn. A key without a queue is ignored (no copy, no timer): this runs
 /// for keyspace events on any key of the server.
 pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
-    let mut d = dirty();
+    let mut d = state();
     let Some(d) = d.as_mut() else {
         return; // no queue was ever made
     };
@@ -146,7 +150,7 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
 }
 
 /// Arms the timer that serves the dirty keys in `delay_ms`, unless one is armed.
-fn arm_recheck(ctx: Ctx, d: &mut Dirty, delay_ms: i64) {
+fn arm_recheck(ctx: Ctx, d: &mut Watched, delay_ms: i64) {
     if !d.armed {
         d.armed = true;
         timer::start(ctx, delay_ms, Job::Recheck);
@@ -155,8 +159,8 @@ fn arm_recheck(ctx: Ctx, d: &mut Dirty, delay_ms: i64) {
 
 /// The `Job::Recheck` timer fired: the keys marked since, and whether every key was.
 pub(super) fn take_marked() -> (FxHashSet<(i32, Vec<u8>)>, bool) {
-    let mut d = dirty();
-    let d = d.get_or_insert_with(Dirty::default);
+    let mut d = state();
+    let d = d.get_or_insert_with(Watched::default);
     d.armed = false;
     (std::mem::take(&mut d.keys), std::mem::take(&mut d.all))
 }
@@ -166,7 +170,7 @@ pub(super) fn take_marked() -> (FxHashSet<(i32, Vec<u8>)>, bool) {
 /// to do this tick. Call `rearm_poll` after looking.
 pub(super) fn poll_keys(ctx: Ctx) -> Option<Vec<(i32, Vec<u8>)>> {
     let reported = CHANGES_REPORTED.load(Ordering::Relaxed);
-    let mut d = dirty();
+    let mut d = state();
     let d = d.as_mut()?;
     d.poll = None; // fired: must not be stopped
     if ctx.writes_paused() {
@@ -190,14 +194,14 @@ pub(super) fn poll_keys(ctx: Ctx) -> Option<Vec<(i32, Vec<u8>)>> {
 
 /// Arms the next poll tick if it is still needed.
 pub(super) fn rearm_poll(ctx: Ctx) {
-    if let Some(d) = dirty().as_mut() {
+    if let Some(d) = state().as_mut() {
         arm_poll(ctx, d);
     }
 }
 
 /// Serves `key` again in 1 ms (a 0 ms timer would spin through a pause).
 pub(super) fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
-    let mut d = dirty();
+    let mut d = state();
     let Some(d) = d.as_mut() else { return };
     d.keys.insert((db, key.to_vec()));
     arm_recheck(ctx, d, PAUSE_RETRY_MS);
@@ -205,8 +209,8 @@ pub(super) fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
 
 /// `key` has a queue now (events and the poll timer wake it).
 pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
-    let mut d = dirty();
-    let d = d.get_or_insert_with(Dirty::default);
+    let mut d = state();
+    let d = d.get_or_insert_with(Watched::default);
     d.watched.entry(db).or_default().insert(key.to_vec());
     let (word, bit) = filter_bit(key);
     FILTER[word].fetch_or(bit, Ordering::Relaxed);
@@ -216,7 +220,7 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
 /// `key`'s queue is gone. The last one stops the poll timer (MODULE UNLOAD is refused while
 /// a timer is armed).
 pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
-    let mut d = dirty();
+    let mut d = state();
     let Some(d) = d.as_mut() else { return };
     if let Some(keys) = d.watched.get_mut(&db) {
         keys.remove(key);
@@ -232,9 +236,9 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
     }
 }
 
-/// MODULE UNLOAD: frees the dirty set (no timer is armed by then: no queue is left).
+/// MODULE UNLOAD: frees the watched set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
     rebuild_filter(&FxHashMap::default());
     CHANGES_REPORTED.store(false, Ordering::Relaxed);
-    *dirty() = None;
+    *state() = None;
 }

@@ -1,6 +1,6 @@
 //! The unit of work on one lock: open it, serve its queue (lapsed holders, a lock freed
 //! behind the module's back), apply the step, save (replicated), re-arm the lease timer.
-//! Every writing command and every wake-up goes through [`with_lock`], and every grant
+//! Every writing command and every wake-up goes through [`unit_of_work`], and every grant
 //! through [`try_grant`].
 
 use std::time::Instant;
@@ -284,7 +284,7 @@ fn rearm(ctx: Ctx, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
 /// One unit of work on the lock at `key` (see the file doc). `name`: the key as the command's
 /// own argument string, shared instead of copied. `owner`: the requesting owner, whose own
 /// one-field lock is then read with one HashGet.
-pub fn with_lock<'k, R>(
+pub fn unit_of_work<'k, R>(
     ctx: Ctx,
     db: i32,
     key: &'k [u8],
