@@ -59,7 +59,9 @@ fn every_command_has_docs_arity_and_a_key_spec() {
         let expected = ARITY
             .iter()
             .find(|(n, _)| n == name)
-            .unwrap_or_else(|| panic!("{name}: add it to ARITY (and declare its Command::SPEC beside its handler)"))
+            .unwrap_or_else(|| {
+                panic!("{name}: add it to ARITY (and declare its Command::SPEC beside its handler)")
+            })
             .1;
         let info = command_info(&mut c, name);
         assert_eq!(info[1], Reply::Int(expected), "{name}: arity");

@@ -5,10 +5,10 @@
 use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
 
+use super::docs::{BIND, FENCE, KEY, LEASE, LOCKDELAY, OWNER, READ, WAIT, WRITE};
 use crate::engine::deadlock;
 use crate::engine::store::Requester;
 use crate::engine::work::{self, Request};
-use super::docs::{BIND, FENCE, KEY, LEASE, LOCKDELAY, OWNER, READ, WAIT, WRITE};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{arg, option, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};

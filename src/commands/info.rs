@@ -6,10 +6,10 @@ use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules;
 
+use super::docs::KEY;
 use crate::engine::delay::LockDelay;
 use crate::engine::registry;
-use crate::engine::store::{FenceKey, LockKey};
-use super::docs::KEY;
+use crate::engine::store::{FenceKey, LockKey, Open};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{KeyUse, Spec};
 use crate::ffi::context::now_ms;
@@ -42,7 +42,7 @@ impl Command for Info {
 
 fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
-    let lk = LockKey::open(ctx, key, name, false, None, true);
+    let lk = LockKey::open(ctx, key, Open::Read { name });
     let now = now_ms();
     let mut value = lk.value.clone();
     rules::prune_lapsed(&mut value, now);

@@ -83,7 +83,9 @@ mod tests {
     #[test]
     fn names_are_unique_and_lower_case() {
         let mut names: Vec<&str> = ALL.iter().map(|c| c.spec.name.to_str().unwrap()).collect();
-        assert!(names.iter().all(|n| *n == n.to_lowercase() && n.starts_with("dlock.")));
+        assert!(names
+            .iter()
+            .all(|n| *n == n.to_lowercase() && n.starts_with("dlock.")));
         names.sort();
         names.dedup();
         assert_eq!(names.len(), ALL.len());

@@ -6,10 +6,10 @@ use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules::{self, Released};
 
+use super::docs::{KEY, OWNER, READ, WRITE};
 use crate::engine::bind;
 use crate::engine::store::{self, Requester};
 use crate::engine::work;
-use super::docs::{KEY, OWNER, READ, WRITE};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{tagged, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};

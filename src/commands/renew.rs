@@ -4,10 +4,10 @@ use dlock_core::args;
 use dlock_core::error::LockError;
 use dlock_core::rules;
 
+use super::docs::{BIND, KEY, LEASE, OWNER};
 use crate::engine::bind;
 use crate::engine::store::Requester;
 use crate::engine::work;
-use super::docs::{BIND, KEY, LEASE, OWNER};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{KeyUse, Spec};
 use crate::ffi::{Ctx, Reply};

@@ -7,9 +7,9 @@ use dlock_core::args;
 use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 
-use crate::engine::registry;
-use crate::engine::store::LockKey;
 use super::docs::KEY;
+use crate::engine::registry;
+use crate::engine::store::{LockKey, Open};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{option, KeyUse, Kind, Spec};
 use crate::ffi::reply::Replier;
@@ -50,7 +50,7 @@ fn waiters(
     name: Option<ArgStr>,
 ) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
-    if LockKey::open(ctx, key, name, false, None, false).value == LockValue::NotALock {
+    if LockKey::open(ctx, key, Open::Read { name }).value == LockValue::NotALock {
         return Err(LockError::WrongType);
     }
     let rows = registry().view(db, key, limit.unwrap_or(usize::MAX), Instant::now());

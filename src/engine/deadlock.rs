@@ -22,7 +22,7 @@ use dlock_core::waits::{blockers, queued_conflict};
 use crate::ffi::Ctx;
 
 use super::queue::{Registry, Waiter};
-use super::store::LockKey;
+use super::store::{LockKey, Open};
 
 /// At most this many waiting owners are examined for one request (beyond, no answer).
 const MAX_OWNERS: usize = 10_000;
@@ -109,7 +109,7 @@ fn holds_a_waited_key(ctx: Ctx, reg: &Registry, req: &Request) -> bool {
         }
         ctx.select_db(db);
         rules::holds(
-            &LockKey::open(ctx, &key, None, false, None, true).value,
+            &LockKey::open(ctx, &key, Open::Read { name: None }).value,
             req.owner,
         )
     })
@@ -187,7 +187,7 @@ fn collect(
                 req.value.clone()
             } else {
                 ctx.select_db(place.db);
-                LockKey::open(ctx, &place.key, None, false, None, true).value
+                LockKey::open(ctx, &place.key, Open::Read { name: None }).value
             };
             let found = wait(&place.key, &value, &owner, w.want, ahead, now);
             visit(&found, &mut todo);

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use dlock_core::model::Want;
 
-use crate::ffi::blocked::{BlockedClient, ClientId};
 use super::job::Timer;
+use crate::ffi::blocked::{BlockedClient, ClientId};
 
 /// One queued client and what it asked for.
 pub struct Waiter {

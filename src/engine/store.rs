@@ -73,23 +73,36 @@ impl Loaded<'_> {
     }
 }
 
-impl<'k> LockKey<'k> {
-    /// Opens `key` in the context's selected database. Opening for writing deletes an expired
-    /// key first (and Redis propagates that DEL before anything we write).
-    ///
-    /// `name`: the key as the command's own argument string, shared instead of copied.
-    /// `owner`: when the key is a one-field hash whose field is this owner (a holder renewing,
-    /// re-entering or releasing), one HashGet reads it instead of a scan of the hash; and
-    /// then, unless `need_expire`, the key's expiry is not read (a command on a one-holder
-    /// lock with no queue never needs it: it sets a new one or leaves it alone).
-    pub fn open(
-        ctx: Ctx,
-        key: &'k [u8],
+/// How a lock key is opened (`LockKey::open`). `name`: the key as the command's own
+/// argument string, shared instead of copied.
+pub enum Open<'k> {
+    /// To read it (DLOCK.INFO, DLOCK.WAITERS, deadlock detection): the whole key, with its
+    /// expiry.
+    Read { name: Option<ArgStr> },
+    /// For the unit of work. An expired key is deleted first (and Redis propagates that DEL
+    /// before anything we write). `owner`: when the key is a one-field hash whose field is
+    /// this owner (a holder renewing, re-entering or releasing), one HashGet reads it instead
+    /// of a scan of the hash; and then, unless `need_expire`, the key's expiry is not read (a
+    /// command on a one-holder lock with no queue never needs it: it sets a new one or leaves
+    /// it alone).
+    Write {
         name: Option<ArgStr>,
-        write: bool,
         owner: Option<Requester<'k>>,
         need_expire: bool,
-    ) -> LockKey<'k> {
+    },
+}
+
+impl<'k> LockKey<'k> {
+    /// Opens `key` in the context's selected database, as `how` says.
+    pub fn open(ctx: Ctx, key: &'k [u8], how: Open<'k>) -> LockKey<'k> {
+        let (name, write, owner, need_expire) = match how {
+            Open::Read { name } => (name, false, None, true),
+            Open::Write {
+                name,
+                owner,
+                need_expire,
+            } => (name, true, owner, need_expire),
+        };
         let name = match name {
             Some(arg) => RStr::borrowed(ctx, arg),
             None => RStr::new(ctx, key),

@@ -16,9 +16,9 @@ use crate::ffi::{self, timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::depart::{self, DepartingClients};
-use super::queue::{Registry, Waiter};
-use super::store::{FenceKey, LockKey, Requester};
 use super::job::Job;
+use super::queue::{Registry, Waiter};
+use super::store::{FenceKey, LockKey, Open, Requester};
 use super::{registry, wake};
 
 /// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.
@@ -294,7 +294,12 @@ pub fn unit_of_work<'k, R>(
 ) -> R {
     // A queue anywhere: the lease timer may need the key's expiry.
     let need_expire = super::waiting() > 0;
-    let mut lk = LockKey::open(ctx, key, name, true, owner, need_expire);
+    let how = Open::Write {
+        name,
+        owner,
+        need_expire,
+    };
+    let mut lk = LockKey::open(ctx, key, how);
     if !matches!(lk.value, LockValue::Semaphore(_) | LockValue::NotALock) {
         lk.delay = super::delay::LockDelay::load(ctx, key);
     }
