@@ -6,7 +6,8 @@ use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
 use crate::ffi::{timer, Ctx};
 
 use super::queue::{Registry, Removed, Waiter};
-use super::{registry, wake};
+use super::registry::registry;
+use super::wake;
 
 /// Takes waiter `seq` out of its queue, stopping its timers; the caller answers the client.
 pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Option<Waiter> {

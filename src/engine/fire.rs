@@ -17,7 +17,8 @@ use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::job::Job;
-use super::{bind, depart, registry, wake, work};
+use super::registry::registry;
+use super::{bind, depart, wake, work};
 
 impl TimerJob for Job {
     fn fire(self, ctx: Ctx) {

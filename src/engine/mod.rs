@@ -1,14 +1,21 @@
-//! The engine: everything between a command's parsed request and Redis's key API.
+//! The engine: everything between a command's parsed request and Redis's key API. Its
+//! files in layers, each using only those below it (and `ffi`, `stats`, `dlock-core`):
 //!
-//! - `bind`: holds bound to a connection (BIND), cut when it closes;
-//! - `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
-//! - `deadlock`: the cycle a WAIT request would close, found before it queues;
-//! - `queue`: the waiter queues (plain data, unit-tested without a server);
-//! - `work`: the unit of work every writing command and every wake-up goes through: open the
-//!   lock, serve its queue, apply the step, save, re-arm the lease timer;
-//! - `store`: lock keys and fencing counters as Redis holds them, written and propagated;
-//! - `wake`: what wakes a queue besides a command: timers (the 5 ms poll of queued keys
-//!   among them), the keys marked by events, clients leaving.
+//! 1. plain data and bookkeeping, no unit of work:
+//!    - `job`: why each engine timer was armed (plain data; `fire` runs them);
+//!    - `queue`: the waiter queues (plain data, unit-tested without a server), and `registry`,
+//!      the module's one registry of them behind its lock;
+//!    - `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
+//!    - `store`: lock keys and fencing counters as Redis holds them, written and propagated;
+//!    - `wake`: the keys that have a queue, those marked by events, the poll timer;
+//!    - `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
+//! 2. `depart`: waiters leaving their queue (timers stopped, key unwatched), granted, timed
+//!    out or gone on their own (`DepartingClients`);
+//!    `deadlock`: the cycle a WAIT request would close, found before it queues;
+//! 3. `work`: the unit of work every writing command and every wake-up goes through
+//!    (`unit_of_work`: open the lock, serve its queue, apply the step, save, re-arm the lease
+//!    timer), and the one grant step (`try_grant`);
+//! 4. `fire`: what each timer does when it fires, through the unit of work.
 //!
 //! Lock order: REGISTRY before the watched set in `wake`, never the reverse; nothing called
 //! while the registry is held takes it again (keyspace events only touch the watched set).
@@ -20,57 +27,17 @@ pub mod depart;
 pub mod fire;
 pub mod job;
 pub mod queue;
+mod registry;
 pub mod store;
 pub mod wake;
 pub mod work;
 
-use std::sync::{Mutex, MutexGuard};
-
-use queue::Registry;
-
-use crate::stats::{Stats, STATS};
-
-static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
-
-/// Number of queued clients, readable without the registry lock (event fast path, INFO):
-/// the registry keeps it in `STATS.waiters`.
-pub fn waiting() -> usize {
-    Stats::get(&STATS.waiters) as usize
-}
-
-/// The registry, locked. Dereferences to [`Registry`]; stores the waiter count on drop.
-pub struct RegistryGuard(MutexGuard<'static, Option<Registry>>);
-
-impl std::ops::Deref for RegistryGuard {
-    type Target = Registry;
-    fn deref(&self) -> &Registry {
-        self.0.as_ref().expect("set in registry()")
-    }
-}
-impl std::ops::DerefMut for RegistryGuard {
-    fn deref_mut(&mut self) -> &mut Registry {
-        self.0.as_mut().expect("set in registry()")
-    }
-}
-impl Drop for RegistryGuard {
-    fn drop(&mut self) {
-        let n = self.0.as_ref().map_or(0, Registry::len);
-        Stats::set(&STATS.waiters, n as u64);
-    }
-}
-
-/// The waiter registry (created on first use).
-pub fn registry() -> RegistryGuard {
-    let mut guard = REGISTRY.lock().unwrap_or_else(|e| e.into_inner());
-    guard.get_or_insert_with(Registry::default);
-    RegistryGuard(guard)
-}
+pub use registry::{registry, waiting};
 
 /// MODULE UNLOAD: frees the registry and the watched set (Redis refuses to unload while a
 /// client is blocked or a timer is armed, so both are empty of work by then).
 pub fn free_all() {
-    *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    Stats::set(&STATS.waiters, 0);
+    registry::free();
     wake::free_all();
     bind::free_all();
 }

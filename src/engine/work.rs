@@ -19,7 +19,8 @@ use super::depart::{self, DepartingClients};
 use super::job::Job;
 use super::queue::{Registry, Waiter};
 use super::store::{FenceKey, LockKey, Open, Requester};
-use super::{registry, wake};
+use super::registry::registry;
+use super::wake;
 
 /// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.
 fn fence_on_grant(
@@ -293,7 +294,7 @@ pub fn unit_of_work<'k, R>(
     step: impl FnOnce(&mut Registry, &mut LockKey<'k>, i64) -> R,
 ) -> R {
     // A queue anywhere: the lease timer may need the key's expiry.
-    let need_expire = super::waiting() > 0;
+    let need_expire = super::registry::waiting() > 0;
     let how = Open::Write {
         name,
         owner,
