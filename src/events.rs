@@ -69,11 +69,21 @@ impl ServerEventHandler for Gone {
     }
 }
 
-/// At load: expiries, evictions and the server events. Module subscriptions work whatever
+/// Client connections closing: the leases of holds bound to them (BIND) are cut.
+pub struct Closed;
+
+impl events::ClientCloseHandler for Closed {
+    fn on_client_closed(ctx: Ctx, id: u64) {
+        engine::bind::client_closed(ctx, id);
+    }
+}
+
+/// At load: expiries, evictions, the server events and client disconnections. Module subscriptions work whatever
 /// `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
-    events::subscribe_server::<Gone>(ctx)
+    events::subscribe_server::<Gone>(ctx)?;
+    events::subscribe_client_close::<Closed>(ctx)
 }
 
 /// Before a client waits: once `wake::POLL_MAX_KEYS` keys have queues, every other

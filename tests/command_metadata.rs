@@ -13,7 +13,7 @@ const ARITY: &[(&str, i64)] = &[
     ("dlock.rwlock", -5),
     ("dlock.semaphore", -5),
     ("dlock.release", -3),
-    ("dlock.renew", 4),
+    ("dlock.renew", -4),
     ("dlock.info", 2),
     ("dlock.waiters", -2),
 ];
@@ -124,7 +124,15 @@ fn arguments_carry_their_tokens_and_optional_flags() {
         .collect();
     assert_eq!(
         names,
-        ["key", "owner", "lease-ms", "timeout-ms", "fence"],
+        [
+            "key",
+            "owner",
+            "lease-ms",
+            "timeout-ms",
+            "fence",
+            "grace-ms",
+            "lock-delay-ms"
+        ],
         "in the order of the syntax"
     );
     assert_eq!(field(&args[2], "type").unwrap().str(), "integer");

@@ -314,7 +314,7 @@ fn dlock_info_resp2_layout() {
     let names: Vec<&str> = none.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        ["kind", "mode", "lease-ms", "holders", "waiters", "fence"],
+        ["kind", "mode", "lease-ms", "holders", "waiters", "fence", "delay-ms"],
         "field order"
     );
     assert_eq!(none[0].1, Reply::Bulk("none".into()));

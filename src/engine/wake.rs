@@ -62,6 +62,8 @@ pub enum Job {
     LeaseCheck { db: i32, key: Vec<u8> },
     /// Keys touched by keyspace/server events: serve their queues.
     Recheck,
+    /// Connections with bound holds closed: cut those leases (`bind`).
+    CutLeases,
     /// Every `POLL_MS` while some key has a queue: serve every queue (catches DEL, RENAME,
     /// MOVE and overwrites, which no event reports while polling).
     Poll,
@@ -89,6 +91,7 @@ impl TimerJob for Job {
                 }
                 wake_key(ctx, db, &key);
             }
+            Job::CutLeases => super::bind::cut_leases(ctx),
             Job::Recheck => {
                 let (mut keys, all) = {
                     let mut d = dirty();

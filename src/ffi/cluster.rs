@@ -263,8 +263,8 @@ pub fn server_has_atomic_slot_migration(ctx: Ctx) -> bool {
         // SAFETY: `info` is live until freed below; the field name is NUL-terminated; the
         // returned string (or null) is valid while `info` is.
         let ptr = unsafe { api!(RedisModule_ServerInfoGetFieldC)(info, name.as_ptr()) };
-        // SAFETY: as above, a NUL-terminated string when not null.
         (!ptr.is_null()).then(|| {
+            // SAFETY: a non-null field value is a NUL-terminated string, valid while `info` is.
             unsafe { std::ffi::CStr::from_ptr(ptr) }
                 .to_string_lossy()
                 .into_owned()

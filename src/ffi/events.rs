@@ -28,6 +28,12 @@ pub trait ServerEventHandler {
     fn on_slots_moved(ctx: Ctx);
 }
 
+/// Receives the closing of client connections.
+pub trait ClientCloseHandler {
+    /// The connection of client `id` closed (any reason: QUIT, CLIENT KILL, reset, crash).
+    fn on_client_closed(ctx: Ctx, id: u64);
+}
+
 /// Which keyspace events a subscription receives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Classes {
@@ -127,6 +133,42 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
         if ok != raw::REDISMODULE_OK as c_int {
             return Err(format!("cannot subscribe to server event {id}"));
         }
+    }
+    Ok(())
+}
+
+/// Subscribes `H` to client disconnections (`RedisModuleEvent_ClientChange`). Redis fires it
+/// for every connection that closes; the handler returns at once when it has nothing to do.
+pub fn subscribe_client_close<H: ClientCloseHandler>(ctx: Ctx) -> Result<(), String> {
+    unsafe extern "C" fn on_event<H: ClientCloseHandler>(
+        ctx: *mut raw::RedisModuleCtx,
+        event: raw::RedisModuleEvent,
+        subevent: u64,
+        data: *mut c_void,
+    ) {
+        if event.id != raw::REDISMODULE_EVENT_CLIENT_CHANGE
+            || subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
+            || data.is_null()
+        {
+            return;
+        }
+        // SAFETY: for this event Redis passes a live context and a `RedisModuleClientInfo`
+        // valid for the call.
+        unsafe {
+            let info = &*data.cast::<raw::RedisModuleClientInfo>();
+            H::on_client_closed(Ctx::from_raw(ctx), info.id);
+        }
+    }
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_CLIENT_CHANGE,
+        dataver: 1,
+    };
+    // SAFETY: a live context; the callback has the signature Redis expects.
+    let ok = unsafe {
+        api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), event, Some(on_event::<H>))
+    };
+    if ok != raw::REDISMODULE_OK as c_int {
+        return Err("cannot subscribe to client disconnections".into());
     }
     Ok(())
 }

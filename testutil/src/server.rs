@@ -6,14 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Path of the built module.
-pub fn module_path() -> PathBuf {
-    if let Ok(p) = std::env::var("DLOCK_MODULE") {
-        return PathBuf::from(p);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    root.join("target/release/libdlock.so")
-}
+use crate::module_build::module_path;
 
 /// The server binary to run.
 pub fn server_binary() -> String {
