@@ -164,11 +164,8 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     ctx.select_db(db);
-    // Cluster: the key left this node (migrated, its slot given away, the cluster down):
-    // nothing is granted or created here, the waiters get the redirect a fresh request gets.
-    if let Route::Elsewhere(error) = cluster::route(ctx, key) {
-        work::redirect_all(ctx, &mut registry(), db, key, &error);
-        return;
+    if !work::served_here(ctx, db, key) {
+        return; // the key left this cluster node: its waiters were redirected
     }
     work::with_lock(ctx, db, key, None, None, |_, _, _| ());
 }
