@@ -6,7 +6,7 @@
 //!
 //! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
 //! cluster down). Before a wake-up serves a queue it asks where the server routes the key
-//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
+//! (`work::served_here`); a key served elsewhere gets its waiters answered with the redirect
 //! a fresh request would get, and nothing is granted or created here.
 
 use dlock_core::rules;
@@ -90,11 +90,8 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     ctx.select_db(db);
-    // Cluster: the key left this node (migrated, its slot given away, the cluster down):
-    // nothing is granted or created here, the waiters get the redirect a fresh request gets.
-    if let Route::Elsewhere(error) = cluster::route(ctx, key) {
-        work::redirect_all(ctx, &mut registry(), db, key, &error);
-        return;
+    if !work::served_here(ctx, db, key) {
+        return; // the key left this cluster node: its waiters were redirected
     }
     work::unit_of_work(ctx, db, key, None, None, |_, _, _| ());
 }
@@ -108,6 +105,9 @@ fn cut_leases(ctx: Ctx) {
     for (hold, deadline) in cuts {
         let (db, key, owner) = bind::decode(&hold);
         ctx.select_db(db);
+        if !work::served_here(ctx, db, key) {
+            continue; // the key left this cluster node, and its hold with it
+        }
         // No requester: the key is read whole, with its expiry (a cut compares leases).
         let cut = work::unit_of_work(ctx, db, key, None, None, |_, lk, _| {
             rules::cut_lease(&mut lk.value, owner, deadline)

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
-use crate::ffi::timer;
+use crate::ffi::{cluster, timer};
 use crate::ffi::Ctx;
 
 use super::job::{Job, Timer};
@@ -65,7 +65,7 @@ struct Watched {
 /// Arms the poll timer if some key has a queue and nothing else reports changes, or, in
 /// cluster mode, to notice the cluster going down.
 fn arm_poll(ctx: Ctx, d: &mut Watched) {
-    let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || ctx.in_cluster();
+    let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || cluster::enabled(ctx);
     if d.poll.is_none() && !d.watched.is_empty() && needed {
         d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
     }
@@ -86,7 +86,7 @@ pub fn changes_are_reported() -> bool {
 /// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
 pub fn changes_reported(ctx: Ctx) {
     CHANGES_REPORTED.store(true, Ordering::Relaxed);
-    if ctx.in_cluster() {
+    if cluster::enabled(ctx) {
         return; // the poll goes on, looking at one key (`Job::Poll`)
     }
     if let Some(t) = state().as_mut().and_then(|d| d.poll.take()) {
