@@ -2,6 +2,8 @@
 //! or answer null. The three differ only in their arguments: the kind of hold (`Want`) goes
 //! through the same rules, queue and grant path.
 
+use std::ffi::CStr;
+
 use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
 
@@ -10,7 +12,7 @@ use crate::engine::deadlock;
 use crate::engine::store::Requester;
 use crate::engine::work::{self, Request};
 use crate::ffi::command::{Args, Command};
-use crate::ffi::command_info::{arg, option, KeyUse, Kind, Spec};
+use crate::ffi::command_info::{arg, option, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
@@ -18,19 +20,13 @@ use crate::stats::{Stats, STATS};
 pub struct Acquire;
 
 impl Command for Acquire {
-    const SPEC: Spec = Spec {
-        name: c"dlock.acquire",
-        flags: c"write deny-oom",
-        arity: -4,
-        key_at: 1,
-        key_use: KeyUse::Grant,
-        acl: c"write slow blocking",
-        summary: c"Takes an exclusive lock (Redisson RLock layout), re-entrant per owner; with WAIT, queues FIFO until granted or timed out",
-        complexity: c"O(1)",
-        since: c"0.1.0",
-        tips: None,
-        args: &[KEY, OWNER, LEASE, WAIT, FENCE, BIND, LOCKDELAY],
-    };
+    const SPEC: Spec = taking(
+        c"dlock.acquire",
+        -4,
+        c"Takes an exclusive lock (Redisson RLock layout), re-entrant per owner; with WAIT, queues FIFO until granted or timed out",
+        c"O(1)",
+        &[KEY, OWNER, LEASE, WAIT, FENCE, BIND, LOCKDELAY],
+    );
 
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply::<Self>(args::acquire(argv).and_then(|a| acquire(ctx, a, strs)))
@@ -41,28 +37,22 @@ impl Command for Acquire {
 pub struct RwLock;
 
 impl Command for RwLock {
-    const SPEC: Spec = Spec {
-        name: c"dlock.rwlock",
-        flags: c"write deny-oom",
-        arity: -5,
-        key_at: 1,
-        key_use: KeyUse::Grant,
-        acl: c"write slow blocking",
-        summary: c"Takes the read or the write side of a read-write lock with a lease per holder; with WAIT, queues FIFO until granted or timed out",
-        complexity: c"O(N) where N is the number of holders",
-        since: c"0.1.0",
-        tips: None,
-        args: &[
-            KEY,
-            OWNER,
-            arg(c"mode", Kind::OneOf(&[READ, WRITE])),
-            LEASE,
-            WAIT,
-            FENCE,
-            BIND,
-            LOCKDELAY,
-        ],
-    };
+    const SPEC: Spec = taking(
+        c"dlock.rwlock",
+        -5,
+        c"Takes the read or the write side of a read-write lock with a lease per holder; with WAIT, queues FIFO until granted or timed out",
+        c"O(N) where N is the number of holders",
+        &[
+        KEY,
+        OWNER,
+        arg(c"mode", Kind::OneOf(&[READ, WRITE])),
+        LEASE,
+        WAIT,
+        FENCE,
+        BIND,
+        LOCKDELAY,
+    ],
+    );
 
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply::<Self>(args::rwlock(argv).and_then(|a| acquire(ctx, a, strs)))
@@ -73,30 +63,48 @@ impl Command for RwLock {
 pub struct Semaphore;
 
 impl Command for Semaphore {
-    const SPEC: Spec = Spec {
-        name: c"dlock.semaphore",
-        flags: c"write deny-oom",
-        arity: -5,
-        key_at: 1,
-        key_use: KeyUse::Grant,
-        acl: c"write slow blocking",
-        summary: c"Takes permits of a counting semaphore with a lease per holder; with WAIT, queues FIFO until granted or timed out",
-        complexity: c"O(N) where N is the number of holders",
-        since: c"0.1.0",
-        tips: None,
-        args: &[
-            KEY,
-            OWNER,
-            arg(c"capacity", Kind::Integer),
-            LEASE,
-            option(c"count", c"COUNT", Kind::Integer),
-            WAIT,
-            BIND,
-        ],
-    };
+    const SPEC: Spec = taking(
+        c"dlock.semaphore",
+        -5,
+        c"Takes permits of a counting semaphore with a lease per holder; with WAIT, queues FIFO until granted or timed out",
+        c"O(N) where N is the number of holders",
+        &[
+        KEY,
+        OWNER,
+        arg(c"capacity", Kind::Integer),
+        LEASE,
+        option(c"count", c"COUNT", Kind::Integer),
+        WAIT,
+        BIND,
+    ],
+    );
 
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         super::reply::<Self>(args::semaphore(argv).and_then(|a| acquire(ctx, a, strs)))
+    }
+}
+
+/// The declaration of a command that takes a hold: the three differ only in name, arity, docs
+/// and arguments.
+const fn taking(
+    name: &'static CStr,
+    arity: i32,
+    summary: &'static CStr,
+    complexity: &'static CStr,
+    args: &'static [Arg],
+) -> Spec {
+    Spec {
+        name,
+        flags: c"write deny-oom",
+        arity,
+        key_at: 1,
+        key_use: KeyUse::Grant,
+        acl: c"write slow blocking",
+        summary,
+        complexity,
+        since: c"0.1.0",
+        tips: None,
+        args,
     }
 }
 

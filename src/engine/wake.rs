@@ -20,8 +20,7 @@ use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
-use crate::ffi::{cluster, timer};
-use crate::ffi::Ctx;
+use crate::ffi::{cluster, timer, Ctx};
 
 use super::job::{Job, Timer};
 

@@ -19,8 +19,8 @@ use crate::stats::{Stats, STATS};
 use super::depart::{self, DepartingClients};
 use super::job::Job;
 use super::queue::{Registry, Waiter};
-use super::store::{FenceKey, LockKey, Open, Requester};
 use super::registry::registry;
+use super::store::{FenceKey, LockKey, Open, Requester};
 use super::wake;
 
 /// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.
