@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::workers::*;
-use dlock_testutil::{info_int, used_memory};
+use dlock_testutil::{info_int, used_memory, LATENESS_BOUND};
 use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 
