@@ -92,8 +92,12 @@ fn timeout(w: &[u8]) -> Result<i64, String> {
 /// `BIND grace-ms`: from 0 to the lease.
 fn grace(w: &[u8], lease: i64) -> Result<i64, String> {
     match int(w) {
-        Some(v) if v > lease => Err(format!("ERR grace-ms must be at most the lease-ms ({lease})")),
-        _ if huge(w) => Err(format!("ERR grace-ms must be at most the lease-ms ({lease})")),
+        Some(v) if v > lease => Err(format!(
+            "ERR grace-ms must be at most the lease-ms ({lease})"
+        )),
+        _ if huge(w) => Err(format!(
+            "ERR grace-ms must be at most the lease-ms ({lease})"
+        )),
         Some(v) if v >= 0 => Ok(v),
         _ => Err("ERR grace-ms must be a non-negative integer".into()),
     }
@@ -185,8 +189,10 @@ fn permits(w: &[u8], name: &str) -> Result<i64, String> {
     }
 }
 
+type Sem = (Vec<u8>, Vec<u8>, String, i64, Option<i64>);
+
 /// DLOCK.SEMAPHORE: `want` is `permits:<count>/<capacity>`.
-fn ref_semaphore(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, String, i64, Option<i64>), String> {
+fn ref_semaphore(a: &[&[u8]]) -> Result<Sem, String> {
     if a.len() < 4 {
         return Err(arity("dlock.semaphore"));
     }
