@@ -1,12 +1,14 @@
 //! dlock: distributed locks done natively inside Redis.
 //!
-//! This file only registers; see `docs/DESIGN.md` for how the parts fit. Layers, each using
-//! only the ones below it:
+//! This file only loads and unloads; see `docs/DESIGN.md` for how the parts fit. Layers, each
+//! using only the ones below it:
 //! - `dlock-core` (its own crate): arguments, error texts, lock model, grant rules, names;
-//! - `ffi`: the only code that calls `RedisModule_*`;
+//! - `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
+//!   loop over `commands::ALL`); `config`: the configuration in force;
+//! - `stats`: INFO counters, which the layers above report to;
 //! - `engine`: waiter queues, the unit of work, lock storage, wake-ups;
-//! - `commands` (one file per command) and `events` (keyspace/server events) on top;
-//! - `config` and `stats` beside them.
+//! - `commands` (one file per command, each with its declaration) and `events`
+//!   (keyspace/server events) on top.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.
