@@ -168,8 +168,11 @@ fn permits(w: &[u8], name: &str) -> Result<i64, String> {
     }
 }
 
+/// A parsed DLOCK.SEMAPHORE: (key, owner, want, lease, wait).
+type Sem = (Vec<u8>, Vec<u8>, String, i64, Option<i64>);
+
 /// DLOCK.SEMAPHORE: `want` is `permits:<count>/<capacity>`.
-fn ref_semaphore(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, String, i64, Option<i64>), String> {
+fn ref_semaphore(a: &[&[u8]]) -> Result<Sem, String> {
     if a.len() < 4 {
         return Err(arity("dlock.semaphore"));
     }
