@@ -75,9 +75,9 @@ mod registration {
         events::subscribe(c).map_err(fail)?;
         // Propagation is skipped while nothing would receive it (no AOF, no replication).
         targets::watch(c).map_err(fail)?;
-        // SAFETY: the OnLoad context, the only one Redis accepts an INFO callback from.
-        unsafe { info::register::<stats::Info>(ctx) };
-        // Every command with its COMMAND DOCS / INFO, as each declares itself.
+        // The INFO section, and every command with its COMMAND DOCS / INFO as each declares
+        // itself.
+        info::register::<stats::Info>(c);
         command::register(c, commands::ALL).map_err(fail)?;
         // Last: a failed load is not unloaded (no OnUnload), so nothing to free by then.
         string::make_shared();

@@ -4,7 +4,7 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
-use super::api;
+use super::{api, Ctx};
 
 /// Produces the fields of the module's INFO section.
 pub trait InfoSection {
@@ -12,11 +12,9 @@ pub trait InfoSection {
     fn fields() -> Vec<(&'static str, u64)>;
 }
 
-/// Registers `S` as the module's INFO section (`INFO dlock`).
-///
-/// # Safety
-/// `ctx` is the context passed to `RedisModule_OnLoad`.
-pub unsafe fn register<S: InfoSection>(ctx: *mut raw::RedisModuleCtx) {
+/// Registers `S` as the module's INFO section (`INFO dlock`). `ctx` must be the
+/// `RedisModule_OnLoad` context (Redis takes the callback from no other).
+pub fn register<S: InfoSection>(ctx: Ctx) {
     unsafe extern "C" fn info<S: InfoSection>(
         ctx: *mut raw::RedisModuleInfoCtx,
         _for_crash_report: c_int,
@@ -31,6 +29,6 @@ pub unsafe fn register<S: InfoSection>(ctx: *mut raw::RedisModuleCtx) {
             }
         }
     }
-    // SAFETY: the OnLoad context (caller); the callback has the signature Redis expects.
-    unsafe { api!(RedisModule_RegisterInfoFunc)(ctx, Some(info::<S>)) };
+    // SAFETY: a live context; the callback has the signature Redis expects.
+    unsafe { api!(RedisModule_RegisterInfoFunc)(ctx.as_ptr(), Some(info::<S>)) };
 }
