@@ -190,24 +190,43 @@ fn a_waiter_whose_key_is_deleted_during_a_migration_is_redirected() {
 
 #[test]
 fn waiters_get_clusterdown_when_the_cluster_fails() {
-    // Node 1 dies: the cluster (full coverage required) goes down; the waiters on node 0
-    // get CLUSTERDOWN, as a blocked BLPOP would.
-    let mut cl = Cluster::builder(2).node_timeout_ms(500).start();
-    let key = key_on(&cl, 0, "down");
-    let mut c = cl.nodes[0].connection();
     // A short lease: it runs out while the cluster is down, and nothing may be granted then.
-    assert_eq!(acquire(&mut c, &key, "holder", 3000), Reply::Int(1));
-    let waiter = enqueue(
-        &cl.nodes[0],
-        &mut c,
-        &key,
-        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"],
-        1,
-    );
+    cluster_down_answers_every_waiter(1, 3000);
+}
+
+#[test]
+fn waiters_get_clusterdown_when_the_cluster_fails_with_many_waited_keys() {
+    // Past 64 keys with queues no key is polled: one waited key stands for the cluster (long
+    // leases: no lease timer wakes the queues).
+    cluster_down_answers_every_waiter(70, 60_000);
+}
+
+/// Node 1 dies: the cluster (full coverage required) goes down; the waiters on `keys` keys of
+/// node 0 get CLUSTERDOWN, as a blocked BLPOP would, and nothing is granted.
+fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
+    let mut cl = Cluster::builder(2).node_timeout_ms(500).start();
+    let mut c = cl.nodes[0].connection();
+    let waiters: Vec<Pending> = (0..keys)
+        .map(|i| {
+            let key = key_on(&cl, 0, &format!("down{i}"));
+            assert_eq!(acquire(&mut c, &key, "holder", lease_ms), Reply::Int(1));
+            let args = ["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"];
+            enqueue(&cl.nodes[0], &mut c, &key, &args, 1)
+        })
+        .collect();
     let grants = info_dlock(&mut c)["dlock_grants"];
     cl.nodes[1].kill();
-    let (reply, _) = waiter.wait(Duration::from_secs(20));
-    assert_eq!(reply, Reply::Err("CLUSTERDOWN The cluster is down".into()));
+    let mut answered = Vec::new();
+    for waiter in &waiters {
+        let (reply, _, at) = waiter.wait_at(Duration::from_secs(20));
+        assert_eq!(reply, Reply::Err("CLUSTERDOWN The cluster is down".into()));
+        answered.push(at);
+    }
+    // All at once, when the node sees the cluster down (the server's own sweep of blocked
+    // clients, ~50 clients a second, would spread them over more than a second).
+    let spread = *answered.iter().max().unwrap() - *answered.iter().min().unwrap();
+    println!("{keys} waiters answered within {spread:?}");
+    assert!(spread < ANSWER_BOUND, "answered over {spread:?}");
     assert_eq!(
         info_dlock(&mut c)["dlock_grants"],
         grants,

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::workers::*;
+use dlock_testutil::LATENESS_BOUND;
 
 const LEASE: u64 = 500;
 

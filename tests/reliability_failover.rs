@@ -11,7 +11,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dlock_testutil::{sync_replicas, wait_replica_synced};
+use dlock_testutil::{sync_replicas, wait_replica_synced, LATENESS_BOUND};
 
 #[test]
 fn promoted_replica_serves_the_same_locks() {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::workers::*;
-use dlock_testutil::{info_int, module_path, used_memory};
+use dlock_testutil::{info_int, module_path, used_memory, LATENESS_BOUND};
 
 const BAD: [(&[&str], &str); 6] = [
     (

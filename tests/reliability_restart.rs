@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use common::*;
-use dlock_testutil::{free_port, ServerBuilder};
+use dlock_testutil::{free_port, ServerBuilder, LATENESS_BOUND};
 
 #[derive(Clone, Copy, Debug)]
 enum Stop {

@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use dlock_testutil::{assert_mirrored, ReplicaSet};
+use dlock_testutil::{assert_mirrored, ReplicaSet, LATENESS_BOUND};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;

@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use dlock_testutil::workers::{run_worker_processes, worker_spec};
-use dlock_testutil::{assert_mirrored, ReplicaSet};
+use dlock_testutil::{assert_mirrored, ReplicaSet, LATENESS_BOUND};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// `DLOCK.SEMAPHORE key owner capacity lease [extra...]`.

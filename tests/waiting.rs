@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use dlock_testutil::LATENESS_BOUND;
 use std::io::Write;
 use std::time::{Duration, Instant};
 

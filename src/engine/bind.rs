@@ -169,6 +169,9 @@ pub fn cut_leases(ctx: Ctx) {
     for (hold, deadline) in cuts {
         let (db, key, owner) = decode(&hold);
         ctx.select_db(db);
+        if !work::served_here(ctx, db, key) {
+            continue; // the key left this cluster node, and its hold with it
+        }
         // No requester: the key is read whole, with its expiry (a cut compares leases).
         let cut = work::with_lock(ctx, db, key, None, None, |_, lk, _| {
             rules::cut_lease(&mut lk.value, owner, deadline)

@@ -164,11 +164,8 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     ctx.select_db(db);
-    // Cluster: the key left this node (migrated, its slot given away, the cluster down):
-    // nothing is granted or created here, the waiters get the redirect a fresh request gets.
-    if let Route::Elsewhere(error) = cluster::route(ctx, key) {
-        work::redirect_all(ctx, &mut registry(), db, key, &error);
-        return;
+    if !work::served_here(ctx, db, key) {
+        return; // the key left this cluster node: its waiters were redirected
     }
     work::with_lock(ctx, db, key, None, None, |_, _, _| ());
 }
@@ -206,7 +203,7 @@ struct Dirty {
 /// Arms the poll timer if some key has a queue and nothing else reports changes, or, in
 /// cluster mode, to notice the cluster going down.
 fn arm_poll(ctx: Ctx, d: &mut Dirty) {
-    let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || ctx.in_cluster();
+    let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || cluster::enabled(ctx);
     if d.poll.is_none() && !d.watched.is_empty() && needed {
         d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
     }
@@ -227,7 +224,7 @@ pub fn changes_are_reported() -> bool {
 /// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
 pub fn changes_reported(ctx: Ctx) {
     CHANGES_REPORTED.store(true, Ordering::Relaxed);
-    if ctx.in_cluster() {
+    if cluster::enabled(ctx) {
         return; // the poll goes on, looking at one key (`Job::Poll`)
     }
     if let Some(t) = dirty().as_mut().and_then(|d| d.poll.take()) {

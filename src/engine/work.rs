@@ -11,6 +11,7 @@ use dlock_core::names;
 use dlock_core::rules::{self, Grant};
 
 use crate::ffi::blocked::BlockedClient;
+use crate::ffi::cluster::Route;
 use crate::ffi::string::ArgStr;
 use crate::ffi::{self, timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
@@ -206,16 +207,23 @@ pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Op
     Some(waiter)
 }
 
-/// Answers every waiter of `key` with `error` and empties its queue, granting nothing: in a
-/// cluster, the key is served by another node now (or by none), and `error` is the redirect
-/// a fresh request for it gets here.
-pub fn redirect_all(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], error: &str) {
+/// Whether a unit of work outside a command (a timer) may serve `key` on this node. In a
+/// cluster the key may have left it (migrated, its slot given away, the cluster down): then
+/// nothing may be granted or created here, and every waiter of the key is answered with the
+/// redirect a fresh request gets here (counted in INFO) and leaves the queue. Commands need no
+/// such check: the server routed them. Call with the key's database selected, the key not open.
+pub fn served_here(ctx: Ctx, db: i32, key: &[u8]) -> bool {
+    let Route::Elsewhere(error) = ffi::cluster::route(ctx, key) else {
+        return true;
+    };
+    let mut reg = registry();
     while let Some((seq, _)) = reg.head(db, key) {
-        let waiter = remove(ctx, reg, db, key, seq).expect("head waiter");
+        let waiter = remove(ctx, &mut reg, db, key, seq).expect("head waiter");
         Stats::add(&STATS.errors, 1);
         Stats::add(&STATS.cluster_redirects, 1);
-        waiter.client.unblock(Some(Reply::Error(error.to_owned())));
+        waiter.client.unblock(Some(Reply::Error(error.clone())));
     }
+    false
 }
 
 /// Serves the queue of `lk`: grants to the head while the lock allows it (consecutive readers

@@ -3,6 +3,7 @@
 //! is being migrated, where a key and its companion keys may sit on two nodes at once.
 
 use std::os::raw::c_char;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use super::{api, Ctx};
 
@@ -27,7 +28,7 @@ pub enum Route {
 /// `CLUSTER NODES`/`CLUSTER INFO` read to word the redirect. Must not be called while the key
 /// is open: the probe may expire it.
 pub fn route(ctx: Ctx, key: &[u8]) -> Route {
-    if !ctx.in_cluster() || write_accepted(ctx, key) {
+    if !enabled(ctx) || write_accepted(ctx, key) {
         return Route::Here;
     }
     let nodes = call_text(ctx, c"NODES").unwrap_or_default();
@@ -35,6 +36,21 @@ pub fn route(ctx: Ctx, key: &[u8]) -> Route {
     match redirect(&nodes, &info, dlock_core::names::key_slot(key)) {
         Some(error) => Route::Elsewhere(error),
         None => Route::Here,
+    }
+}
+
+/// Whether the server runs in cluster mode (`cluster-enabled` cannot change while it runs:
+/// asked once, so that the timer paths outside a cluster pay nothing for the check).
+pub fn enabled(ctx: Ctx) -> bool {
+    static MODE: AtomicU8 = AtomicU8::new(0); // 0 unknown, 1 standalone, 2 cluster
+    match MODE.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let cluster = ctx.in_cluster();
+            MODE.store(if cluster { 2 } else { 1 }, Ordering::Relaxed);
+            cluster
+        }
     }
 }
 
@@ -93,7 +109,7 @@ fn call_text(ctx: Ctx, sub: &std::ffi::CStr) -> Option<String> {
 /// own `CLUSTER NODES` line says. False outside cluster mode, and when the line cannot be
 /// read. Costs a `CLUSTER NODES` call: for rare paths only.
 pub fn slot_in_migration(ctx: Ctx, slot: u16) -> bool {
-    if !ctx.in_cluster() {
+    if !enabled(ctx) {
         return false;
     }
     let Some(nodes) = call_text(ctx, c"NODES") else {

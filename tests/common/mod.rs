@@ -9,7 +9,7 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant};
 
 pub use dlock_testutil::keys::*;
-pub use dlock_testutil::{wait_for, Server, LATENESS_BOUND};
+pub use dlock_testutil::{wait_for, Server};
 pub use redis::{Connection, Value};
 
 /// A server reply in a form that is easy to compare and print.
