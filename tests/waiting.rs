@@ -92,7 +92,7 @@ fn handoff_with_fence_returns_token() {
         Reply::Arr(vec![Reply::Int(1), Reply::Int(2)]),
         "hand-off is a fresh grant"
     );
-    assert_eq!(get_int(&mut c, &fence_key("k")), Some(2));
+    assert_eq!(get_int(&mut c, &slot_fence_key("k")), Some(2));
 }
 
 #[test]

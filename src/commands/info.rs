@@ -7,7 +7,7 @@ use dlock_core::model::LockValue;
 use dlock_core::rules;
 
 use crate::engine::registry;
-use crate::engine::store::{FenceKey, LockKey};
+use crate::engine::store::LockKey;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::context::now_ms;
 use crate::ffi::reply::Replier;
@@ -33,7 +33,7 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
     let mut value = lk.value.clone();
     rules::prune_lapsed(&mut value, now);
     let waiters = registry().waiters_on(db, key);
-    let fence = FenceKey::of(key).get(ctx)?;
+    let fence = value.fence();
     let remaining = |at: i64| (at - now).max(0);
     type Holder<'m> = (Vec<u8>, &'m str, i64, i64); // owner, mode, count, remaining ms
 
