@@ -41,14 +41,32 @@ impl ServerEventHandler for Gone {
             wake::mark_dirty(ctx, 0, None);
         }
     }
+
+    /// Valkey's atomic slot migration finished: every queued key is looked at again, and the
+    /// waiters of keys that left get the redirect (`engine::wake`).
+    fn on_slots_moved(ctx: Ctx) {
+        if engine::waiting() > 0 {
+            wake::mark_dirty(ctx, 0, None);
+        }
+    }
 }
 
-/// At load: expiries, evictions and the server events. Module subscriptions work whatever
+/// Client connections closing: the leases of holds bound to them (BIND) are cut.
+pub struct Closed;
+
+impl events::ClientCloseHandler for Closed {
+    fn on_client_closed(ctx: Ctx, id: u64) {
+        engine::bind::client_closed(ctx, id);
+    }
+}
+
+/// At load: expiries, evictions, the server events and client disconnections. Module subscriptions work whatever
 /// `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     wake::init(events::key_unlinks_supported());
     events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
-    events::subscribe_server::<Gone>(ctx)
+    events::subscribe_server::<Gone>(ctx)?;
+    events::subscribe_client_close::<Closed>(ctx)
 }
 
 /// Set once the generic class is subscribed for good (until MODULE UNLOAD, which drops

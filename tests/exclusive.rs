@@ -307,7 +307,7 @@ fn dlock_info_resp2_layout() {
     let names: Vec<&str> = none.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(
         names,
-        ["kind", "mode", "lease-ms", "holders", "waiters", "fence"],
+        ["kind", "mode", "lease-ms", "holders", "waiters", "fence", "delay-ms"],
         "field order"
     );
     assert_eq!(none[0].1, Reply::Bulk("none".into()));
@@ -419,7 +419,7 @@ fn info_dlock_counters_move() {
     assert!(d("dlock_renewals") >= 1);
     assert!(d("dlock_wait_timeouts") >= 1);
     assert!(d("dlock_errors") >= 1);
-    // SPEC: a counter of "leases expired while held" (k3 expired while held, no waiter)
+    // docs/COMMANDS.md (INFO dlock): a counter of "leases expired while held" (k3 expired while held, no waiter)
     let mut last = after.clone();
     let moved = wait_for(
         3 * SEC,

@@ -3,7 +3,7 @@
 //! DLOCK.* declare the lock key as their key, so `~app:*` confines a user's locking, releasing,
 //! renewing and inspecting to `app:*` (NOPERM elsewhere, nothing changes); `-dlock.release`
 //! forbids one command. The fencing counter and the unlock PUBLISH are the module's own and
-//! are not checked against the caller's key and channel ACL (SPEC).
+//! are not checked against the caller's key and channel ACL (docs/COMMANDS.md).
 
 mod common;
 

@@ -3,8 +3,8 @@
 //! Random sequences of DLOCK.ACQUIRE / DLOCK.RWLOCK (with and without FENCE, sometimes with a
 //! short WAIT) / DLOCK.RELEASE (with and without a mode) / DLOCK.RENEW / DEL / SET (a non-lock
 //! value) / "lapse" from several owners on a few keys, each reply checked against an in-memory
-//! model written here from SPEC.md and docs/DECISIONS-DRAFT.md (not from the module's own
-//! `logic`/`model`), and after every step the key's DLOCK.INFO (kind, mode, holders and counts,
+//! model written here from docs/COMMANDS.md (not from the module's own
+//! `rules`/`model`), and after every step the key's DLOCK.INFO (kind, mode, holders and counts,
 //! remaining leases, waiters, fencing counter) is compared with the model.
 //!
 //! Leases: model steps use long leases (5 and 10 minutes), so nothing runs out by itself; a

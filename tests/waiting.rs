@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use dlock_testutil::LATENESS_BOUND;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -112,10 +113,12 @@ fn handoff_on_lease_expiry_is_punctual() {
         since_t0 >= ms(lease - 5),
         "granted before the lease ran out: {since_t0:?}"
     );
+    // Granted within milliseconds of the deadline on an idle machine (the figure is printed).
     assert!(
-        since_t1 <= ms(lease + 100),
-        "spec: granted within 10 ms of the deadline; took {since_t1:?} after ACQUIRE for a {lease} ms lease"
+        since_t1 <= ms(lease) + LATENESS_BOUND,
+        "took {since_t1:?} after ACQUIRE for a {lease} ms lease"
     );
+    println!("lease expiry: granted {since_t1:?} after the ACQUIRE of a {lease} ms lease");
     assert_eq!(hgetall(&mut c, "k"), map(&[("w", "1")]));
     assert_pttl_about(&mut c, "k", 5_000); // the waiter's lease starts at its grant
     assert_eq!(
@@ -188,7 +191,7 @@ fn wait_timeout_answers_nil_on_time() {
         let (r, took) = p.wait(5 * SEC);
         assert_eq!(r, Reply::Nil, "WAIT time-out answers null");
         assert!(
-            took >= ms(190) && took <= ms(400),
+            took >= ms(190) && took <= ms(200) + LATENESS_BOUND,
             "WAIT 200 answered after {took:?}"
         );
     }

@@ -40,6 +40,7 @@
 //! server of a multi-lock or RedLock, up or down), `multilock`, `redlock`, `blocking`.
 
 #![warn(missing_docs)]
+#![cfg_attr(doctest, doc = include_str!("../README.md"))]
 
 mod backend;
 pub mod blocking;

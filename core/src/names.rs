@@ -85,7 +85,24 @@ const FENCE_PREFIX: &[u8] = b"dlock:fence:";
 
 /// [`legacy_fence_key`] written into `out` (e.g. a stack buffer: nothing allocated for it).
 pub fn write_legacy_fence_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
-    out.write_all(FENCE_PREFIX)?;
+    write_companion_key(FENCE_PREFIX, key, out)
+}
+
+const DELAY_PREFIX: &[u8] = b"dlock:delay:";
+
+/// The lock-delay key of lock `key` (`LOCKDELAY`): named like the old per-lock fencing
+/// counter, with the prefix `dlock:delay:`, in the same cluster slot as `key`.
+pub fn write_delay_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
+    write_companion_key(DELAY_PREFIX, key, out)
+}
+
+/// `prefix` + a form of `key` in `key`'s cluster slot (see [`legacy_fence_key`]).
+fn write_companion_key<W: Write + ?Sized>(
+    prefix: &[u8],
+    key: &[u8],
+    out: &mut W,
+) -> io::Result<()> {
+    out.write_all(prefix)?;
     if !key.contains(&b'{') && !key.contains(&b'}') {
         out.write_all(b"{")?;
         out.write_all(key)?;

@@ -11,6 +11,7 @@ use dlock_core::error::LockError;
 use dlock_core::model::{Exclusive, LockValue, Stored};
 use dlock_core::names;
 
+use super::delay::LockDelay;
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::notify::signal_modified;
 use crate::ffi::replicate::{propagate, propagate_key_int, CoreWrite};
@@ -33,6 +34,8 @@ pub struct LockKey<'k> {
     loaded_expire: Option<i64>,
     /// The value as loaded, then as changed by the lock logic; `save` stores it.
     pub value: LockValue,
+    /// Its LOCKDELAY companion (loaded by the unit of work, `engine::delay`).
+    pub delay: LockDelay,
     saved: bool,
 }
 
@@ -157,6 +160,7 @@ impl<'k> LockKey<'k> {
             loaded,
             loaded_expire: expire_at,
             value,
+            delay: LockDelay::default(),
             saved: false,
         }
     }

@@ -6,7 +6,15 @@
 //! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command — the key's queue is served by the
 //! unit of work (`work::with_lock`), which writes the grant like a command would (replicated)
 //! and answers the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from
-//! inside a keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
+//! inside a keyspace notification breaks replication order on Redis 7.0 (the write is
+//! propagated before the DEL that caused it).
+//!
+//! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
+//! cluster down). Before a wake-up serves a queue it asks where the server routes the key
+//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
+//! a fresh request would get, and nothing is granted or created here. The cluster going down
+//! sends no event: in cluster mode the poll also asks, every `CLUSTER_POLL_MS`, where one
+//! waited key is routed.
 //!
 //! How a DEL/RENAME/MOVE/overwrite of a waited key is seen, at a cost that does not grow with
 //! the number of waited keys and is gone once nobody waits:
@@ -26,6 +34,7 @@ use std::sync::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
+use crate::ffi::cluster::{self, Route};
 use crate::ffi::events::{self, Classes, KeyUnlinkHandler, KeyspaceHandler};
 use crate::ffi::timer::{self, TimerId, TimerJob};
 use crate::ffi::key::{Key, KeyKind};
@@ -39,6 +48,10 @@ use super::{registry, work};
 /// most of a tick's cost (measured: a 5 ms tick kept ~1.8% of a core busy with one waited key,
 /// ~2.4% with 1,000): 20 ms keeps an idle server under 1%.
 const POLL_MS: i64 = 20;
+
+/// Cluster mode: how often the poll asks where a waited key is routed (a key or slot leaving
+/// this node, the cluster going down, is seen within this: the promise is 10 ms).
+const CLUSTER_POLL_MS: i64 = 5;
 
 /// Redis 7.0: waited keys whose type one poll tick looks at (an open and a type check each,
 /// ~0.5k instructions): a tick's cost is bounded whatever the number of waited keys.
@@ -71,8 +84,11 @@ pub enum Job {
     LeaseCheck { db: i32, key: Vec<u8> },
     /// Keys touched by keyspace/server events: serve their queues.
     Recheck,
+    /// Connections with bound holds closed: cut those leases (`bind`).
+    CutLeases,
     /// Redis 7.0, every `POLL_MS` while some key has a queue: the next `POLL_BATCH` waited
-    /// keys whose value is no longer a hash (overwritten, or gone) are served.
+    /// keys whose value is no longer a hash (overwritten, or gone) are served; in cluster
+    /// mode, where one waited key is routed.
     Poll,
 }
 
@@ -98,6 +114,7 @@ impl TimerJob for Job {
                 }
                 wake_key(ctx, db, &key);
             }
+            Job::CutLeases => super::bind::cut_leases(ctx),
             Job::Recheck => {
                 let (mut keys, all) = {
                     let mut d = dirty();
@@ -113,7 +130,7 @@ impl TimerJob for Job {
                 }
             }
             Job::Poll => {
-                let keys: Vec<(i32, Vec<u8>)> = {
+                let (keys, sample) = {
                     let mut d = dirty();
                     let Some(d) = d.as_mut() else { return };
                     d.poll = None; // fired: must not be stopped
@@ -122,8 +139,25 @@ impl TimerJob for Job {
                         arm_poll(ctx, d);
                         return;
                     }
-                    d.next_batch()
+                    let sample = d
+                        .watched
+                        .iter()
+                        .find_map(|(db, keys)| Some((*db, keys.iter().next()?.clone())));
+                    let keys = if LISTENING.load(Ordering::Relaxed) {
+                        vec![]
+                    } else {
+                        d.next_batch()
+                    };
+                    (keys, sample)
                 };
+                // Events report every change of a key, but not the cluster going down: one
+                // waited key stands for the cluster's state.
+                if let Some((db, key)) = sample.filter(|_| cluster::enabled(ctx) && ctx.may_write()) {
+                    ctx.select_db(db);
+                    if cluster::route(ctx, &key) != Route::Here {
+                        mark_dirty(ctx, db, None);
+                    }
+                }
                 for (db, key) in keys {
                     ctx.select_db(db);
                     // Still a hash: not overwritten (a lock's own changes come with commands).
@@ -155,6 +189,9 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     ctx.select_db(db);
+    if !work::served_here(ctx, db, key) {
+        return; // the key left this cluster node: its waiters were redirected
+    }
     work::with_lock(ctx, db, key, None, None, |_, _, _| ());
 }
 
@@ -213,10 +250,14 @@ impl Dirty {
     }
 }
 
-/// Arms the poll timer if some key has a queue and key events do not report overwrites.
+/// Arms the poll timer if some key has a queue and key events do not report overwrites, or,
+/// in cluster mode, to notice the cluster going down.
 fn arm_poll(ctx: Ctx, d: &mut Dirty) {
-    if d.poll.is_none() && !d.watched.is_empty() && !LISTENING.load(Ordering::Relaxed) {
-        d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
+    let clustered = cluster::enabled(ctx);
+    let needed = !LISTENING.load(Ordering::Relaxed) || clustered;
+    if d.poll.is_none() && !d.watched.is_empty() && needed {
+        let ms = if clustered { CLUSTER_POLL_MS } else { POLL_MS };
+        d.poll = Some(timer::start(ctx, ms, Job::Poll));
     }
 }
 

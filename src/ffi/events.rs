@@ -6,7 +6,7 @@ use std::os::raw::{c_char, c_int};
 use redis_module::raw;
 
 use super::string::bytes_of;
-use super::{api, Ctx};
+use super::{api, cluster, Ctx};
 
 /// Receives keyspace events (of the `Classes` subscribed).
 pub trait KeyspaceHandler {
@@ -23,6 +23,15 @@ pub trait KeyspaceHandler {
 pub trait ServerEventHandler {
     /// FLUSHDB/FLUSHALL finished, or SWAPDB.
     fn on_keyspace_replaced(ctx: Ctx);
+    /// An atomic slot migration (Valkey 9+) to or from this node finished: slots changed
+    /// owner, and the source's copies of their keys are about to be trimmed.
+    fn on_slots_moved(ctx: Ctx);
+}
+
+/// Receives the closing of client connections.
+pub trait ClientCloseHandler {
+    /// The connection of client `id` closed (any reason: QUIT, CLIENT KILL, reset, crash).
+    fn on_client_closed(ctx: Ctx, id: u64);
 }
 
 /// Receives `RedisModuleEvent_Key` (Redis 7.2+, Valkey): a key about to leave the keyspace
@@ -118,7 +127,8 @@ pub fn unsubscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx, classes: Classes) -> R
     Ok(())
 }
 
-/// Subscribes `H` to FLUSHDB (end), SWAPDB and the end of a replica's async load.
+/// Subscribes `H` to FLUSHDB (end), SWAPDB, the end of a replica's async load and (Valkey
+/// 9+) the end of an atomic slot migration.
 pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: ServerEventHandler>(
         ctx: *mut raw::RedisModuleCtx,
@@ -135,12 +145,25 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
             // SAFETY: Redis passes a live context.
             H::on_keyspace_replaced(unsafe { Ctx::from_raw(ctx) });
         }
+        let slots_moved = event.id == cluster::EVENT_ATOMIC_SLOT_MIGRATION
+            && (subevent == cluster::SUBEVENT_IMPORT_COMPLETED
+                || subevent == cluster::SUBEVENT_EXPORT_COMPLETED);
+        if slots_moved {
+            // SAFETY: Redis passes a live context.
+            H::on_slots_moved(unsafe { Ctx::from_raw(ctx) });
+        }
     }
+    // The atomic slot migration event exists on Valkey 9+ only (older servers refuse it).
+    let slot_migration = cluster::server_has_atomic_slot_migration(ctx)
+        .then_some(cluster::EVENT_ATOMIC_SLOT_MIGRATION);
     for id in [
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
         raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
-    ] {
+    ]
+    .into_iter()
+    .chain(slot_migration)
+    {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
         // SAFETY: a live context; the callback has the signature Redis expects.
         let ok = unsafe {
@@ -202,6 +225,42 @@ pub fn listen_key_unlinks<H: KeyUnlinkHandler>(ctx: Ctx, on: bool) -> Result<(),
     let ok = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), KEY_EVENT, callback) };
     if ok != raw::REDISMODULE_OK as c_int {
         return Err("cannot subscribe to key events".into());
+    }
+    Ok(())
+}
+
+/// Subscribes `H` to client disconnections (`RedisModuleEvent_ClientChange`). Redis fires it
+/// for every connection that closes; the handler returns at once when it has nothing to do.
+pub fn subscribe_client_close<H: ClientCloseHandler>(ctx: Ctx) -> Result<(), String> {
+    unsafe extern "C" fn on_event<H: ClientCloseHandler>(
+        ctx: *mut raw::RedisModuleCtx,
+        event: raw::RedisModuleEvent,
+        subevent: u64,
+        data: *mut c_void,
+    ) {
+        if event.id != raw::REDISMODULE_EVENT_CLIENT_CHANGE
+            || subevent != raw::REDISMODULE_SUBEVENT_CLIENT_CHANGE_DISCONNECTED
+            || data.is_null()
+        {
+            return;
+        }
+        // SAFETY: for this event Redis passes a live context and a `RedisModuleClientInfo`
+        // valid for the call.
+        unsafe {
+            let info = &*data.cast::<raw::RedisModuleClientInfo>();
+            H::on_client_closed(Ctx::from_raw(ctx), info.id);
+        }
+    }
+    let event = raw::RedisModuleEvent {
+        id: raw::REDISMODULE_EVENT_CLIENT_CHANGE,
+        dataver: 1,
+    };
+    // SAFETY: a live context; the callback has the signature Redis expects.
+    let ok = unsafe {
+        api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), event, Some(on_event::<H>))
+    };
+    if ok != raw::REDISMODULE_OK as c_int {
+        return Err("cannot subscribe to client disconnections".into());
     }
     Ok(())
 }
