@@ -11,7 +11,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr seckill install uninstall clean
+.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -171,6 +171,12 @@ bench-docs: toolchain python/.venv/installed
 bench-instr: build
 	@command -v valgrind >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
 	$(CARGO) run --release -p dlock-bench -- --instr
+
+# Cost against scale: memory per lock and per waiter, SET and idle CPU with 1-1,000 waited keys,
+# fencing state after 1,000,000 names, renewing 10,000 holds (rewrites the Scale section of
+# docs/BENCHMARKS.md and docs/bench-scale.svg).
+bench-scale: build
+	$(CARGO) run --release -p dlock-bench -- --scale
 
 # Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so).
 # It does not build (run `make build` first, e.g. as a normal user, then `make install` as root);

@@ -92,6 +92,7 @@ mod registration {
     #[no_mangle]
     pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
         engine::free_all();
+        events::free_all();
         stats::free_all();
         config::free();
         string::free_shared();

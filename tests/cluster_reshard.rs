@@ -112,8 +112,8 @@ fn a_queued_waiter_is_redirected_when_its_key_migrates() {
         );
 
         let mut keys = vec![key.clone()];
-        if exists(&mut src, &fence_key(&key)) {
-            keys.push(fence_key(&key));
+        if exists(&mut src, &slot_fence_key(&key)) {
+            keys.push(slot_fence_key(&key));
         }
         cl.begin_slot_migration(slot, from, to);
         let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
@@ -383,8 +383,8 @@ fn grants_made_during_an_atomic_migration_reach_the_target() {
 
 #[test]
 fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
-    // Past 64 keys with queues, keyspace events replace the poll: MIGRATE's `del` event
-    // brings the redirect.
+    // With many keys queued (more than one 7.0 poll tick looks at), MIGRATE's deletion event
+    // (the key event on 7.2+, the generic `del` on 7.0) brings the redirect.
     let cl = Cluster::start(2);
     let (from, to) = (0, 1);
     let mut src = cl.nodes[from].connection();
@@ -399,11 +399,6 @@ fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
             enqueue(&cl.nodes[from], &mut src, k, &args, 1)
         })
         .collect();
-    let log = cl.nodes[from].log();
-    assert!(
-        log.contains("keys have waiters at once"),
-        "events replace the poll"
-    );
     let key = &keys[0];
     let slot = key_slot(key.as_bytes());
     cl.begin_slot_migration(slot, from, to);

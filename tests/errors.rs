@@ -291,7 +291,7 @@ fn wrongtype_for_every_command() {
     expect_err(&mut c, &["DLOCK.RELEASE", "L", "o", "READ"], WRONGTYPE);
     expect_err(&mut c, &["DLOCK.RELEASE", "L", "o", "WRITE"], WRONGTYPE);
     assert!(
-        !exists(&mut c, &fence_key("S")),
+        !exists(&mut c, &slot_fence_key("S")),
         "no fence counter created for a WRONGTYPE key"
     );
 }

@@ -116,7 +116,7 @@ fn key_pattern_confines_every_command() {
     assert_eq!(hgetall(&mut admin, "app:2"), map(&[("you", "1")]));
     assert!(!exists(&mut admin, "app:1"));
     assert_eq!(
-        get_int(&mut admin, &fence_key("app:1")),
+        get_int(&mut admin, &slot_fence_key("app:1")),
         Some(1),
         "fence counter written although outside ~app:*"
     );

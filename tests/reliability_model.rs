@@ -88,7 +88,10 @@ enum Op {
 
 struct Model {
     locks: Vec<Lock>,
-    fences: Vec<Option<i64>>,
+    /// The fencing counter of each slot, by its key name.
+    fences: BTreeMap<String, i64>,
+    /// The token of each lock's current hold, if it took one.
+    tokens: Vec<Option<i64>>,
     t0: Instant,
 }
 
@@ -108,26 +111,48 @@ impl Model {
         self.t0.elapsed().as_secs_f64() * 1000.0
     }
 
-    /// The fencing counter on a grant (docs/COMMANDS.md, `FENCE`).
-    fn fence_on_grant(&mut self, key: usize, fresh_exclusive: bool, want: bool) -> Option<i64> {
-        let f = &mut self.fences[key];
-        if want && f.is_none() {
-            *f = Some(0);
-        }
+    /// The fencing token on a grant (docs/COMMANDS.md "Fencing tokens"): a fresh exclusive
+    /// hold drops the previous token; FENCE returns the hold's token, else draws the next value
+    /// of the slot's counter (READ: its current value, nothing kept).
+    fn fence_on_grant(
+        &mut self,
+        key: usize,
+        fresh_exclusive: bool,
+        want: bool,
+        read: bool,
+    ) -> Option<i64> {
         if fresh_exclusive {
-            if let Some(v) = f.as_mut() {
-                *v += 1;
+            self.tokens[key] = None;
+        }
+        if !want {
+            return None;
+        }
+        if let Some(t) = self.tokens[key] {
+            return Some(t);
+        }
+        let name = slot_fence_key(KEYS[key]);
+        if read {
+            return Some(self.fences.get(&name).copied().unwrap_or(0));
+        }
+        let counter = self.fences.entry(name).or_insert(0);
+        *counter += 1;
+        self.tokens[key] = Some(*counter);
+        Some(*counter)
+    }
+
+    /// [`Model::apply_op`], then a lock that is gone takes its token with it.
+    fn apply(&mut self, op: &Op, sent: f64) -> Reply {
+        let reply = self.apply_op(op, sent);
+        for (key, lock) in self.locks.iter().enumerate() {
+            if matches!(lock, Lock::Free | Lock::WrongType) {
+                self.tokens[key] = None;
             }
         }
-        if want {
-            *f
-        } else {
-            None
-        }
+        reply
     }
 
     /// Applies `op` (sent at `sent`, model ms) and returns the reply the spec demands.
-    fn apply(&mut self, op: &Op, sent: f64) -> Reply {
+    fn apply_op(&mut self, op: &Op, sent: f64) -> Reply {
         let wrongtype = || Reply::Err(WRONGTYPE.into());
         match *op {
             Op::Acquire {
@@ -147,7 +172,7 @@ impl Model {
                             count: 1,
                             deadline,
                         };
-                        let f = self.fence_on_grant(key, true, fence);
+                        let f = self.fence_on_grant(key, true, fence, false);
                         granted(1, f)
                     }
                     Lock::Excl {
@@ -161,7 +186,7 @@ impl Model {
                         *count += 1;
                         *d = deadline;
                         let c = *count;
-                        let f = self.fence_on_grant(key, false, fence);
+                        let f = self.fence_on_grant(key, false, fence, false);
                         granted(c, f)
                     }
                 }
@@ -219,7 +244,7 @@ impl Model {
                     h.read = count;
                 }
                 h.deadline = deadline;
-                let f = self.fence_on_grant(key, fresh, fence);
+                let f = self.fence_on_grant(key, fresh, fence, !write);
                 granted(count, f)
             }
             Op::Release { key, owner, mode } => {
@@ -458,9 +483,10 @@ type Holders = BTreeSet<(String, String, i64)>;
 /// Compares the server's view of `key` with the model; `Err` describes the difference.
 fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     let k = KEYS[key];
-    let fence = get_int(c, &fence_key(k));
-    if fence != m.fences[key] {
-        return Err(format!("fence {fence:?}, model {:?}", m.fences[key]));
+    let counter = slot_fence_key(k);
+    let fence = get_int(c, &counter);
+    if fence != m.fences.get(&counter).copied() {
+        return Err(format!("fence {fence:?}, model {:?}", m.fences.get(&counter)));
     }
     let r = cmd(c, &["DLOCK.INFO", k]);
     if let Lock::WrongType = m.locks[key] {
@@ -514,6 +540,10 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     }
     if f["waiters"] != Reply::Int(0) {
         return Err(format!("waiters {:?}", f["waiters"]));
+    }
+    let token = m.tokens[key].map_or(Reply::Nil, Reply::Int);
+    if f["fence"] != token {
+        return Err(format!("INFO fence {:?}, model {token:?}", f["fence"]));
     }
     let got: Holders = f["holders"]
         .arr()
@@ -575,7 +605,8 @@ fn random_operations_follow_the_spec_model() {
     let mut c = srv.connection();
     let mut m = Model {
         locks: vec![Lock::Free; KEYS.len()],
-        fences: vec![None; KEYS.len()],
+        fences: BTreeMap::new(),
+        tokens: vec![None; KEYS.len()],
         t0: Instant::now(),
     };
     let mut history: Vec<String> = vec![];

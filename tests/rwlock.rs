@@ -476,9 +476,17 @@ fn rwlock_fencing() {
     );
     assert_eq!(rwlock(&mut c, "k", "w2", "WRITE", 10_000), Reply::Int(1));
     assert_eq!(
-        get_int(&mut c, &fence_key("k")),
-        Some(2),
-        "WRITE without FENCE advances"
+        get_int(&mut c, &slot_fence_key("k")),
+        Some(1),
+        "WRITE without FENCE takes no token"
+    );
+    assert_eq!(
+        cmd(
+            &mut c,
+            &["DLOCK.RWLOCK", "k", "w2", "WRITE", "10000", "FENCE"]
+        ),
+        f(2, 2),
+        "its first token on re-entry is above the earlier ones"
     );
 }
 

@@ -93,7 +93,7 @@ fn handoff_with_fence_returns_token() {
         Reply::Arr(vec![Reply::Int(1), Reply::Int(2)]),
         "hand-off is a fresh grant"
     );
-    assert_eq!(get_int(&mut c, &fence_key("k")), Some(2));
+    assert_eq!(get_int(&mut c, &slot_fence_key("k")), Some(2));
 }
 
 #[test]
@@ -508,12 +508,8 @@ fn wakeups_with_more_queued_keys_than_are_polled() {
     wait_for(10 * SEC, "a waiter on every key", || {
         (info_dlock(&mut c)["dlock_waiters"] == KEYS as i64).then_some(())
     });
-    assert!(
-        srv.log()
-            .contains("listening to every keyspace event instead of polling"),
-        "the module switched to keyspace events"
-    );
-    // A key queued after the threshold was crossed, and some of the first ones.
+    // A key queued after the others, and some of the first ones (on 7.0 more keys than one
+    // poll tick looks at: an overwrite is found within a few ticks).
     assert_eq!(acquire(&mut c, "late", "h", 60_000), Reply::Int(1));
     let late = enqueue(
         &srv,

@@ -23,13 +23,15 @@
 //! Options: `--quick` (fewer, shorter repetitions), `--no-write` (no section file), `--only <scenario>` (uncontended, hot, handoff, renew, waiters, client-cpu,
 //! semaphore; repeatable). `--instr` counts instructions per operation with callgrind instead
 //! (`make bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains
-//! the word).
+//! the word). `--scale` measures cost against scale instead (`make bench-scale`, see
+//! `scale.rs`).
 
 mod client_cpu;
 mod headline;
 mod instr;
 mod report;
 mod resp;
+mod scale;
 mod scenarios;
 mod semaphore;
 mod stats;
@@ -471,6 +473,10 @@ fn main() {
         .collect();
     if args.iter().any(|a| a == "--instr") {
         instr::run(&only);
+        return;
+    }
+    if args.iter().any(|a| a == "--scale") {
+        scale::run(quick, !no_write);
         return;
     }
     let want = |s: &str| only.is_empty() || only.iter().any(|o| o == s);

@@ -9,7 +9,7 @@ use dlock_core::rules;
 use super::docs::KEY;
 use crate::engine::delay::LockDelay;
 use crate::engine::registry;
-use crate::engine::store::{FenceKey, LockKey, Open};
+use crate::engine::store::{LockKey, Open};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{KeyUse, Spec};
 use crate::ffi::context::now_ms;
@@ -47,7 +47,7 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
     let mut value = lk.value.clone();
     rules::prune_lapsed(&mut value, now);
     let waiters = registry().waiters_on(db, key);
-    let fence = FenceKey::of(key).get(ctx)?;
+    let fence = value.fence();
     let delay_left = match &value {
         LockValue::Semaphore(_) => 0,
         _ => LockDelay::load(ctx, key)

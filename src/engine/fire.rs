@@ -1,8 +1,9 @@
 //! What each engine timer (`job::Job`) does when it fires: a WAIT time-out answers its
-//! waiter, a lease check or the keys marked by events serve their queues, the poll looks at
-//! every waited key, a lease cut shortens the leases of a closed connection's bound holds.
-//! Every change goes through the unit of work (`work`), written like a command would
-//! (replicated).
+//! waiter, a lease check or the keys marked by events serve their queues, the poll serves the
+//! waited keys overwritten behind the module's back (Redis 7.0) and, in cluster mode, asks
+//! where one waited key is routed (the cluster going down sends no event), a lease cut
+//! shortens the leases of a closed connection's bound holds. Every change goes through the
+//! unit of work (`work`), written like a command would (replicated).
 //!
 //! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
 //! cluster down). Before a wake-up serves a queue it asks where the server routes the key
@@ -12,8 +13,9 @@
 use dlock_core::rules;
 
 use crate::ffi::cluster::{self, Route};
+use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::timer::TimerJob;
-use crate::ffi::{Ctx, Reply};
+use crate::ffi::{Ctx, RStr, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::job::Job;
@@ -53,19 +55,25 @@ impl TimerJob for Job {
                 }
             }
             Job::Poll => {
-                let Some(keys) = wake::poll_keys(ctx) else {
+                let Some(tick) = wake::poll_keys(ctx) else {
                     return;
                 };
-                if wake::changes_are_reported() {
-                    let sample = keys.first().filter(|_| ctx.may_write());
-                    if let Some((db, key)) = sample {
-                        ctx.select_db(*db);
-                        if cluster::route(ctx, key) != Route::Here {
-                            wake::mark_dirty(ctx, *db, None);
-                        }
+                // Events report every change of a key, but not the cluster going down: one
+                // waited key stands for the cluster's state.
+                let sample = tick
+                    .sample
+                    .filter(|_| cluster::enabled(ctx) && ctx.may_write());
+                if let Some((db, key)) = sample {
+                    ctx.select_db(db);
+                    if cluster::route(ctx, &key) != Route::Here {
+                        wake::mark_dirty(ctx, db, None);
                     }
-                } else {
-                    for (db, key) in keys {
+                }
+                for (db, key) in tick.batch {
+                    ctx.select_db(db);
+                    // Still a hash: not overwritten (a lock's own changes come with commands).
+                    let name = RStr::new(ctx, &key);
+                    if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
                         wake_key(ctx, db, &key);
                     }
                 }

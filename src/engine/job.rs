@@ -14,8 +14,9 @@ pub enum Job {
     Recheck,
     /// Connections with bound holds closed: cut those leases (`bind`).
     CutLeases,
-    /// Every `wake::POLL_MS` while some key has a queue: serve every queue (catches DEL, RENAME,
-    /// MOVE and overwrites, which no event reports while polling).
+    /// Redis 7.0, every `wake::POLL_MS` while some key has a queue: the next `wake::POLL_BATCH`
+    /// waited keys whose value is no longer a hash (overwritten, or gone) are served; in
+    /// cluster mode (every `wake::CLUSTER_POLL_MS`), where one waited key is routed.
     Poll,
 }
 

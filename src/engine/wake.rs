@@ -4,15 +4,24 @@
 //!
 //! Whenever a lock may have become free — a lease running out, expiry/eviction (keyspace
 //! events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from the head,
-//! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command (the poll timer, or keyspace events
-//! once many keys have queues) — the key is marked here and its queue is served from a timer
-//! by the unit of work (`fire`, `work::unit_of_work`). Events only mark keys and arm a 0 ms timer:
-//! writing from inside a keyspace notification breaks replication order on Redis 7.0 (the
-//! write is propagated before the DEL that caused it).
+//! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command — the key is marked here and its
+//! queue is served from a timer by the unit of work (`fire`, `work::unit_of_work`). Events
+//! only mark keys and arm a 0 ms timer: writing from inside a keyspace notification breaks
+//! replication order on Redis 7.0 (the write is propagated before the DEL that caused it).
 //!
-//! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
-//! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
-//! keys every `POLL_MS` costs only while some key has a queue, in proportion to those keys.
+//! Cluster mode: the cluster going down sends no event: the poll also runs there, and every
+//! `CLUSTER_POLL_MS` `fire` asks where one waited key is routed.
+//!
+//! How a DEL/RENAME/MOVE/overwrite of a waited key is seen, at a cost that does not grow with
+//! the number of waited keys and is gone once nobody waits:
+//! - Redis 7.2+ and Valkey: `RedisModuleEvent_Key` (a key deleted, moved away or
+//!   overwritten), subscribed while some key has a queue and dropped when the last queue goes.
+//!   No polling.
+//! - Generic keyspace events (del, rename, move, expire..., not SET/HSET): on 8.2+ subscribed
+//!   and dropped with the key events; before 8.2 and on Valkey, where a keyspace subscription
+//!   cannot be dropped, from the first wait on (`events::watch_changes`).
+//! - Redis 7.0 (no key event): for overwrites (SET of a string over a waited lock...) a poll
+//!   that looks at most at `POLL_BATCH` waited keys' types every `POLL_MS`, in turn.
 
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,30 +29,42 @@ use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
+use crate::ffi::events::{self, Classes, KeyUnlinkHandler, KeyspaceHandler};
 use crate::ffi::{cluster, timer, Ctx};
 
 use super::job::{Job, Timer};
 
-/// How often the waited keys are re-examined while some key has a queue: a DEL, RENAME,
-/// MOVE or overwrite of a waited key, or (cluster) a key or slot leaving this node, is seen
-/// within this (the promise is 10 ms).
-const POLL_MS: i64 = 5;
+/// Redis 7.0: how often the poll looks for overwritten waited keys. An overwrite of one of
+/// `n` waited keys is seen within `POLL_MS * ceil(n / POLL_BATCH)`. The wake-up itself is
+/// most of a tick's cost (measured: a 5 ms tick kept ~1.8% of a core busy with one waited key,
+/// ~2.4% with 1,000): 20 ms keeps an idle server under 1%.
+const POLL_MS: i64 = 20;
 
-/// Above this many keys with queues, polling gives way to a subscription to every keyspace
-/// event (`events::watch_changes`, once per load, permanent). Polling costs ∝ waited keys ×
-/// 200 ticks a second (callgrind, 7.0.15: ~12k instructions per tick for the timer and the
-/// event-loop wake-up, ~6.7k per waited key); a subscription costs ~600 instructions on every
-/// write of the whole server, forever. At 64 keys polling is ~90M instructions/s, what a
-/// subscription costs a server doing ~140k writes/s: the bound keeps polling's cost small and
-/// known, whatever the server's write rate.
-pub const POLL_MAX_KEYS: usize = 64;
+/// Cluster mode: how often the poll asks where a waited key is routed (a key or slot leaving
+/// this node, the cluster going down, is seen within this: the promise is 10 ms).
+const CLUSTER_POLL_MS: i64 = 5;
+
+/// Redis 7.0: waited keys whose type one poll tick looks at (an open and a type check each,
+/// ~0.5k instructions): a tick's cost is bounded whatever the number of waited keys.
+const POLL_BATCH: usize = 128;
 
 /// How soon a key whose serving a client pause put off is tried again.
 const PAUSE_RETRY_MS: i64 = 1;
 
-/// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling
-/// (except the cluster-state sample, see `poll_keys`).
-static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
+/// The server reports keys leaving the keyspace (`RedisModuleEvent_Key`), checked at load.
+static KEY_UNLINKS: AtomicBool = AtomicBool::new(false);
+
+/// Subscribed to `RedisModuleEvent_Key` (while some key has a queue).
+static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// Subscribed to generic keyspace events by `start_listening` (8.2+, while some key has a
+/// queue).
+static GENERIC: AtomicBool = AtomicBool::new(false);
+
+/// At load: whether key events can replace the poll on this server.
+pub fn init(key_unlinks: bool) {
+    KEY_UNLINKS.store(key_unlinks, Ordering::Relaxed);
+}
 
 /// The keys that have a queue, those of them marked by events since the last recheck, and
 /// the timers that look at them.
@@ -57,39 +78,104 @@ struct Watched {
     all: bool,
     /// The recheck timer is armed.
     armed: bool,
-    /// The poll timer, while some key has a queue and events do not report changes.
+    /// The poll timer (Redis 7.0, and cluster mode), while some key has a queue.
     poll: Option<Timer>,
+    /// Where the next poll batch starts among the waited keys.
+    cursor: usize,
 }
 
-/// Arms the poll timer if some key has a queue and nothing else reports changes, or, in
-/// cluster mode, to notice the cluster going down.
+impl Watched {
+    /// The next `POLL_BATCH` waited keys, in turn (every key within `ceil(n / POLL_BATCH)`
+    /// ticks while the set does not change).
+    fn next_batch(&mut self) -> Vec<(i32, Vec<u8>)> {
+        let total: usize = self.watched.values().map(FxHashSet::len).sum();
+        if total == 0 {
+            return vec![];
+        }
+        let start = self.cursor % total;
+        self.cursor = start + POLL_BATCH;
+        let all = self
+            .watched
+            .iter()
+            .flat_map(|(db, keys)| keys.iter().map(move |k| (*db, k)));
+        all.clone()
+            .skip(start)
+            .chain(all.take(start))
+            .take(POLL_BATCH)
+            .map(|(db, k)| (db, k.clone()))
+            .collect()
+    }
+}
+
+/// Arms the poll timer if some key has a queue and key events do not report overwrites, or,
+/// in cluster mode, to notice the cluster going down.
 fn arm_poll(ctx: Ctx, d: &mut Watched) {
-    let needed = !CHANGES_REPORTED.load(Ordering::Relaxed) || cluster::enabled(ctx);
+    let clustered = cluster::enabled(ctx);
+    let needed = !LISTENING.load(Ordering::Relaxed) || clustered;
     if d.poll.is_none() && !d.watched.is_empty() && needed {
-        d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
+        let ms = if clustered { CLUSTER_POLL_MS } else { POLL_MS };
+        d.poll = Some(timer::start(ctx, ms, Job::Poll));
     }
 }
 
-/// How many keys have a queue.
-pub fn watched_keys() -> usize {
-    state()
-        .as_ref()
-        .map_or(0, |d| d.watched.values().map(FxHashSet::len).sum())
-}
+/// What tells the engine that a waited key changed behind its back: key events (7.2+: a key
+/// deleted, moved away or overwritten) and generic keyspace events (del, rename, move,
+/// expire...: on 7.0 from the first wait on, on 8.2+ while some key has a queue).
+pub struct Unlinks;
 
-/// Whether keyspace events report every change of a key (then nothing polls).
-pub fn changes_are_reported() -> bool {
-    CHANGES_REPORTED.load(Ordering::Relaxed)
-}
-
-/// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
-pub fn changes_reported(ctx: Ctx) {
-    CHANGES_REPORTED.store(true, Ordering::Relaxed);
-    if cluster::enabled(ctx) {
-        return; // the poll goes on, looking at one key (`Job::Poll`)
+impl KeyUnlinkHandler for Unlinks {
+    fn on_key_unlinked(ctx: Ctx, db: i32, key: &[u8]) {
+        // Any key of the server deleted or overwritten: the filter drops nearly all.
+        if may_be_watched(key) {
+            mark_dirty(ctx, db, Some(key));
+        }
     }
-    if let Some(t) = state().as_mut().and_then(|d| d.poll.take()) {
-        timer::stop(ctx, t);
+}
+
+impl KeyspaceHandler for Unlinks {
+    /// Nobody waits: the event is dropped before anything is read.
+    fn interested() -> bool {
+        super::registry::waiting() > 0
+    }
+
+    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
+        if !may_be_watched(key) || event == b"expired" || event == b"evicted" {
+            return; // nobody waits on this key, or `events::Gone` has it
+        }
+        mark_dirty(ctx, ctx.selected_db(), Some(key));
+    }
+}
+
+/// The first key with a queue: listen to key events where the server has them, and to
+/// generic keyspace events where they can be dropped again (8.2+: a user's EXPIRE of a
+/// waited key).
+fn start_listening(ctx: Ctx) {
+    if !KEY_UNLINKS.load(Ordering::Relaxed) || LISTENING.load(Ordering::Relaxed) {
+        return;
+    }
+    match events::listen_key_unlinks::<Unlinks>(ctx, true) {
+        Ok(()) => LISTENING.store(true, Ordering::Relaxed),
+        Err(line) => return ctx.log_warning(&line), // the poll serves instead
+    }
+    if events::keyspace_unsubscribe_supported() {
+        match events::subscribe_keyspace::<Unlinks>(ctx, Classes::Generic) {
+            Ok(()) => GENERIC.store(true, Ordering::Relaxed),
+            Err(line) => ctx.log_warning(&line),
+        }
+    }
+}
+
+/// The last queue is gone: nothing stays subscribed.
+fn stop_listening(ctx: Ctx) {
+    if LISTENING.swap(false, Ordering::Relaxed) {
+        if let Err(line) = events::listen_key_unlinks::<Unlinks>(ctx, false) {
+            ctx.log_warning(&line);
+        }
+    }
+    if GENERIC.swap(false, Ordering::Relaxed) {
+        if let Err(line) = events::unsubscribe_keyspace::<Unlinks>(ctx, Classes::Generic) {
+            ctx.log_warning(&line);
+        }
     }
 }
 
@@ -164,11 +250,18 @@ pub(super) fn take_marked() -> (FxHashSet<(i32, Vec<u8>)>, bool) {
     (std::mem::take(&mut d.keys), std::mem::take(&mut d.all))
 }
 
-/// The `Job::Poll` timer fired: the waited keys to look at now (all of them, or one standing
-/// for the cluster's state once events report every change), or `None` when there is nothing
-/// to do this tick. Call `rearm_poll` after looking.
-pub(super) fn poll_keys(ctx: Ctx) -> Option<Vec<(i32, Vec<u8>)>> {
-    let reported = CHANGES_REPORTED.load(Ordering::Relaxed);
+/// One poll tick's work (`poll_keys`).
+pub(super) struct PollTick {
+    /// Redis 7.0 (no key events): the next `POLL_BATCH` waited keys, to look at their type.
+    pub batch: Vec<(i32, Vec<u8>)>,
+    /// One waited key, standing for the cluster's state (routed elsewhere: the cluster went
+    /// down or the slot moved, which sends no event).
+    pub sample: Option<(i32, Vec<u8>)>,
+}
+
+/// The `Job::Poll` timer fired: the waited keys to look at now, or `None` when there is
+/// nothing to do this tick. Call `rearm_poll` after looking.
+pub(super) fn poll_keys(ctx: Ctx) -> Option<PollTick> {
     let mut d = state();
     let d = d.as_mut()?;
     d.poll = None; // fired: must not be stopped
@@ -177,18 +270,16 @@ pub(super) fn poll_keys(ctx: Ctx) -> Option<Vec<(i32, Vec<u8>)>> {
         arm_poll(ctx, d);
         return None;
     }
-    let watched = d
+    let sample = d
         .watched
         .iter()
-        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())));
-    // Events report every change of a key (then this runs in cluster mode only, see
-    // `arm_poll`), but not the cluster going down: one waited key stands for the cluster's
-    // state.
-    Some(
-        watched
-            .take(if reported { 1 } else { usize::MAX })
-            .collect(),
-    )
+        .find_map(|(db, keys)| Some((*db, keys.iter().next()?.clone())));
+    let batch = if LISTENING.load(Ordering::Relaxed) {
+        vec![]
+    } else {
+        d.next_batch()
+    };
+    Some(PollTick { batch, sample })
 }
 
 /// Arms the next poll tick if it is still needed.
@@ -206,10 +297,13 @@ pub(super) fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
     arm_recheck(ctx, d, PAUSE_RETRY_MS);
 }
 
-/// `key` has a queue now (events and the poll timer wake it).
+/// `key` has a queue now (events and, on 7.0, the poll timer wake it).
 pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = state();
     let d = d.get_or_insert_with(Watched::default);
+    if d.watched.is_empty() {
+        start_listening(ctx);
+    }
     d.watched.entry(db).or_default().insert(key.to_vec());
     let (word, bit) = filter_bit(key);
     FILTER[word].fetch_or(bit, Ordering::Relaxed);
@@ -217,7 +311,7 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
 }
 
 /// `key`'s queue is gone. The last one stops the poll timer (MODULE UNLOAD is refused while
-/// a timer is armed).
+/// a timer is armed) and the key events.
 pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = state();
     let Some(d) = d.as_mut() else { return };
@@ -232,12 +326,14 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
         if let Some(t) = d.poll.take() {
             timer::stop(ctx, t);
         }
+        stop_listening(ctx);
     }
 }
 
 /// MODULE UNLOAD: frees the watched set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
     rebuild_filter(&FxHashMap::default());
-    CHANGES_REPORTED.store(false, Ordering::Relaxed);
+    LISTENING.store(false, Ordering::Relaxed);
+    GENERIC.store(false, Ordering::Relaxed);
     *state() = None;
 }

@@ -7,52 +7,51 @@ use std::time::Instant;
 
 use dlock_core::error::LockError;
 use dlock_core::model::{LockValue, Want};
-use dlock_core::names;
 use dlock_core::rules::{self, Grant};
 
 use crate::ffi::blocked::BlockedClient;
 use crate::ffi::cluster::Route;
 use crate::ffi::string::ArgStr;
-use crate::ffi::{self, timer, Ctx, Reply};
+use crate::ffi::{timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::depart::{self, DepartingClients};
 use super::job::Job;
 use super::queue::{Registry, Waiter};
 use super::registry::registry;
-use super::store::{FenceKey, LockKey, Open, Requester};
+use super::store::{FenceCounter, LockKey, Open, Requester};
 use super::wake;
 
-/// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.
+/// The fencing token of a grant, kept in the lock's own hash (`FENCE_FIELD`) for the length
+/// of the hold and drawn from the slot's counter. `Ok(Some(token))` when FENCE was asked.
+///
+/// A fresh exclusive hold without FENCE drops the previous holder's token and touches no
+/// counter; one with FENCE draws the next value of the slot's sequence, above every token any
+/// lock of the slot had before. A reentrant FENCE returns the hold's token, drawing it first
+/// when the hold was taken without FENCE; READ returns the hold's token or else the sequence's
+/// current value, without advancing it. So no lock needs to remember that it was ever fenced.
 fn fence_on_grant(
     ctx: Ctx,
-    key: &[u8],
+    lk: &mut LockKey,
+    want: Want,
     fresh_exclusive: bool,
     want_fence: bool,
 ) -> Result<Option<i64>, LockError> {
-    if !fresh_exclusive && !want_fence {
+    if fresh_exclusive {
+        lk.value.set_fence(None);
+    }
+    if !want_fence {
         return Ok(None);
     }
-    let fence = FenceKey::of(key);
-    let current = fence.get(ctx)?;
-    // While the slot migrates, the counter may already have moved to the other node (or not
-    // yet have come here): a counter made now would hand out tokens issued before. Like
-    // Redis's multi-key commands in a migrating slot, ask the client to try again.
-    if current.is_none() && want_fence && ffi::cluster::slot_in_migration(ctx, names::key_slot(key))
-    {
-        return Err(LockError::FenceMigrating);
+    if let Some(token) = lk.value.fence() {
+        return Ok(Some(token));
     }
-    let next = match current {
-        // Once the counter exists, every fresh exclusive grant advances it.
-        Some(n) if fresh_exclusive => Some(n.checked_add(1).ok_or(LockError::FenceOverflow)?),
-        None if fresh_exclusive && want_fence => Some(1),
-        None if want_fence => Some(0),
-        other => other,
-    };
-    if let Some(n) = next.filter(|n| Some(*n) != current) {
-        fence.set(ctx, n);
+    let advance = want != Want::Read;
+    let token = FenceCounter::of(lk.key).token(ctx, advance)?;
+    if advance {
+        lk.value.set_fence(Some(token));
     }
-    Ok(if want_fence { next } else { None })
+    Ok(Some(token))
 }
 
 /// What a request asks of the lock.
@@ -101,7 +100,7 @@ pub fn try_grant(
         Grant::Granted {
             count,
             fresh_exclusive,
-        } => match fence_on_grant(ctx, lk.key, fresh_exclusive, req.fence) {
+        } => match fence_on_grant(ctx, lk, req.want, fresh_exclusive, req.fence) {
             Ok(fence) => {
                 if let Some(ms) = req.lock_delay {
                     lk.delay.ask(req.owner, ms);
@@ -200,7 +199,7 @@ pub fn enqueue(
 /// redirect a fresh request gets here (counted in INFO) and leaves the queue. Commands need no
 /// such check: the server routed them. Call with the key's database selected, the key not open.
 pub fn served_here(ctx: Ctx, db: i32, key: &[u8]) -> bool {
-    let Route::Elsewhere(error) = ffi::cluster::route(ctx, key) else {
+    let Route::Elsewhere(error) = crate::ffi::cluster::route(ctx, key) else {
         return true;
     };
     let mut reg = registry();
