@@ -361,7 +361,7 @@ fn read_counter(ctx: Ctx, name: &RStr) -> Result<Option<i64>, LockError> {
     match key.kind() {
         KeyKind::Empty => Ok(None),
         KeyKind::String => key
-            .with_string_value(|v| dlock_core::model::decimal(v))
+            .with_string_value(dlock_core::model::decimal)
             .map(Some)
             .ok_or_else(corrupt),
         KeyKind::Hash | KeyKind::Other => Err(corrupt()),
