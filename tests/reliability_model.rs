@@ -43,7 +43,8 @@ enum Lock {
         deadline: f64,
     },
     Rw(BTreeMap<String, RwHold>),
-    NotALock,
+    /// The key holds a value of another type (a string), so DLOCK commands answer WRONGTYPE.
+    WrongType,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -143,7 +144,7 @@ impl Model {
     fn apply(&mut self, op: &Op, sent: f64) -> Reply {
         let reply = self.apply_op(op, sent);
         for (key, lock) in self.locks.iter().enumerate() {
-            if matches!(lock, Lock::Free | Lock::NotALock) {
+            if matches!(lock, Lock::Free | Lock::WrongType) {
                 self.tokens[key] = None;
             }
         }
@@ -164,7 +165,7 @@ impl Model {
                 let o = OWNERS[owner].to_string();
                 let deadline = sent + lease as f64;
                 match &mut self.locks[key] {
-                    Lock::NotALock | Lock::Rw(_) => wrongtype(),
+                    Lock::WrongType | Lock::Rw(_) => wrongtype(),
                     Lock::Free => {
                         self.locks[key] = Lock::Excl {
                             owner: o,
@@ -201,7 +202,7 @@ impl Model {
                 let o = OWNERS[owner].to_string();
                 let deadline = sent + lease as f64;
                 let lock = &mut self.locks[key];
-                if matches!(lock, Lock::NotALock | Lock::Excl { .. }) {
+                if matches!(lock, Lock::WrongType | Lock::Excl { .. }) {
                     return wrongtype();
                 }
                 if matches!(lock, Lock::Free) {
@@ -249,7 +250,7 @@ impl Model {
             Op::Release { key, owner, mode } => {
                 let o = OWNERS[owner];
                 match &mut self.locks[key] {
-                    Lock::NotALock => wrongtype(),
+                    Lock::WrongType => wrongtype(),
                     Lock::Free => Reply::Nil,
                     Lock::Excl {
                         owner: h, count, ..
@@ -297,7 +298,7 @@ impl Model {
                 let o = OWNERS[owner];
                 let deadline = sent + lease as f64;
                 match &mut self.locks[key] {
-                    Lock::NotALock => wrongtype(),
+                    Lock::WrongType => wrongtype(),
                     Lock::Free => int(0),
                     Lock::Excl {
                         owner: h,
@@ -325,7 +326,7 @@ impl Model {
                 Reply::Int(-1) // not compared (DEL's reply is Redis's)
             }
             Op::SetString { key } => {
-                self.locks[key] = Lock::NotALock;
+                self.locks[key] = Lock::WrongType;
                 Reply::Status("OK".into())
             }
             Op::Lapse { key, owner } => {
@@ -476,6 +477,9 @@ fn words(op: &Op) -> Vec<String> {
     }
 }
 
+/// A lock's holders as DLOCK.INFO lists them: (owner, mode, count).
+type Holders = BTreeSet<(String, String, i64)>;
+
 /// Compares the server's view of `key` with the model; `Err` describes the difference.
 fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     let k = KEYS[key];
@@ -485,7 +489,7 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
         return Err(format!("fence {fence:?}, model {:?}", m.fences.get(&counter)));
     }
     let r = cmd(c, &["DLOCK.INFO", k]);
-    if let Lock::NotALock = m.locks[key] {
+    if let Lock::WrongType = m.locks[key] {
         return match r {
             Reply::Err(e) if e == WRONGTYPE => Ok(()),
             other => Err(format!("DLOCK.INFO on a non-lock: {other:?}")),
@@ -496,39 +500,38 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     };
     let f: HashMap<String, Reply> = a.chunks(2).map(|p| (p[0].str(), p[1].clone())).collect();
     let now = m.now();
-    let (kind, mode, holders, lease): (&str, Reply, BTreeSet<(String, String, i64)>, Option<f64>) =
-        match &m.locks[key] {
-            Lock::Free => ("none", Reply::Nil, BTreeSet::new(), None),
-            Lock::Excl {
-                owner,
-                count,
-                deadline,
-            } => (
-                "lock",
-                Reply::Bulk("exclusive".into()),
-                [(owner.clone(), "exclusive".to_string(), *count)].into(),
-                Some(*deadline),
-            ),
-            Lock::Rw(hs) => {
-                let mut set = BTreeSet::new();
-                for (o, h) in hs {
-                    if h.write > 0 {
-                        set.insert((o.clone(), "write".to_string(), h.write));
-                    }
-                    if h.read > 0 {
-                        set.insert((o.clone(), "read".to_string(), h.read));
-                    }
+    let (kind, mode, holders, lease): (&str, Reply, Holders, Option<f64>) = match &m.locks[key] {
+        Lock::Free => ("none", Reply::Nil, BTreeSet::new(), None),
+        Lock::Excl {
+            owner,
+            count,
+            deadline,
+        } => (
+            "lock",
+            Reply::Bulk("exclusive".into()),
+            [(owner.clone(), "exclusive".to_string(), *count)].into(),
+            Some(*deadline),
+        ),
+        Lock::Rw(hs) => {
+            let mut set = BTreeSet::new();
+            for (o, h) in hs {
+                if h.write > 0 {
+                    set.insert((o.clone(), "write".to_string(), h.write));
                 }
-                let mode = if hs.values().any(|h| h.write > 0) {
-                    "write"
-                } else {
-                    "read"
-                };
-                let latest = hs.values().map(|h| h.deadline).fold(f64::MIN, f64::max);
-                ("rwlock", Reply::Bulk(mode.into()), set, Some(latest))
+                if h.read > 0 {
+                    set.insert((o.clone(), "read".to_string(), h.read));
+                }
             }
-            Lock::NotALock => unreachable!(),
-        };
+            let mode = if hs.values().any(|h| h.write > 0) {
+                "write"
+            } else {
+                "read"
+            };
+            let latest = hs.values().map(|h| h.deadline).fold(f64::MIN, f64::max);
+            ("rwlock", Reply::Bulk(mode.into()), set, Some(latest))
+        }
+        Lock::WrongType => unreachable!(),
+    };
     if f["kind"] != Reply::Bulk(kind.into()) {
         return Err(format!("kind {:?}, model {kind}", f["kind"]));
     }
@@ -542,7 +545,7 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     if f["fence"] != token {
         return Err(format!("INFO fence {:?}, model {token:?}", f["fence"]));
     }
-    let got: BTreeSet<(String, String, i64)> = f["holders"]
+    let got: Holders = f["holders"]
         .arr()
         .iter()
         .map(|h| {
@@ -670,9 +673,9 @@ fn random_operations_follow_the_spec_model() {
             );
         }
         if step % 100 == 99 {
-            for k in 0..KEYS.len() {
+            for (k, name) in KEYS.iter().enumerate() {
                 if let Err(why) = compare(&mut c, &m, k) {
-                    fail(format!("state of {}: {why}", KEYS[k]), &history);
+                    fail(format!("state of {name}: {why}"), &history);
                 }
             }
         }

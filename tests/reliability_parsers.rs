@@ -66,9 +66,15 @@ fn owner(w: &[u8]) -> Result<Vec<u8>, String> {
     Ok(w.to_vec())
 }
 
+/// Digits beyond i64: a number too large, not a malformed one.
+fn huge(w: &[u8]) -> bool {
+    int(w).is_none() && !w.is_empty() && w.iter().all(u8::is_ascii_digit)
+}
+
 fn lease(w: &[u8]) -> Result<i64, String> {
     match int(w) {
         Some(v) if v > MAX_MS => Err(format!("ERR lease-ms must be at most {MAX_MS}")),
+        _ if huge(w) => Err(format!("ERR lease-ms must be at most {MAX_MS}")),
         Some(v) if v >= 1 => Ok(v),
         _ => Err("ERR lease-ms must be a positive integer".into()),
     }
@@ -77,8 +83,23 @@ fn lease(w: &[u8]) -> Result<i64, String> {
 fn timeout(w: &[u8]) -> Result<i64, String> {
     match int(w) {
         Some(v) if v > MAX_MS => Err(format!("ERR timeout-ms must be at most {MAX_MS}")),
+        _ if huge(w) => Err(format!("ERR timeout-ms must be at most {MAX_MS}")),
         Some(v) if v >= 0 => Ok(v),
         _ => Err("ERR timeout-ms must be a non-negative integer".into()),
+    }
+}
+
+/// `BIND grace-ms`: from 0 to the lease.
+fn grace(w: &[u8], lease: i64) -> Result<i64, String> {
+    match int(w) {
+        Some(v) if v > lease => Err(format!(
+            "ERR grace-ms must be at most the lease-ms ({lease})"
+        )),
+        _ if huge(w) => Err(format!(
+            "ERR grace-ms must be at most the lease-ms ({lease})"
+        )),
+        Some(v) if v >= 0 => Ok(v),
+        _ => Err("ERR grace-ms must be a non-negative integer".into()),
     }
 }
 
@@ -168,8 +189,10 @@ fn permits(w: &[u8], name: &str) -> Result<i64, String> {
     }
 }
 
+type Sem = (Vec<u8>, Vec<u8>, String, i64, Option<i64>);
+
 /// DLOCK.SEMAPHORE: `want` is `permits:<count>/<capacity>`.
-fn ref_semaphore(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, String, i64, Option<i64>), String> {
+fn ref_semaphore(a: &[&[u8]]) -> Result<Sem, String> {
     if a.len() < 4 {
         return Err(arity("dlock.semaphore"));
     }
@@ -217,11 +240,20 @@ fn ref_waiters(a: &[&[u8]]) -> Result<(Vec<u8>, Option<usize>), String> {
 }
 
 fn ref_renew(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, i64), String> {
-    if a.len() != 3 {
+    if a.len() < 3 {
         return Err(arity("dlock.renew"));
     }
     let owner = owner(a[1])?;
-    Ok((a[0].to_vec(), owner, lease(a[2])?))
+    let lease = lease(a[2])?;
+    // `[BIND grace-ms]`; other words left over are a syntax error.
+    match &a[3..] {
+        [] => {}
+        [w, g] if w.eq_ignore_ascii_case(b"BIND") => {
+            grace(g, lease)?;
+        }
+        _ => return Err("ERR syntax error".into()),
+    }
+    Ok((a[0].to_vec(), owner, lease))
 }
 
 fn ref_info(a: &[&[u8]]) -> Result<Vec<u8>, String> {

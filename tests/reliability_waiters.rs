@@ -287,9 +287,9 @@ fn cycle(
         tokens[s.key][s.round] = Some(a[1].int());
     }
     for k in 0..keys {
-        for r in 0..per_key {
+        for (r, token) in tokens[k].iter().enumerate() {
             assert_eq!(
-                tokens[k][r],
+                *token,
                 Some(base[k] + 1 + r as i64),
                 "key {k}: waiter {r} was not granted in its turn (cycle {cycle_no})"
             );

@@ -26,6 +26,9 @@ fn exec_survives(srv: &Server, key: &str, change: impl FnOnce(&mut Connection)) 
     }
 }
 
+/// A command that must leave WATCH on `key` alone: (key, command, check of its reply).
+type NoChange = (&'static str, Vec<&'static str>, fn(&Reply) -> bool);
+
 #[test]
 fn watch_survives_refusals_errors_and_reads() {
     let srv = Server::start();
@@ -33,7 +36,7 @@ fn watch_survives_refusals_errors_and_reads() {
     assert_eq!(acquire(&mut c, "k", "A", 60_000), Reply::Int(1));
     assert_eq!(rwlock(&mut c, "rw", "A", "READ", 60_000), Reply::Int(1));
     let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut c).unwrap();
-    let no_change: Vec<(&str, Vec<&str>, fn(&Reply) -> bool)> = vec![
+    let no_change: Vec<NoChange> = vec![
         ("k", vec!["DLOCK.ACQUIRE", "k", "B", "1000"], Reply::is_nil),
         (
             "k",
@@ -162,6 +165,9 @@ fn events(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A command and the keyspace events it must announce, in order: (key, event).
+type Step = (Vec<&'static str>, Vec<(&'static str, &'static str)>);
+
 #[test]
 fn notifications_name_each_change_like_core_commands() {
     let srv = Server::start();
@@ -170,7 +176,7 @@ fn notifications_name_each_change_like_core_commands() {
     let fence = slot_fence_key("k");
     let fence = fence.as_str();
 
-    let steps: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+    let steps: Vec<Step> = vec![
         // grant: the holder field, then the lease
         (
             vec!["DLOCK.ACQUIRE", "k", "A", "60000"],
