@@ -173,8 +173,8 @@ fn notifications_name_each_change_like_core_commands() {
     let srv = Server::start();
     let mut c = srv.connection();
     let mut ev = Events::new(&srv, &mut c);
-    let fence = slot_fence_key("k");
-    let fence = fence.as_str();
+    // `Step` holds 'static names: the counter's name lives as long as the test.
+    let fence: &'static str = Box::leak(slot_fence_key("k").into_boxed_str());
 
     let steps: Vec<Step<'_>> = vec![
         // grant: the holder field, then the lease
