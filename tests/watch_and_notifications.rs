@@ -166,7 +166,7 @@ fn events(list: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 /// A command and the keyspace events it must announce, in order: (key, event).
-type Step<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>);
+type Step = (Vec<&'static str>, Vec<(&'static str, &'static str)>);
 
 #[test]
 fn notifications_name_each_change_like_core_commands() {
@@ -176,7 +176,7 @@ fn notifications_name_each_change_like_core_commands() {
     // `Step` holds 'static names: the counter's name lives as long as the test.
     let fence: &'static str = Box::leak(slot_fence_key("k").into_boxed_str());
 
-    let steps: Vec<Step<'_>> = vec![
+    let steps: Vec<Step> = vec![
         // grant: the holder field, then the lease
         (
             vec!["DLOCK.ACQUIRE", "k", "A", "60000"],
