@@ -21,7 +21,12 @@ fn documents() -> Vec<String> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
     let mut docs: Vec<String> = std::fs::read_dir(&dir)
         .expect("docs/")
-        .map(|e| e.expect("docs/ entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("docs/ entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .filter(|name| name.ends_with(".md"))
         .map(|name| format!("docs/{name}"))
         .collect();
@@ -54,7 +59,11 @@ fn blocks(text: &str) -> Vec<Block> {
             continue;
         }
         if let Some(lang) = line.trim_start().strip_prefix("```") {
-            let block = Block { line: i + 1, source: marker.take(), body: vec![] };
+            let block = Block {
+                line: i + 1,
+                source: marker.take(),
+                body: vec![],
+            };
             open = Some((LANGUAGES.contains(&lang.trim()), block));
         } else if let Some(rest) = line.trim().strip_prefix(MARKER) {
             let path = rest.strip_suffix("-->").expect("marker ends with -->");
@@ -87,9 +96,9 @@ fn python_and_javascript_blocks_are_excerpts_of_tested_files() {
     for doc in documents() {
         for block in blocks(&read(&doc)) {
             let at = format!("{doc}:{}", block.line);
-            let source = block
-                .source
-                .unwrap_or_else(|| panic!("{at}: no `{MARKER}path -->` line right above the block"));
+            let source = block.source.unwrap_or_else(|| {
+                panic!("{at}: no `{MARKER}path -->` line right above the block")
+            });
             if let Some(line) = first_missing(&block.body, &read(&source)) {
                 panic!("{at}: `{line}` is not in {source} (in this order)");
             }
@@ -104,7 +113,16 @@ fn python_and_javascript_blocks_are_excerpts_of_tested_files() {
 fn an_excerpt_out_of_order_or_changed_is_caught() {
     let source = "a = 1\n    b = 2\nc = 3\n";
     let lines = |s: &[&str]| s.iter().map(|l| l.to_string()).collect::<Vec<_>>();
-    assert_eq!(first_missing(&lines(&["a = 1", "...", "  c = 3", ""]), source), None);
-    assert_eq!(first_missing(&lines(&["c = 3", "a = 1"]), source), Some("a = 1"));
-    assert_eq!(first_missing(&lines(&["a = 1", "b = 3"]), source), Some("b = 3"));
+    assert_eq!(
+        first_missing(&lines(&["a = 1", "...", "  c = 3", ""]), source),
+        None
+    );
+    assert_eq!(
+        first_missing(&lines(&["c = 3", "a = 1"]), source),
+        Some("a = 1")
+    );
+    assert_eq!(
+        first_missing(&lines(&["a = 1", "b = 3"]), source),
+        Some("b = 3")
+    );
 }
