@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Client, Error, Result};
+use crate::{Error, Result};
 
 /// The longest lease or wait the module accepts (ten years, in ms); longer durations,
 /// [`Duration::MAX`] included, mean "no limit" and are sent as this (a lease) or as "wait
@@ -177,7 +177,7 @@ impl Config {
     }
 
     /// Refuse settings that cannot work.
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.lease.is_zero() {
             return Err(Error::Config("lease must be > 0".into()));
         }
@@ -351,27 +351,5 @@ impl ClientBuilder {
     pub fn min_replicas(mut self, n: u32, timeout: Duration) -> Self {
         self.config.min_replicas = (n > 0).then_some((n, timeout));
         self
-    }
-    /// Check the settings, connect, pick the backend and start the watchdog task (on the
-    /// current tokio runtime).
-    ///
-    /// Errors: [`Error::Config`] for settings that cannot work (lease 0, renew interval not
-    /// shorter than the lease, a bad URL, [`Backend::Native`] on a server without the
-    /// module); [`Error::Connect`] naming the address and the cause when the server cannot
-    /// be reached.
-    ///
-    /// Cancel safety: cancel-safe (nothing is held before it returns).
-    /// ```no_run
-    /// # async fn demo() -> dlock_client::Result<()> {
-    /// let client = dlock_client::Client::builder("redis://127.0.0.1:6379/").build().await?;
-    /// # let _ = client; Ok(()) }
-    /// ```
-    pub async fn build(mut self) -> Result<Client> {
-        // Duration::MAX (no limit) is the module's longest lease.
-        let max = Duration::from_millis(MAX_MS);
-        self.config.lease = self.config.lease.min(max);
-        self.config.renew_interval = self.config.renew_interval.map(|r| r.min(max));
-        self.config.validate()?;
-        Client::connect(self.target, self.config).await
     }
 }

@@ -6,10 +6,11 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::{Grant, Request, Wait};
-use crate::client::Inner;
-use crate::conn::{pool, Connection};
+use crate::conn::{call, Connection};
+use crate::kind::LockKind;
 use crate::lease::Entry;
-use crate::{Error, LockKind, Result};
+use crate::shared::Inner;
+use crate::{Error, Result};
 
 pub(crate) struct Native;
 
@@ -57,10 +58,11 @@ impl Native {
             let cmd = grant_cmd(req, None);
             let sent = Instant::now();
             let (v, acks) = if guard.is_some() {
-                pool::guarded_call(inner, req.key, &cmd).await?
+                call::guarded_call(&inner.link, req.key, &cmd, guard).await?
             } else {
                 let v = inner
-                    .conn
+                    .link
+                    .shared()
                     .send(&cmd)
                     .await
                     .map_err(|e| Error::from_redis(req.key, e))?;
@@ -81,14 +83,14 @@ impl Native {
         // place in the server's queue until granted (the link is watched meanwhile). A
         // wait with a limit gets the server's answer at its end, plus slack.
         let limit = if wait_ms == 0 {
-            pool::Limit::Unlimited
+            call::Limit::Unlimited
         } else {
-            pool::Limit::Within(
+            call::Limit::Within(
                 std::time::Duration::from_millis(wait_ms)
                     .saturating_add(inner.config.response_timeout.saturating_mul(2)),
             )
         };
-        let (v, acks) = pool::node_call(inner, req.key, &cmd, guard, limit).await?;
+        let (v, acks) = call::node_call(&inner.link, req.key, &cmd, guard, limit).await?;
         // The grant happened between send and receipt; the lease is counted from receipt
         // (later than the truth by at most the reply's one-way latency).
         let got = Instant::now();
@@ -182,7 +184,7 @@ fn parse_grant(key: &str, v: Value) -> Result<Option<(u64, Option<u64>)>> {
 /// closed connection's request, or granted it), for at most twice the response time-out.
 pub(crate) async fn wait_not_queued(inner: &Inner, key: &str, owner: &str) {
     let deadline = Instant::now() + inner.config.response_timeout.saturating_mul(2);
-    let mut conn = inner.conn.clone();
+    let mut conn = inner.link.shared().clone();
     while Instant::now() < deadline {
         let Ok(waiters) = crate::waiters::query(&mut conn, key).await else {
             return;
