@@ -353,3 +353,62 @@ impl ClientBuilder {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_ms_is_whole_ms_between_1_and_the_maximum() {
+        assert_eq!(wire_ms(Duration::ZERO), 1);
+        assert_eq!(wire_ms(Duration::from_micros(1500)), 1);
+        assert_eq!(wire_ms(Duration::from_millis(30_000)), 30_000);
+        assert_eq!(wire_ms(Duration::MAX), MAX_MS);
+        assert_eq!(wire_ms(Duration::from_millis(MAX_MS + 1)), MAX_MS);
+    }
+
+    #[test]
+    fn unlimited_from_the_maximum_on() {
+        assert!(!unlimited(Duration::from_millis(MAX_MS - 1)));
+        assert!(unlimited(Duration::from_millis(MAX_MS)));
+        assert!(unlimited(Duration::MAX));
+    }
+
+    #[test]
+    fn validate_refuses_what_cannot_work() {
+        let ok = Config::default();
+        assert!(ok.validate().is_ok());
+        let c = Config {
+            lease: Duration::ZERO,
+            ..Config::default()
+        };
+        assert!(matches!(c.validate(), Err(Error::Config(_))));
+        let c = Config {
+            renew_interval: Some(Duration::from_secs(30)),
+            ..Config::default()
+        };
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("renew interval")));
+        let c = Config {
+            min_replicas: Some((1, Duration::from_secs(5))),
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn renew_interval_defaults_to_a_third_of_the_lease() {
+        assert_eq!(Config::default().renew_interval(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn target_names() {
+        let t = Target::Single("redis://127.0.0.1:7001/3".into());
+        assert_eq!(
+            t.names().unwrap(),
+            ("127.0.0.1:7001/3".to_string(), "127.0.0.1:7001".to_string())
+        );
+        assert!(Target::Single("not a url".into()).names().is_err());
+        let c = Target::Cluster(vec!["redis://a:1/".into(), "redis://b:2/".into()]);
+        assert_eq!(c.names().unwrap().0, "cluster:redis://a:1/,redis://b:2/");
+    }
+}

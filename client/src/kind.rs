@@ -58,3 +58,28 @@ impl LockKind {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_and_words() {
+        assert_eq!(LockKind::Exclusive.field("o"), b"o");
+        assert!(LockKind::Read.field("o").ends_with(b"o"));
+        assert_ne!(LockKind::Read.field("o"), LockKind::Write.field("o"));
+        assert_eq!(LockKind::Exclusive.word(), None);
+        assert_eq!(LockKind::Write.word(), Some("WRITE"));
+        let mut ranks: Vec<u8> = [
+            LockKind::Exclusive,
+            LockKind::Read,
+            LockKind::Write,
+            LockKind::Semaphore,
+        ]
+        .iter()
+        .map(|k| k.rank())
+        .collect();
+        ranks.dedup();
+        assert_eq!(ranks.len(), 4);
+    }
+}

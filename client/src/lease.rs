@@ -358,3 +358,58 @@ impl IntoFuture for LostSignal {
         Box::pin(self.wait())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(r: &Registry, key: &Arc<str>, owner: &Arc<str>, watched: bool) -> (Arc<Entry>, u64) {
+        r.hold(NewHold {
+            key,
+            owner,
+            kind: LockKind::Exclusive,
+            lease: Duration::from_secs(30),
+            watched,
+            deadline: Instant::now() + Duration::from_secs(30),
+            count: 1,
+        })
+    }
+
+    #[test]
+    fn registry_counts_reentrant_holds_and_forgets_the_last() {
+        let r = Registry::default();
+        let (k, o) = (Arc::from("k"), Arc::from("o"));
+        let (e1, n1) = hold(&r, &k, &o, false);
+        let (e2, n2) = hold(&r, &k, &o, true);
+        assert!(Arc::ptr_eq(&e1, &e2));
+        assert_eq!((n1, n2), (1, 2));
+        assert_eq!(r.holds_of("k", "o", LockKind::Exclusive), 2);
+        assert_eq!(r.holds_of("k", "o", LockKind::Read), 0);
+        // One watched hold makes the entry watched.
+        assert_eq!(r.watched_count(), 1);
+        assert!(!r.give_back(&e1, 1));
+        assert!(r.give_back(&e1, 1));
+        assert!(!e1.is_active());
+        assert_eq!(r.holds_of("k", "o", LockKind::Exclusive), 0);
+        assert!(r.watched().is_empty());
+    }
+
+    #[test]
+    fn a_lapsed_entry_is_replaced_and_marked_lost() {
+        let r = Registry::default();
+        let (k, o) = (Arc::from("k"), Arc::from("o"));
+        let (old, _) = r.hold(NewHold {
+            key: &k,
+            owner: &o,
+            kind: LockKind::Exclusive,
+            lease: Duration::from_millis(1),
+            watched: false,
+            deadline: Instant::now(),
+            count: 1,
+        });
+        let (new, n) = hold(&r, &k, &o, false);
+        assert!(!Arc::ptr_eq(&old, &new));
+        assert_eq!(n, 1);
+        assert_eq!(old.lost_now(), Some(LostReason::LeaseExpired));
+    }
+}

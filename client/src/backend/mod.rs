@@ -211,3 +211,25 @@ impl ActiveBackend {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_from_duration() {
+        assert!(matches!(Wait::from_duration(Duration::ZERO), Wait::No));
+        assert!(matches!(
+            Wait::from_duration(Duration::from_millis(1)),
+            Wait::For(d) if d == Duration::from_millis(1)
+        ));
+        assert!(matches!(Wait::from_duration(Duration::MAX), Wait::Forever));
+        // The module's longest wait and beyond mean "no limit".
+        let max = Duration::from_millis(crate::config::MAX_MS);
+        assert!(matches!(Wait::from_duration(max), Wait::Forever));
+        assert!(matches!(
+            Wait::from_duration(max - Duration::from_millis(1)),
+            Wait::For(_)
+        ));
+    }
+}

@@ -195,3 +195,90 @@ pub(crate) async fn wait_not_queued(inner: &Inner, key: &str, owner: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_grant_replies() {
+        assert_eq!(parse_grant("k", Value::Nil).unwrap(), None);
+        assert_eq!(parse_grant("k", Value::Int(2)).unwrap(), Some((2, None)));
+        let fenced = Value::Array(vec![Value::Int(1), Value::Int(42)]);
+        assert_eq!(parse_grant("k", fenced).unwrap(), Some((1, Some(42))));
+        let odd = Value::Array(vec![Value::Int(1)]);
+        assert!(matches!(parse_grant("k", odd), Err(Error::Protocol(_))));
+        let bad = Value::Array(vec![Value::Int(1), Value::Nil]);
+        assert!(matches!(parse_grant("k", bad), Err(Error::Protocol(_))));
+        assert!(matches!(
+            parse_grant("k", Value::Okay),
+            Err(Error::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn an_unknown_command_means_no_module() {
+        assert!(is_unknown_command(
+            Some("ERR"),
+            Some("unknown command 'DLOCK.INFO', with args beginning with: 'x'")
+        ));
+        assert!(!is_unknown_command(
+            Some("WRONGTYPE"),
+            Some("Operation against a key")
+        ));
+        assert!(!is_unknown_command(Some("NOPERM"), Some("No permissions")));
+        assert!(!is_unknown_command(Some("ERR"), Some("syntax error")));
+    }
+
+    #[test]
+    fn commands_on_the_wire() {
+        let req = Request {
+            key: "k",
+            owner: "o",
+            kind: LockKind::Write,
+            permits: None,
+            lease_ms: 500,
+            fence: true,
+            wait: Wait::No,
+            started: Instant::now(),
+        };
+        let words = |c: &redis::Cmd| {
+            c.args_iter()
+                .map(|a| match a {
+                    redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                    redis::Arg::Cursor => "<cursor>".into(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            words(&grant_cmd(&req, Some(100))),
+            "DLOCK.RWLOCK k o WRITE 500 WAIT 100 FENCE"
+        );
+        let sem = Request {
+            kind: LockKind::Semaphore,
+            permits: Some(super::super::Permits {
+                capacity: 5,
+                count: 2,
+            }),
+            fence: false,
+            ..req
+        };
+        assert_eq!(
+            words(&grant_cmd(&sem, None)),
+            "DLOCK.SEMAPHORE k o 5 500 COUNT 2"
+        );
+        assert_eq!(
+            words(&release_cmd("k", "o", LockKind::Read, 1)),
+            "DLOCK.RELEASE k o READ"
+        );
+        assert_eq!(
+            words(&release_cmd("k", "o", LockKind::Semaphore, 3)),
+            "DLOCK.RELEASE k o COUNT 3"
+        );
+        assert_eq!(
+            words(&release_cmd("k", "o", LockKind::Exclusive, 1)),
+            "DLOCK.RELEASE k o"
+        );
+    }
+}

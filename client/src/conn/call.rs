@@ -168,3 +168,32 @@ async fn watch_link(link: &Link, addr: &str, client: &redis::Client) -> Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn try_again_doubles_up_to_200ms_within_its_budget() {
+        let mut t = TryAgain::new(Duration::from_millis(500));
+        let pauses: Vec<u64> = std::iter::from_fn(|| t.next_pause())
+            .map(|d| d.as_millis() as u64)
+            .collect();
+        // 10, 20, 40, 80, 160, 190 (the rest of the budget), then none.
+        assert_eq!(pauses, [10, 20, 40, 80, 160, 190]);
+        assert_eq!(pauses.iter().sum::<u64>(), 500);
+        assert!(t.next_pause().is_none());
+    }
+
+    #[test]
+    fn try_again_caps_a_pause_at_200ms() {
+        let mut t = TryAgain::new(Duration::from_secs(5));
+        let max = std::iter::from_fn(|| t.next_pause()).max().unwrap();
+        assert_eq!(max, Duration::from_millis(200));
+    }
+
+    #[test]
+    fn try_again_with_no_budget_never_pauses() {
+        assert!(TryAgain::new(Duration::ZERO).next_pause().is_none());
+    }
+}
