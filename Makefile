@@ -1,7 +1,9 @@
-# dlock — two commands on a fresh Debian machine (as root):
+# dlock — two commands on a fresh Debian machine (as root) with Rust >= rust-version of
+# Cargo.toml (rustup; checked first, see `toolchain`):
 #   make run    install what is missing, build the module, run Redis with it (foreground;
 #               PORT=6380 for another port)
 #   make test   the same set-up plus the client libraries of examples/, then every test
+#   make install  put the built module where redis-production.conf loads it
 SHELL := /bin/bash
 CARGO ?= cargo
 PYTHON ?= python3
@@ -9,28 +11,53 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all setup build run test test-long test-matrix test-valkey bench bench-instr seckill clean
+.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
+# Rust is the one thing `make` does not install (Debian 12's rustc is 1.63): check it first and
+# stop with one message instead of a compile error deep in a dependency. The minimum is the
+# workspace's `rust-version` in Cargo.toml.
+RUST_MIN := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
+toolchain:
+	@need="$(RUST_MIN)"; \
+	hint="Install Rust $$need or newer with rustup (https://rustup.rs):\n  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y\n  . \"$$HOME/.cargo/env\"\nthen run make again."; \
+	if ! command -v $(CARGO) >/dev/null 2>&1; then \
+		echo "make: dlock needs cargo and rustc >= $$need, and '$(CARGO)' is not on PATH." >&2; \
+		if [ -x "$$HOME/.cargo/bin/cargo" ]; then \
+			echo "rustup's cargo is in $$HOME/.cargo/bin: run  . \"$$HOME/.cargo/env\"  (or add it to PATH), then make again." >&2; \
+		else printf "$$hint\n" >&2; fi; \
+		exit 1; \
+	fi; \
+	have=$$(rustc --version 2>/dev/null | awk '{print $$2}'); \
+	if [ -z "$$have" ] || [ "$$(printf '%s\n%s\n' "$$need" "$$have" | sort -V | head -n1)" != "$$need" ]; then \
+		echo "make: dlock needs rustc >= $$need; this machine has $${have:-no rustc} ($$(command -v rustc || echo 'not on PATH'))." >&2; \
+		if command -v rustup >/dev/null 2>&1; then echo "Update it: rustup update stable" >&2; \
+		else printf "$$hint\n" >&2; fi; \
+		exit 1; \
+	fi
+
 # Install only what is missing; apt-get update runs once, only when something is missing.
-setup:
+setup: toolchain
 	@missing=""; \
 	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
 	command -v redis-cli >/dev/null || missing="$$missing redis-tools"; \
 	command -v redis-sentinel >/dev/null || missing="$$missing redis-sentinel"; \
 	ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v clang >/dev/null || missing="$$missing clang"; \
+	command -v prometheus-redis-exporter >/dev/null || missing="$$missing prometheus-redis-exporter"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq $$missing >/dev/null; \
 	fi
-	@# Debian starts a redis-server service on 6379 when it installs the package. The tests
-	@# use other ports; on a throw-away CI machine it is stopped anyway, never elsewhere
-	@# (`make run` explains a busy port instead).
+	@# Debian starts a redis-server service on 6379 (and the exporter on 9121) when it installs
+	@# the packages. The tests use other ports; on a throw-away CI machine they are stopped
+	@# anyway, never elsewhere (`make run` explains a busy port instead).
 	@if [ -n "$${CI:-}" ]; then \
-		(systemctl stop redis-server 2>/dev/null || service redis-server stop 2>/dev/null || true) >/dev/null; \
+		for s in redis-server prometheus-redis-exporter; do \
+			(systemctl stop $$s 2>/dev/null || service $$s stop 2>/dev/null || true) >/dev/null; \
+		done; \
 	fi
 
 # The client libraries the examples under examples/ use (tests/examples.rs runs them):
@@ -78,6 +105,32 @@ run: build
 
 test: build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
+	$(MAKE) --no-print-directory test-python
+
+# The Python package (python/): mypy --strict, pytest against servers the tests start, the
+# sdist and wheel (python -m build, twine check), and a fresh venv installing it with pip.
+# Tools in python/.venv (redis-py, pytest, pytest-asyncio, mypy, build, twine, and
+# python-redis-lock for `make bench`), re-installed when pyproject.toml changes.
+python/.venv/installed: python/pyproject.toml
+	@command -v $(PYTHON) >/dev/null && $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || { \
+		echo "installing: python3 python3-venv"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null; }
+	$(PYTHON) -m venv python/.venv
+	python/.venv/bin/pip install --quiet --disable-pip-version-check \
+		'redis>=5' pytest pytest-asyncio mypy build twine python-redis-lock
+	python/.venv/bin/pip install --quiet --disable-pip-version-check -e python
+	@touch $@
+
+test-python: build python/.venv/installed
+	cd python && .venv/bin/mypy --strict src
+	cd python && .venv/bin/python -m pytest -q
+	rm -rf python/dist
+	cd python && .venv/bin/python -m build --outdir dist . >/dev/null && .venv/bin/twine check --strict dist/*
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+		$(PYTHON) -m venv "$$tmp/venv" && \
+		"$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check ./python && \
+		cd "$$tmp" && "$$tmp/venv/bin/python" -c \
+		"import dlock_client, dlock_client.asyncio; print('fresh venv: dlock-client', dlock_client.__version__, 'installed')"
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
@@ -100,15 +153,48 @@ test-matrix: build
 test-valkey: build
 	MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
-# Native commands against the Lua way, side by side (starts its own servers; rewrites docs/BENCHMARKS.md).
-bench: build
-	$(CARGO) run --release -p dlock-bench
+# Native commands against the Lua way, side by side (starts its own servers). The run's output
+# goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
+# that section into docs/BENCHMARKS.md, so a run never rewrites a tracked file by itself.
+bench: build python/.venv/installed
+	@mkdir -p target/bench
+	set -o pipefail; $(CARGO) run --release -p dlock-bench | tee target/bench/last-run.txt
+	set -o pipefail; python/.venv/bin/python python/bench/bench.py --no-write | tee target/bench/python.txt
+
+bench-docs: toolchain python/.venv/installed
+	$(CARGO) run --release -p dlock-bench -- --publish
+	@# The Python figures are measured again here (about a minute): its bench writes its own section.
+	python/.venv/bin/python python/bench/bench.py
 
 # Server instructions per operation under callgrind (fixed redis-cli --pipe workloads): dlock,
 # Redisson's scripts, SET NX + Lua release, raw commands, and SET on keys that are not locks.
 bench-instr: build
 	@command -v valgrind >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
 	$(CARGO) run --release -p dlock-bench -- --instr
+
+# Cost against scale: memory per lock and per waiter, SET and idle CPU with 1-1,000 waited keys,
+# fencing state after 1,000,000 names, renewing 10,000 holds (rewrites the Scale section of
+# docs/BENCHMARKS.md and docs/bench-scale.svg).
+bench-scale: build
+	$(CARGO) run --release -p dlock-bench -- --scale
+
+# Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so).
+# It does not build (run `make build` first, e.g. as a normal user, then `make install` as root);
+# DESTDIR stages it for a package: make install DESTDIR=/tmp/pkg PREFIX=/usr.
+# The new file is renamed over the old one: a running server keeps the file it mapped
+# (`install` alone would rewrite that file in place, under the server's feet).
+PREFIX ?= /usr/local
+LIBDIR ?= $(PREFIX)/lib
+MODULE := target/release/libdlock.so
+install:
+	@test -f $(MODULE) || { echo "make install: $(MODULE) is not built yet; run make build first" >&2; exit 1; }
+	install -d $(DESTDIR)$(LIBDIR)
+	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/.libdlock.so.new
+	mv -f $(DESTDIR)$(LIBDIR)/.libdlock.so.new $(DESTDIR)$(LIBDIR)/libdlock.so
+	install -D -m 0644 deploy/monitoring/dlock-info.lua $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/libdlock.so $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
 
 seckill:
 	$(CARGO) run --release -p dlock-client --example seckill -- $(DLOCK_URL)

@@ -8,6 +8,7 @@
 //! - `commands` (one file per command) and `events` (keyspace/server events) on top;
 //! - `config` and `stats` beside them.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.
 #![cfg_attr(test, allow(dead_code, unused_imports))]
 
@@ -72,12 +73,14 @@ mod registration {
         events::subscribe(c).map_err(fail)?;
         // Propagation is skipped while nothing would receive it (no AOF, no replication).
         targets::watch(c).map_err(fail)?;
-        // SAFETY (registration calls below): the OnLoad context.
+        // SAFETY: the OnLoad context, the only one Redis accepts an INFO callback from.
         unsafe { info::register::<stats::Info>(ctx) };
         // Legacy key positions (first 1, last 1, step 1); `command_docs` then replaces the
         // derived key spec with one carrying the right access flags.
         let w = c"write deny-oom";
         let wf = c"write fast";
+        // SAFETY: the OnLoad context, the only one Redis accepts new commands and their
+        // command info from; names and flags are NUL-terminated literals.
         unsafe {
             command::create::<commands::Acquire>(ctx, c"dlock.acquire", w).map_err(fail)?;
             command::create::<commands::RwLock>(ctx, c"dlock.rwlock", w).map_err(fail)?;
@@ -104,6 +107,7 @@ mod registration {
     #[no_mangle]
     pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
         engine::free_all();
+        events::free_all();
         stats::free_all();
         config::free();
         string::free_shared();

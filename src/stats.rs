@@ -25,8 +25,17 @@ pub struct Stats {
     /// Leases that ran out while held: lock keys granted by dlock that Redis expired, and
     /// read-write and semaphore holders whose own lease lapsed.
     pub leases_expired: AtomicU64,
+    /// Holds whose lease was cut because the connection they were bound to (BIND) closed.
+    pub leases_cut: AtomicU64,
+    /// Lock-delays begun: LOCKDELAY holds that ended without RELEASE.
+    pub lock_delays: AtomicU64,
+    /// WAIT requests answered `DEADLOCK ...`.
+    pub deadlocks: AtomicU64,
     /// Error replies.
     pub errors: AtomicU64,
+    /// Waiters answered with a redirect (ASK/MOVED/CLUSTERDOWN/TRYAGAIN): their key left
+    /// this cluster node.
+    pub cluster_redirects: AtomicU64,
 }
 
 impl Stats {
@@ -176,7 +185,11 @@ impl crate::ffi::info::InfoSection for Info {
             ("waiters", crate::engine::waiting() as u64),
             ("wait_timeouts", Stats::get(&STATS.wait_timeouts)),
             ("leases_expired", Stats::get(&STATS.leases_expired)),
+            ("leases_cut", Stats::get(&STATS.leases_cut)),
+            ("lock_delays", Stats::get(&STATS.lock_delays)),
+            ("deadlocks", Stats::get(&STATS.deadlocks)),
             ("errors", Stats::get(&STATS.errors)),
+            ("cluster_redirects", Stats::get(&STATS.cluster_redirects)),
             ("wait_p50_us", p50),
             ("wait_p99_us", p99),
             ("wait_p999_us", p999),

@@ -142,16 +142,18 @@ fn cluster_routing_moved_and_fence_in_slot() {
             "{args:?}"
         );
     }
-    // on its own node, with FENCE: the counter lives in the same slot
+    // on its own node, with FENCE: the counter lives in the same slot, one for the slot
+    let mut tokens = std::collections::BTreeMap::new();
     for k in [key.clone(), format!("{{{key}}}:x"), format!("{key}{{")] {
         let node = if key_slot(k.as_bytes()) >= 8192 {
             &mut cb
         } else {
             &mut ca
         };
+        let fk = slot_fence_key(&k);
+        let next = *tokens.entry(fk.clone()).and_modify(|t| *t += 1).or_insert(1);
         let r = cmd(node, &["DLOCK.ACQUIRE", &k, "o", "10000", "FENCE"]);
-        assert_eq!(r, Reply::Arr(vec![Reply::Int(1), Reply::Int(1)]), "{k}");
-        let fk = fence_key(&k);
+        assert_eq!(r, Reply::Arr(vec![Reply::Int(1), Reply::Int(next)]), "{k}");
         let n: i64 = redis::cmd("CLUSTER")
             .arg("KEYSLOT")
             .arg(&fk)
@@ -163,7 +165,7 @@ fn cluster_routing_moved_and_fence_in_slot() {
             .query(node)
             .unwrap();
         assert_eq!(n, m, "fence key {fk} in the slot of {k}");
-        assert_eq!(get_int(node, &fk), Some(1), "fence key {fk} present");
+        assert_eq!(get_int(node, &fk), Some(next), "fence key {fk} present");
     }
 }
 
@@ -188,13 +190,13 @@ fn fencing_tokens_never_go_back_during_a_slot_migration() {
     };
     let pair = |count: i64, token: i64| Reply::Arr(vec![Reply::Int(count), Reply::Int(token)]);
 
-    // Tokens 1 and 2 on the source; the lock is free again, its counter stays at 2.
+    // Tokens 1 and 2 on the source; the lock is free again, the slot's counter stays at 2.
     for (owner, token) in [("a", 1), ("b", 2)] {
         assert_eq!(acquire_fenced(&mut src, key, owner), pair(1, token));
         assert_eq!(release(&mut src, key, owner), Reply::Int(1));
     }
-    // `held` is held with a counter, both on the source.
-    assert_eq!(acquire_fenced(&mut src, held, "h"), pair(1, 1));
+    // `held` (same slot) is held on the source without a token yet.
+    assert_eq!(acquire(&mut src, held, "h", 100_000), Reply::Int(1));
 
     cl.begin_slot_migration(slot, from, to);
     // The free lock is not on the source any more: ASK to the target, which has no
@@ -210,13 +212,14 @@ fn fencing_tokens_never_go_back_during_a_slot_migration() {
         "{r:?}"
     );
     assert_eq!(
-        cl.holder(&fence_key(key)),
+        cl.holder(&slot_fence_key(key)),
         Some(from),
         "the counter stayed on the source"
     );
 
-    // `held`'s counter moves first: its holder, still on the source, must not start a new one.
-    cl.migrate_keys(from, to, &[&fence_key(held)]);
+    // The slot's counter moves first: `held`'s holder, still on the source, must not start a
+    // new one when it asks for its first token.
+    cl.migrate_keys(from, to, &[&slot_fence_key(held)]);
     let r = acquire_fenced(&mut src, held, "h");
     assert!(
         matches!(&r, Reply::Err(e) if e.starts_with("TRYAGAIN ")),
@@ -224,7 +227,6 @@ fn fencing_tokens_never_go_back_during_a_slot_migration() {
     );
 
     // Once the counter is on the target, the target goes on from it.
-    cl.migrate_keys(from, to, &[&fence_key(key)]);
     assert_eq!(
         asking(&mut dst, &["DLOCK.ACQUIRE", key, "c", "100000", "FENCE"]),
         pair(1, 3)
@@ -234,7 +236,12 @@ fn fencing_tokens_never_go_back_during_a_slot_migration() {
     assert_eq!(acquire_fenced(&mut dst, key, "d"), pair(1, 4));
     assert_eq!(
         acquire_fenced(&mut dst, held, "h"),
-        pair(2, 1),
+        pair(2, 5),
+        "reentrant: its first token, above every earlier one of the slot"
+    );
+    assert_eq!(
+        acquire_fenced(&mut dst, held, "h"),
+        pair(3, 5),
         "reentrant: current token"
     );
 }

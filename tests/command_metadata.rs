@@ -13,7 +13,7 @@ const ARITY: &[(&str, i64)] = &[
     ("dlock.rwlock", -5),
     ("dlock.semaphore", -5),
     ("dlock.release", -3),
-    ("dlock.renew", 4),
+    ("dlock.renew", -4),
     ("dlock.info", 2),
     ("dlock.waiters", -2),
 ];
@@ -124,7 +124,15 @@ fn arguments_carry_their_tokens_and_optional_flags() {
         .collect();
     assert_eq!(
         names,
-        ["key", "owner", "lease-ms", "timeout-ms", "fence"],
+        [
+            "key",
+            "owner",
+            "lease-ms",
+            "timeout-ms",
+            "fence",
+            "grace-ms",
+            "lock-delay-ms"
+        ],
         "in the order of the syntax"
     );
     assert_eq!(field(&args[2], "type").unwrap().str(), "integer");
@@ -232,4 +240,28 @@ fn acl_categories_grant_writers_and_readers() {
         "the reader changed nothing"
     );
     assert!(!exists(&mut admin, "k2"));
+}
+
+/// `MODULE LIST` shows the crate's version as modules number theirs: 0.1.0 is `ver 100`.
+#[test]
+fn module_list_version_is_the_crate_version() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let expected = env!("CARGO_PKG_VERSION")
+        .split('.')
+        .map(|p| p.parse::<i64>().unwrap())
+        .fold(0, |acc, p| acc * 100 + p);
+    let modules = cmd(&mut c, &["MODULE", "LIST"]).arr();
+    let dlock = modules
+        .iter()
+        .map(pairs)
+        .find(|m| m.iter().any(|(k, v)| k == "name" && v.str() == "dlock"))
+        .expect("dlock in MODULE LIST");
+    let ver = dlock.iter().find(|(k, _)| k == "ver").unwrap().1.int();
+    assert_eq!(
+        ver,
+        expected,
+        "MODULE LIST ver against {}",
+        env!("CARGO_PKG_VERSION")
+    );
 }

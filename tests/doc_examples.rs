@@ -1,6 +1,6 @@
-//! The redis-cli examples of README.md and docs/COMMANDS.md, run in the order they appear,
-//! each document against its own fresh server: every command line (`127.0.0.1:6379> ...` or
-//! `$ redis-cli ...` inside a code block) is sent, and where the document shows a simple
+//! The redis-cli examples of README.md, docs/COMMANDS.md and docs/OPERATIONS.md, run in the
+//! order they appear, each document against its own fresh server: every command line
+//! (`127.0.0.1:6379> ...` or `$ redis-cli ...` inside a code block) is sent, and where the document shows a simple
 //! reply (an integer, nil, or a list of integers) the server's reply must be the same. A
 //! command with `WAIT` blocks, so it goes on its own connection and the document goes on (its
 //! reply is shown later, after the commands that free the lock).
@@ -128,4 +128,9 @@ fn readme_tour_runs_in_order_on_a_fresh_server() {
 #[test]
 fn command_reference_examples_run_in_order_on_a_fresh_server() {
     run_document("docs/COMMANDS.md", 8);
+}
+
+#[test]
+fn operations_acl_example_runs_on_a_fresh_server() {
+    run_document("docs/OPERATIONS.md", 2);
 }

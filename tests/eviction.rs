@@ -1,4 +1,4 @@
-//! Hand-off when Redis evicts a held lock under `maxmemory` (a wake source of SPEC.md).
+//! Hand-off when Redis evicts a held lock under `maxmemory` (a wake source in docs/DESIGN.md, "One grant path").
 
 mod common;
 use common::*;

@@ -138,6 +138,21 @@ fn check_fenced_store(out: &str) {
     assert!(line(out, "late write with token ").ends_with("refused"));
 }
 
+/// The server stops answering (CLIENT PAUSE): the watchdog says the lock is lost once the
+/// lease (2 s) has run out, not never.
+fn check_lost_when_unreachable(out: &str) {
+    let lost = line(out, "server unreachable: ");
+    assert!(
+        lost.starts_with("lost=yes"),
+        "the watchdog never signalled: {lost}"
+    );
+    let secs = number_after(lost, "after ");
+    assert!(
+        secs < 3.5,
+        "signalled by the end of the lease (+ margin): {lost}"
+    );
+}
+
 #[test]
 fn redis_py_sync_tour() {
     let Some(out) = run("python", "lock_sync.py") else {
@@ -145,6 +160,7 @@ fn redis_py_sync_tour() {
     };
     check_tour(&out);
     check_fenced_store(&out);
+    check_lost_when_unreachable(&out);
 }
 
 #[test]
@@ -154,6 +170,7 @@ fn redis_py_asyncio_tour() {
     };
     check_tour(&out);
     assert_eq!(line(&out, "cancelled waiter left the queue: "), "waiters=0");
+    check_lost_when_unreachable(&out);
 }
 
 #[test]
@@ -163,6 +180,7 @@ fn ioredis_tour() {
     };
     check_tour(&out);
     check_fenced_store(&out);
+    check_lost_when_unreachable(&out);
 }
 
 #[test]

@@ -201,8 +201,9 @@ fn a_grant_due_during_a_client_pause_waits_for_its_end() {
         replicas: _replicas,
     } = ReplicaSet::plain_replicas(1);
     let mut m = master.connection();
-    // A reader with a short lease of its own, a writer waiting behind it.
-    assert_eq!(rwlock(&mut m, "k", "r", "READ", 300), Reply::Int(1));
+    // A reader with a short lease of its own, a writer waiting behind it. The lease must
+    // outlast queueing the writer and starting the pause (800 ms, for a busy machine).
+    assert_eq!(rwlock(&mut m, "k", "r", "READ", 800), Reply::Int(1));
     let w = enqueue(
         &master,
         &mut m,
@@ -215,7 +216,7 @@ fn a_grant_due_during_a_client_pause_waits_for_its_end() {
         cmd(&mut m, &["CLIENT", "PAUSE", "1000", "WRITE"]),
         Reply::Status("OK".into())
     );
-    // The reader's lease ends at ~300 ms, inside the pause: no grant until the pause ends.
+    // The reader's lease ends at ~800 ms, inside the pause: no grant until the pause ends.
     let (r, _, at) = w.wait_at(std::time::Duration::from_secs(10));
     assert_eq!(r, Reply::Int(1), "{}", master.log());
     let after = at.duration_since(paused_at);

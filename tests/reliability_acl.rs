@@ -3,7 +3,7 @@
 //! DLOCK.* declare the lock key as their key, so `~app:*` confines a user's locking, releasing,
 //! renewing and inspecting to `app:*` (NOPERM elsewhere, nothing changes); `-dlock.release`
 //! forbids one command. The fencing counter and the unlock PUBLISH are the module's own and
-//! are not checked against the caller's key and channel ACL (SPEC).
+//! are not checked against the caller's key and channel ACL (docs/COMMANDS.md).
 
 mod common;
 
@@ -116,7 +116,7 @@ fn key_pattern_confines_every_command() {
     assert_eq!(hgetall(&mut admin, "app:2"), map(&[("you", "1")]));
     assert!(!exists(&mut admin, "app:1"));
     assert_eq!(
-        get_int(&mut admin, &fence_key("app:1")),
+        get_int(&mut admin, &slot_fence_key("app:1")),
         Some(1),
         "fence counter written although outside ~app:*"
     );

@@ -3,8 +3,8 @@
 //! Random sequences of DLOCK.ACQUIRE / DLOCK.RWLOCK (with and without FENCE, sometimes with a
 //! short WAIT) / DLOCK.RELEASE (with and without a mode) / DLOCK.RENEW / DEL / SET (a non-lock
 //! value) / "lapse" from several owners on a few keys, each reply checked against an in-memory
-//! model written here from SPEC.md and docs/DECISIONS-DRAFT.md (not from the module's own
-//! `logic`/`model`), and after every step the key's DLOCK.INFO (kind, mode, holders and counts,
+//! model written here from docs/COMMANDS.md (not from the module's own
+//! `rules`/`model`), and after every step the key's DLOCK.INFO (kind, mode, holders and counts,
 //! remaining leases, waiters, fencing counter) is compared with the model.
 //!
 //! Leases: model steps use long leases (5 and 10 minutes), so nothing runs out by itself; a
@@ -43,7 +43,8 @@ enum Lock {
         deadline: f64,
     },
     Rw(BTreeMap<String, RwHold>),
-    NotALock,
+    /// The key holds a value of another type (a string), so DLOCK commands answer WRONGTYPE.
+    WrongType,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -87,7 +88,10 @@ enum Op {
 
 struct Model {
     locks: Vec<Lock>,
-    fences: Vec<Option<i64>>,
+    /// The fencing counter of each slot, by its key name.
+    fences: BTreeMap<String, i64>,
+    /// The token of each lock's current hold, if it took one.
+    tokens: Vec<Option<i64>>,
     t0: Instant,
 }
 
@@ -107,26 +111,48 @@ impl Model {
         self.t0.elapsed().as_secs_f64() * 1000.0
     }
 
-    /// The fencing counter on a grant (SPEC "Fencing token", DECISIONS "FENCE").
-    fn fence_on_grant(&mut self, key: usize, fresh_exclusive: bool, want: bool) -> Option<i64> {
-        let f = &mut self.fences[key];
-        if want && f.is_none() {
-            *f = Some(0);
-        }
+    /// The fencing token on a grant (docs/COMMANDS.md "Fencing tokens"): a fresh exclusive
+    /// hold drops the previous token; FENCE returns the hold's token, else draws the next value
+    /// of the slot's counter (READ: its current value, nothing kept).
+    fn fence_on_grant(
+        &mut self,
+        key: usize,
+        fresh_exclusive: bool,
+        want: bool,
+        read: bool,
+    ) -> Option<i64> {
         if fresh_exclusive {
-            if let Some(v) = f.as_mut() {
-                *v += 1;
+            self.tokens[key] = None;
+        }
+        if !want {
+            return None;
+        }
+        if let Some(t) = self.tokens[key] {
+            return Some(t);
+        }
+        let name = slot_fence_key(KEYS[key]);
+        if read {
+            return Some(self.fences.get(&name).copied().unwrap_or(0));
+        }
+        let counter = self.fences.entry(name).or_insert(0);
+        *counter += 1;
+        self.tokens[key] = Some(*counter);
+        Some(*counter)
+    }
+
+    /// [`Model::apply_op`], then a lock that is gone takes its token with it.
+    fn apply(&mut self, op: &Op, sent: f64) -> Reply {
+        let reply = self.apply_op(op, sent);
+        for (key, lock) in self.locks.iter().enumerate() {
+            if matches!(lock, Lock::Free | Lock::WrongType) {
+                self.tokens[key] = None;
             }
         }
-        if want {
-            *f
-        } else {
-            None
-        }
+        reply
     }
 
     /// Applies `op` (sent at `sent`, model ms) and returns the reply the spec demands.
-    fn apply(&mut self, op: &Op, sent: f64) -> Reply {
+    fn apply_op(&mut self, op: &Op, sent: f64) -> Reply {
         let wrongtype = || Reply::Err(WRONGTYPE.into());
         match *op {
             Op::Acquire {
@@ -139,14 +165,14 @@ impl Model {
                 let o = OWNERS[owner].to_string();
                 let deadline = sent + lease as f64;
                 match &mut self.locks[key] {
-                    Lock::NotALock | Lock::Rw(_) => wrongtype(),
+                    Lock::WrongType | Lock::Rw(_) => wrongtype(),
                     Lock::Free => {
                         self.locks[key] = Lock::Excl {
                             owner: o,
                             count: 1,
                             deadline,
                         };
-                        let f = self.fence_on_grant(key, true, fence);
+                        let f = self.fence_on_grant(key, true, fence, false);
                         granted(1, f)
                     }
                     Lock::Excl {
@@ -160,7 +186,7 @@ impl Model {
                         *count += 1;
                         *d = deadline;
                         let c = *count;
-                        let f = self.fence_on_grant(key, false, fence);
+                        let f = self.fence_on_grant(key, false, fence, false);
                         granted(c, f)
                     }
                 }
@@ -176,7 +202,7 @@ impl Model {
                 let o = OWNERS[owner].to_string();
                 let deadline = sent + lease as f64;
                 let lock = &mut self.locks[key];
-                if matches!(lock, Lock::NotALock | Lock::Excl { .. }) {
+                if matches!(lock, Lock::WrongType | Lock::Excl { .. }) {
                     return wrongtype();
                 }
                 if matches!(lock, Lock::Free) {
@@ -218,13 +244,13 @@ impl Model {
                     h.read = count;
                 }
                 h.deadline = deadline;
-                let f = self.fence_on_grant(key, fresh, fence);
+                let f = self.fence_on_grant(key, fresh, fence, !write);
                 granted(count, f)
             }
             Op::Release { key, owner, mode } => {
                 let o = OWNERS[owner];
                 match &mut self.locks[key] {
-                    Lock::NotALock => wrongtype(),
+                    Lock::WrongType => wrongtype(),
                     Lock::Free => Reply::Nil,
                     Lock::Excl {
                         owner: h, count, ..
@@ -272,7 +298,7 @@ impl Model {
                 let o = OWNERS[owner];
                 let deadline = sent + lease as f64;
                 match &mut self.locks[key] {
-                    Lock::NotALock => wrongtype(),
+                    Lock::WrongType => wrongtype(),
                     Lock::Free => int(0),
                     Lock::Excl {
                         owner: h,
@@ -300,7 +326,7 @@ impl Model {
                 Reply::Int(-1) // not compared (DEL's reply is Redis's)
             }
             Op::SetString { key } => {
-                self.locks[key] = Lock::NotALock;
+                self.locks[key] = Lock::WrongType;
                 Reply::Status("OK".into())
             }
             Op::Lapse { key, owner } => {
@@ -451,15 +477,19 @@ fn words(op: &Op) -> Vec<String> {
     }
 }
 
+/// A lock's holders as DLOCK.INFO lists them: (owner, mode, count).
+type Holders = BTreeSet<(String, String, i64)>;
+
 /// Compares the server's view of `key` with the model; `Err` describes the difference.
 fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     let k = KEYS[key];
-    let fence = get_int(c, &fence_key(k));
-    if fence != m.fences[key] {
-        return Err(format!("fence {fence:?}, model {:?}", m.fences[key]));
+    let counter = slot_fence_key(k);
+    let fence = get_int(c, &counter);
+    if fence != m.fences.get(&counter).copied() {
+        return Err(format!("fence {fence:?}, model {:?}", m.fences.get(&counter)));
     }
     let r = cmd(c, &["DLOCK.INFO", k]);
-    if let Lock::NotALock = m.locks[key] {
+    if let Lock::WrongType = m.locks[key] {
         return match r {
             Reply::Err(e) if e == WRONGTYPE => Ok(()),
             other => Err(format!("DLOCK.INFO on a non-lock: {other:?}")),
@@ -470,39 +500,38 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     };
     let f: HashMap<String, Reply> = a.chunks(2).map(|p| (p[0].str(), p[1].clone())).collect();
     let now = m.now();
-    let (kind, mode, holders, lease): (&str, Reply, BTreeSet<(String, String, i64)>, Option<f64>) =
-        match &m.locks[key] {
-            Lock::Free => ("none", Reply::Nil, BTreeSet::new(), None),
-            Lock::Excl {
-                owner,
-                count,
-                deadline,
-            } => (
-                "lock",
-                Reply::Bulk("exclusive".into()),
-                [(owner.clone(), "exclusive".to_string(), *count)].into(),
-                Some(*deadline),
-            ),
-            Lock::Rw(hs) => {
-                let mut set = BTreeSet::new();
-                for (o, h) in hs {
-                    if h.write > 0 {
-                        set.insert((o.clone(), "write".to_string(), h.write));
-                    }
-                    if h.read > 0 {
-                        set.insert((o.clone(), "read".to_string(), h.read));
-                    }
+    let (kind, mode, holders, lease): (&str, Reply, Holders, Option<f64>) = match &m.locks[key] {
+        Lock::Free => ("none", Reply::Nil, BTreeSet::new(), None),
+        Lock::Excl {
+            owner,
+            count,
+            deadline,
+        } => (
+            "lock",
+            Reply::Bulk("exclusive".into()),
+            [(owner.clone(), "exclusive".to_string(), *count)].into(),
+            Some(*deadline),
+        ),
+        Lock::Rw(hs) => {
+            let mut set = BTreeSet::new();
+            for (o, h) in hs {
+                if h.write > 0 {
+                    set.insert((o.clone(), "write".to_string(), h.write));
                 }
-                let mode = if hs.values().any(|h| h.write > 0) {
-                    "write"
-                } else {
-                    "read"
-                };
-                let latest = hs.values().map(|h| h.deadline).fold(f64::MIN, f64::max);
-                ("rwlock", Reply::Bulk(mode.into()), set, Some(latest))
+                if h.read > 0 {
+                    set.insert((o.clone(), "read".to_string(), h.read));
+                }
             }
-            Lock::NotALock => unreachable!(),
-        };
+            let mode = if hs.values().any(|h| h.write > 0) {
+                "write"
+            } else {
+                "read"
+            };
+            let latest = hs.values().map(|h| h.deadline).fold(f64::MIN, f64::max);
+            ("rwlock", Reply::Bulk(mode.into()), set, Some(latest))
+        }
+        Lock::WrongType => unreachable!(),
+    };
     if f["kind"] != Reply::Bulk(kind.into()) {
         return Err(format!("kind {:?}, model {kind}", f["kind"]));
     }
@@ -512,7 +541,11 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     if f["waiters"] != Reply::Int(0) {
         return Err(format!("waiters {:?}", f["waiters"]));
     }
-    let got: BTreeSet<(String, String, i64)> = f["holders"]
+    let token = m.tokens[key].map_or(Reply::Nil, Reply::Int);
+    if f["fence"] != token {
+        return Err(format!("INFO fence {:?}, model {token:?}", f["fence"]));
+    }
+    let got: Holders = f["holders"]
         .arr()
         .iter()
         .map(|h| {
@@ -572,7 +605,8 @@ fn random_operations_follow_the_spec_model() {
     let mut c = srv.connection();
     let mut m = Model {
         locks: vec![Lock::Free; KEYS.len()],
-        fences: vec![None; KEYS.len()],
+        fences: BTreeMap::new(),
+        tokens: vec![None; KEYS.len()],
         t0: Instant::now(),
     };
     let mut history: Vec<String> = vec![];
@@ -639,9 +673,9 @@ fn random_operations_follow_the_spec_model() {
             );
         }
         if step % 100 == 99 {
-            for k in 0..KEYS.len() {
+            for (k, name) in KEYS.iter().enumerate() {
                 if let Err(why) = compare(&mut c, &m, k) {
-                    fail(format!("state of {}: {why}", KEYS[k]), &history);
+                    fail(format!("state of {name}: {why}"), &history);
                 }
             }
         }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::workers::*;
-use dlock_testutil::{info_int, module_path, used_memory};
+use dlock_testutil::{info_int, module_path, used_memory, LATENESS_BOUND};
 
 const BAD: [(&[&str], &str); 6] = [
     (
@@ -205,7 +205,7 @@ fn unload_reload_cycle(srv: &Server, c: &mut Connection, path: &str, n: usize) -
     let (r, took) = d.wait(Duration::from_secs(10));
     assert_eq!(r, Reply::Int(1), "expiry hand-off after reload");
     assert!(
-        t0.elapsed() < Duration::from_millis(200 + 300),
+        t0.elapsed() < Duration::from_millis(200) + LATENESS_BOUND,
         "took {took:?}"
     );
     assert_eq!(release(c, &lk, "D"), Reply::Int(1));

@@ -4,7 +4,7 @@
 //! `make test`: random argument vectors (grammar-aware words, boundary numbers, random and
 //! non-UTF-8 bytes) go through `args::{acquire, rwlock, release, renew, info}` and
 //! `config::Config::parse`, and each result is compared with an independent reference parser
-//! written here from SPEC.md and docs/DECISIONS-DRAFT.md (same reply or same error text). A
+//! written here from docs/COMMANDS.md (same reply or same error text). A
 //! panic fails the test. Bounded: 2 s per parser in `make test`, 30 s under `DLOCK_LONG=1`;
 //! `DLOCK_SEED` replays a run.
 //!
@@ -20,7 +20,7 @@ use rand::{Rng, SeedableRng};
 const MAX_MS: i64 = 315_360_000_000;
 
 // ---------------------------------------------------------------------------------------------
-// The reference: what SPEC.md + DECISIONS-DRAFT.md say each parser must answer.
+// The reference: what docs/COMMANDS.md says each parser must answer.
 
 #[derive(Debug, PartialEq)]
 struct Acq {
@@ -66,9 +66,15 @@ fn owner(w: &[u8]) -> Result<Vec<u8>, String> {
     Ok(w.to_vec())
 }
 
+/// Digits beyond i64: a number too large, not a malformed one.
+fn huge(w: &[u8]) -> bool {
+    int(w).is_none() && !w.is_empty() && w.iter().all(u8::is_ascii_digit)
+}
+
 fn lease(w: &[u8]) -> Result<i64, String> {
     match int(w) {
         Some(v) if v > MAX_MS => Err(format!("ERR lease-ms must be at most {MAX_MS}")),
+        _ if huge(w) => Err(format!("ERR lease-ms must be at most {MAX_MS}")),
         Some(v) if v >= 1 => Ok(v),
         _ => Err("ERR lease-ms must be a positive integer".into()),
     }
@@ -77,8 +83,23 @@ fn lease(w: &[u8]) -> Result<i64, String> {
 fn timeout(w: &[u8]) -> Result<i64, String> {
     match int(w) {
         Some(v) if v > MAX_MS => Err(format!("ERR timeout-ms must be at most {MAX_MS}")),
+        _ if huge(w) => Err(format!("ERR timeout-ms must be at most {MAX_MS}")),
         Some(v) if v >= 0 => Ok(v),
         _ => Err("ERR timeout-ms must be a non-negative integer".into()),
+    }
+}
+
+/// `BIND grace-ms`: from 0 to the lease.
+fn grace(w: &[u8], lease: i64) -> Result<i64, String> {
+    match int(w) {
+        Some(v) if v > lease => Err(format!(
+            "ERR grace-ms must be at most the lease-ms ({lease})"
+        )),
+        _ if huge(w) => Err(format!(
+            "ERR grace-ms must be at most the lease-ms ({lease})"
+        )),
+        Some(v) if v >= 0 => Ok(v),
+        _ => Err("ERR grace-ms must be a non-negative integer".into()),
     }
 }
 
@@ -143,7 +164,7 @@ fn ref_rwlock(a: &[&[u8]]) -> Result<Acq, String> {
 type Rel = (Vec<u8>, Vec<u8>, Option<&'static str>, Option<i64>);
 
 fn ref_release(a: &[&[u8]]) -> Result<Rel, String> {
-    if !(2..=4).contains(&a.len()) {
+    if a.len() < 2 {
         return Err(arity("dlock.release"));
     }
     let owner = owner(a[1])?;
@@ -168,8 +189,10 @@ fn permits(w: &[u8], name: &str) -> Result<i64, String> {
     }
 }
 
+type Sem = (Vec<u8>, Vec<u8>, String, i64, Option<i64>);
+
 /// DLOCK.SEMAPHORE: `want` is `permits:<count>/<capacity>`.
-fn ref_semaphore(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, String, i64, Option<i64>), String> {
+fn ref_semaphore(a: &[&[u8]]) -> Result<Sem, String> {
     if a.len() < 4 {
         return Err(arity("dlock.semaphore"));
     }
@@ -211,17 +234,26 @@ fn ref_waiters(a: &[&[u8]]) -> Result<(Vec<u8>, Option<usize>), String> {
         [k, w, n] if w.eq_ignore_ascii_case(b"COUNT") => {
             Ok((k.to_vec(), Some(permits(n, "COUNT")? as usize)))
         }
-        [_, _] | [_, _, _] => Err("ERR syntax error".into()),
-        _ => Err(arity("dlock.waiters")),
+        [] => Err(arity("dlock.waiters")),
+        _ => Err("ERR syntax error".into()),
     }
 }
 
 fn ref_renew(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, i64), String> {
-    if a.len() != 3 {
+    if a.len() < 3 {
         return Err(arity("dlock.renew"));
     }
     let owner = owner(a[1])?;
-    Ok((a[0].to_vec(), owner, lease(a[2])?))
+    let lease = lease(a[2])?;
+    // `[BIND grace-ms]`; other words left over are a syntax error.
+    match &a[3..] {
+        [] => {}
+        [w, g] if w.eq_ignore_ascii_case(b"BIND") => {
+            grace(g, lease)?;
+        }
+        _ => return Err("ERR syntax error".into()),
+    }
+    Ok((a[0].to_vec(), owner, lease))
 }
 
 fn ref_info(a: &[&[u8]]) -> Result<Vec<u8>, String> {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::workers::*;
-use dlock_testutil::{info_int, used_memory};
+use dlock_testutil::{info_int, used_memory, LATENESS_BOUND};
 use redis::aio::MultiplexedConnection;
 use tokio::sync::mpsc;
 
@@ -287,9 +287,9 @@ fn cycle(
         tokens[s.key][s.round] = Some(a[1].int());
     }
     for k in 0..keys {
-        for r in 0..per_key {
+        for (r, token) in tokens[k].iter().enumerate() {
             assert_eq!(
-                tokens[k][r],
+                *token,
                 Some(base[k] + 1 + r as i64),
                 "key {k}: waiter {r} was not granted in its turn (cycle {cycle_no})"
             );
@@ -373,7 +373,10 @@ fn ten_thousand_waiters_fifo_ping_caps_memory() {
     // Generous bounds for a loaded 2-core machine: the server must stay responsive.
     for (name, s) in PHASES.iter().zip(&ping).take(3) {
         assert!(s.n > 0, "no PING sampled while {name}");
-        assert!(s.p99 < 250.0, "PING p99 while {name}: {s}");
+        assert!(
+            s.p99 < LATENESS_BOUND.as_secs_f64() * 1000.0,
+            "PING p99 while {name}: {s}"
+        );
         assert!(s.max < 2000.0, "PING max while {name}: {s}");
     }
     // Memory. What stays right after a cycle is Redis's own pool of module "temp clients":

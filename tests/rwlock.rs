@@ -3,7 +3,7 @@
 
 mod common;
 use common::*;
-use dlock_testutil::{assert_mirrored, ReplicaSet};
+use dlock_testutil::{assert_mirrored, ReplicaSet, LATENESS_BOUND};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -417,7 +417,7 @@ fn crashed_reader_lapses_while_another_renews() {
         "writer granted before the reader's lease ended: {after:?}"
     );
     assert!(
-        after <= ms(800),
+        after <= ms(600) + LATENESS_BOUND,
         "writer granted {after:?} after the last renew of a 600 ms lease"
     );
     let h = hgetall(&mut c, "k");
@@ -476,9 +476,17 @@ fn rwlock_fencing() {
     );
     assert_eq!(rwlock(&mut c, "k", "w2", "WRITE", 10_000), Reply::Int(1));
     assert_eq!(
-        get_int(&mut c, &fence_key("k")),
-        Some(2),
-        "WRITE without FENCE advances"
+        get_int(&mut c, &slot_fence_key("k")),
+        Some(1),
+        "WRITE without FENCE takes no token"
+    );
+    assert_eq!(
+        cmd(
+            &mut c,
+            &["DLOCK.RWLOCK", "k", "w2", "WRITE", "10000", "FENCE"]
+        ),
+        f(2, 2),
+        "its first token on re-entry is above the earlier ones"
     );
 }
 

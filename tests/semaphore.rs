@@ -6,7 +6,7 @@
 mod common;
 use common::*;
 use dlock_testutil::workers::{run_worker_processes, worker_spec};
-use dlock_testutil::{assert_mirrored, ReplicaSet};
+use dlock_testutil::{assert_mirrored, ReplicaSet, LATENESS_BOUND};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// `DLOCK.SEMAPHORE key owner capacity lease [extra...]`.
@@ -109,7 +109,8 @@ fn replies_layout_release_renew_and_info() {
             "lease-ms",
             "holders",
             "waiters",
-            "fence"
+            "fence",
+            "delay-ms"
         ]
     );
     assert_eq!(info[0].1, Reply::Bulk("semaphore".into()));
@@ -225,7 +226,8 @@ fn a_lapsed_holder_gives_its_permits_back_while_another_renews() {
     let srv = Server::start();
     let mut c = srv.connection();
     assert_eq!(sem(&mut c, "s", "crashed", 2, 300, &[]), Reply::Int(1));
-    assert_eq!(sem(&mut c, "s", "alive", 2, 300, &[]), Reply::Int(1));
+    // "alive"'s lease leaves a busy machine time to queue the waiter and start renewing.
+    assert_eq!(sem(&mut c, "s", "alive", 2, 1000, &[]), Reply::Int(1));
     let deadline: i64 = hgetall(&mut c, "s")["lease:crashed"].parse().unwrap();
     let w = wait_sem(&srv, &mut c, &sem_args("s", "w", 2, 60_000, 1, 10_000), 1);
     // "alive" keeps renewing (a watchdog); "crashed" does not.
@@ -233,7 +235,7 @@ fn a_lapsed_holder_gives_its_permits_back_while_another_renews() {
         let mut rc = srv.connection();
         std::thread::spawn(move || {
             for _ in 0..12 {
-                assert_eq!(renew(&mut rc, "s", "alive", 300), Reply::Int(1));
+                assert_eq!(renew(&mut rc, "s", "alive", 1000), Reply::Int(1));
                 std::thread::sleep(ms(50));
             }
         })
@@ -245,9 +247,10 @@ fn a_lapsed_holder_gives_its_permits_back_while_another_renews() {
         "the waiter gets the crashed holder's permit"
     );
     let late = now_ms() - at.elapsed().as_millis() as i64 - deadline;
-    // SPEC: within 10 ms of the deadline; generous here for a loaded 2-core machine.
+    // docs/COMMANDS.md: within 10 ms of the deadline on an idle machine; a loaded one only
+    // delays it.
     assert!(
-        (0..=150).contains(&late),
+        (0..=LATENESS_BOUND.as_millis() as i64).contains(&late),
         "granted {late} ms after the crashed holder's deadline"
     );
     renewer.join().unwrap();
@@ -423,7 +426,7 @@ fn every_error_and_wrongtype_pairing_changes_nothing() {
         ),
         (
             vec!["DLOCK.WAITERS", "S", "COUNT", "1", "x"],
-            "ERR wrong number of arguments for 'dlock.waiters' command",
+            "ERR syntax error",
         ),
     ];
     for (args, text) in &errors {

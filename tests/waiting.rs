@@ -4,6 +4,7 @@
 
 mod common;
 use common::*;
+use dlock_testutil::LATENESS_BOUND;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -92,7 +93,7 @@ fn handoff_with_fence_returns_token() {
         Reply::Arr(vec![Reply::Int(1), Reply::Int(2)]),
         "hand-off is a fresh grant"
     );
-    assert_eq!(get_int(&mut c, &fence_key("k")), Some(2));
+    assert_eq!(get_int(&mut c, &slot_fence_key("k")), Some(2));
 }
 
 #[test]
@@ -112,10 +113,12 @@ fn handoff_on_lease_expiry_is_punctual() {
         since_t0 >= ms(lease - 5),
         "granted before the lease ran out: {since_t0:?}"
     );
+    // Granted within milliseconds of the deadline on an idle machine (the figure is printed).
     assert!(
-        since_t1 <= ms(lease + 100),
-        "spec: granted within 10 ms of the deadline; took {since_t1:?} after ACQUIRE for a {lease} ms lease"
+        since_t1 <= ms(lease) + LATENESS_BOUND,
+        "took {since_t1:?} after ACQUIRE for a {lease} ms lease"
     );
+    println!("lease expiry: granted {since_t1:?} after the ACQUIRE of a {lease} ms lease");
     assert_eq!(hgetall(&mut c, "k"), map(&[("w", "1")]));
     assert_pttl_about(&mut c, "k", 5_000); // the waiter's lease starts at its grant
     assert_eq!(
@@ -188,7 +191,7 @@ fn wait_timeout_answers_nil_on_time() {
         let (r, took) = p.wait(5 * SEC);
         assert_eq!(r, Reply::Nil, "WAIT time-out answers null");
         assert!(
-            took >= ms(190) && took <= ms(400),
+            took >= ms(190) && took <= ms(200) + LATENESS_BOUND,
             "WAIT 200 answered after {took:?}"
         );
     }
@@ -505,12 +508,8 @@ fn wakeups_with_more_queued_keys_than_are_polled() {
     wait_for(10 * SEC, "a waiter on every key", || {
         (info_dlock(&mut c)["dlock_waiters"] == KEYS as i64).then_some(())
     });
-    assert!(
-        srv.log()
-            .contains("listening to every keyspace event instead of polling"),
-        "the module switched to keyspace events"
-    );
-    // A key queued after the threshold was crossed, and some of the first ones.
+    // A key queued after the others, and some of the first ones (on 7.0 more keys than one
+    // poll tick looks at: an overwrite is found within a few ticks).
     assert_eq!(acquire(&mut c, "late", "h", 60_000), Reply::Int(1));
     let late = enqueue(
         &srv,

@@ -26,6 +26,9 @@ fn exec_survives(srv: &Server, key: &str, change: impl FnOnce(&mut Connection)) 
     }
 }
 
+/// A command that must leave WATCH on `key` alone: (key, command, check of its reply).
+type NoChange = (&'static str, Vec<&'static str>, fn(&Reply) -> bool);
+
 #[test]
 fn watch_survives_refusals_errors_and_reads() {
     let srv = Server::start();
@@ -33,7 +36,7 @@ fn watch_survives_refusals_errors_and_reads() {
     assert_eq!(acquire(&mut c, "k", "A", 60_000), Reply::Int(1));
     assert_eq!(rwlock(&mut c, "rw", "A", "READ", 60_000), Reply::Int(1));
     let _: () = redis::cmd("SET").arg("s").arg("v").query(&mut c).unwrap();
-    let no_change: Vec<(&str, Vec<&str>, fn(&Reply) -> bool)> = vec![
+    let no_change: Vec<NoChange> = vec![
         ("k", vec!["DLOCK.ACQUIRE", "k", "B", "1000"], Reply::is_nil),
         (
             "k",
@@ -83,6 +86,7 @@ fn watch_survives_refusals_errors_and_reads() {
 #[test]
 fn watch_aborts_on_real_changes() {
     let srv = Server::start();
+    let fk = slot_fence_key("k");
     let changes: Vec<(&str, Vec<&str>)> = vec![
         ("k", vec!["DLOCK.ACQUIRE", "k", "A", "60000"]), // grant
         ("k", vec!["DLOCK.ACQUIRE", "k", "A", "60000"]), // re-entry
@@ -90,7 +94,7 @@ fn watch_aborts_on_real_changes() {
         ("k", vec!["DLOCK.RELEASE", "k", "A"]),          // count down
         ("k", vec!["DLOCK.RELEASE", "k", "A"]),          // delete
         ("k", vec!["DLOCK.ACQUIRE", "k", "A", "1000", "FENCE"]),
-        ("dlock:fence:{k}", vec!["DLOCK.ACQUIRE", "k2", "A", "1000"]), // other lock: no
+        (&fk, vec!["DLOCK.ACQUIRE", "k2", "A", "1000"]), // other lock: no
         ("rw", vec!["DLOCK.RWLOCK", "rw", "A", "READ", "60000"]),
         ("rw", vec!["DLOCK.RWLOCK", "rw", "B", "READ", "60000"]),
         ("rw", vec!["DLOCK.RELEASE", "rw", "A"]),
@@ -100,14 +104,21 @@ fn watch_aborts_on_real_changes() {
             let r = cmd(o, &args);
             assert!(!r.is_err() && !r.is_nil(), "{args:?} -> {r:?}");
         });
-        // Step 6 is on another lock: its fence key is not the one watched.
+        // Step 6 is on another lock (another slot): its fence key is not the one watched.
         assert_eq!(survived, n == 6, "step {n}: {args:?} on watched {key}");
     }
-    // The fencing counter is signalled when a fresh grant advances it.
+    // The slot's fencing counter is signalled when a fresh FENCE grant advances it, and left
+    // alone by a grant without FENCE.
     let mut c = srv.connection();
     assert_eq!(release(&mut c, "k", "A"), Reply::Int(1));
-    let survived = exec_survives(&srv, "dlock:fence:{k}", |o| {
+    let survived = exec_survives(&srv, &fk, |o| {
         assert_eq!(acquire(o, "k", "B", 1000), Reply::Int(1));
+    });
+    assert!(survived, "no token taken");
+    assert_eq!(release(&mut c, "k", "B"), Reply::Int(1));
+    let survived = exec_survives(&srv, &fk, |o| {
+        let r = cmd(o, &["DLOCK.ACQUIRE", "k", "B", "1000", "FENCE"]);
+        assert_eq!(r, Reply::Arr(vec![Reply::Int(1), Reply::Int(2)]));
     });
     assert!(!survived, "the fence advanced");
 }
@@ -154,14 +165,18 @@ fn events(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A command and the keyspace events it must announce, in order: (key, event).
+type Step = (Vec<&'static str>, Vec<(&'static str, &'static str)>);
+
 #[test]
 fn notifications_name_each_change_like_core_commands() {
     let srv = Server::start();
     let mut c = srv.connection();
     let mut ev = Events::new(&srv, &mut c);
-    let fence = "dlock:fence:{k}";
+    // `Step` holds 'static names: the counter's name lives as long as the test.
+    let fence: &'static str = Box::leak(slot_fence_key("k").into_boxed_str());
 
-    let steps: Vec<(Vec<&str>, Vec<(&str, &str)>)> = vec![
+    let steps: Vec<Step> = vec![
         // grant: the holder field, then the lease
         (
             vec!["DLOCK.ACQUIRE", "k", "A", "60000"],
@@ -209,14 +224,13 @@ fn notifications_name_each_change_like_core_commands() {
     assert_eq!(release(&mut c, "k", "A"), Reply::Int(1));
     assert_eq!(w.reply(), Reply::Int(1));
     let got = ev.drain(&mut c);
-    for e in [
-        ("k", "hset"),
-        ("k", "hdel"),
-        ("k", "expire"),
-        (fence, "set"),
-    ] {
+    for e in [("k", "hset"), ("k", "hdel"), ("k", "expire")] {
         assert!(got.contains(&(e.0.into(), e.1.into())), "{e:?} in {got:?}");
     }
+    assert!(
+        !got.iter().any(|(k, _)| k == fence),
+        "a hand-off without FENCE leaves the counter: {got:?}"
+    );
     assert!(!got.iter().any(|(_, e)| e == "del"), "no gap: {got:?}");
 
     // Read-write lock: fields of the mode and holder, then the lease.

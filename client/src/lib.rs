@@ -41,6 +41,7 @@
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
+#![cfg_attr(doctest, doc = include_str!("../README.md"))]
 
 mod backend;
 pub mod blocking;

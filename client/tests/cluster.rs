@@ -177,10 +177,11 @@ async fn follows_moved_from_a_non_owner_seed() {
     assert_eq!(err.kind(), redis::ErrorKind::Moved, "{err}");
     let g = c.lock(key).fenced().acquire().await.unwrap();
     assert_eq!(cl.holder(key), Some(to));
-    // The fence companion key lives in the same slot (on the new owner).
+    // The slot's fencing counter lives in the same slot (on the new owner).
     let mut newc = cl.nodes[to].connection();
+    let counter = dlock_core::names::slot_fence_key(key.as_bytes());
     let f: Option<i64> = redis::cmd("GET")
-        .arg(format!("dlock:fence:{{{key}}}"))
+        .arg(counter)
         .query(&mut newc)
         .unwrap();
     assert_eq!(f, Some(1));

@@ -239,7 +239,7 @@ async fn lost_when_server_dies(b: Backend) {
     let el = t.elapsed();
     assert_eq!(reason, LostReason::LeaseExpired);
     assert!(
-        el <= LEASE + Duration::from_millis(200),
+        el <= LEASE + dlock_testutil::LATENESS_BOUND,
         "noticed late: {el:?}"
     );
     // Releasing answers an error, not a panic.

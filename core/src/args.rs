@@ -1,18 +1,14 @@
 //! The one place where command arguments become typed requests.
 //!
 //! Everything here is checked before the key is looked at, so an argument error wins over
-//! WRONGTYPE (SPEC: "Arguments are checked before the key is looked at").
+//! WRONGTYPE (docs/COMMANDS.md: arguments are checked before the key is looked at).
 
 use crate::error::LockError;
 use crate::model::MODE_FIELD;
 pub use crate::model::{Mode, Want};
 
-/// The longest lease or wait a command accepts: ten years in milliseconds.
-pub const MAX_MS: i64 = 315_360_000_000;
-/// The longest owner name in bytes.
-pub const MAX_OWNER_LEN: usize = 512;
-/// The most permits a semaphore may have (and so the largest `COUNT`).
-pub const MAX_CAPACITY: i64 = 1_000_000;
+use crate::limits::MAX_LOCK_DELAY_MS;
+pub use crate::limits::{MAX_CAPACITY, MAX_MS, MAX_OWNER_LEN};
 
 /// DLOCK.ACQUIRE / DLOCK.RWLOCK / DLOCK.SEMAPHORE.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,6 +20,12 @@ pub struct AcquireArgs<'a> {
     /// `WAIT timeout-ms`: `Some(0)` waits without limit.
     pub wait_ms: Option<i64>,
     pub fence: bool,
+    /// `BIND grace-ms`: the hold is bound to the sending connection; its lease is cut to
+    /// `grace-ms` when that connection closes.
+    pub bind: Option<i64>,
+    /// `LOCKDELAY ms` (exclusive lock and WRITE): nobody is granted the key for `ms` after
+    /// this hold ends without a RELEASE.
+    pub lock_delay: Option<i64>,
 }
 
 /// DLOCK.RELEASE.
@@ -42,6 +44,8 @@ pub struct RenewArgs<'a> {
     pub key: &'a [u8],
     pub owner: &'a [u8],
     pub lease_ms: i64,
+    /// `BIND grace-ms`: (re)binds the hold to the sending connection.
+    pub bind: Option<i64>,
 }
 
 #[inline]
@@ -61,46 +65,113 @@ fn parse_i64(arg: &[u8]) -> Option<i64> {
     crate::model::decimal(arg)
 }
 
+/// A numeric argument as written: a value, digits beyond `i64` (too large, not malformed),
+/// or not an integer.
+enum Number {
+    Value(i64),
+    Huge,
+    Bad,
+}
+
+#[inline]
+fn number(arg: &[u8]) -> Number {
+    match parse_i64(arg) {
+        Some(v) => Number::Value(v),
+        None if !arg.is_empty() && arg.iter().all(u8::is_ascii_digit) => Number::Huge,
+        None => Number::Bad,
+    }
+}
+
 #[inline]
 fn lease(arg: &[u8]) -> Result<i64, LockError> {
-    match parse_i64(arg) {
-        Some(v) if v > MAX_MS => Err(LockError::LeaseTooLong),
-        Some(v) if v > 0 => Ok(v),
+    match number(arg) {
+        Number::Value(v) if v > MAX_MS => Err(LockError::LeaseTooLong),
+        Number::Huge => Err(LockError::LeaseTooLong),
+        Number::Value(v) if v > 0 => Ok(v),
         _ => Err(LockError::LeaseNotPositive),
     }
 }
 
 #[inline]
 fn timeout(arg: &[u8]) -> Result<i64, LockError> {
-    match parse_i64(arg) {
-        Some(v) if v > MAX_MS => Err(LockError::TimeoutTooLong),
-        Some(v) if v >= 0 => Ok(v),
+    match number(arg) {
+        Number::Value(v) if v > MAX_MS => Err(LockError::TimeoutTooLong),
+        Number::Huge => Err(LockError::TimeoutTooLong),
+        Number::Value(v) if v >= 0 => Ok(v),
         _ => Err(LockError::TimeoutNegative),
     }
 }
 
-/// Parses `[WAIT timeout-ms] [FENCE]` in any order, each at most once.
+/// `BIND grace-ms`: from 0 to the lease.
+fn grace(arg: &[u8], lease_ms: i64) -> Result<i64, LockError> {
+    match number(arg) {
+        Number::Value(v) if v > lease_ms => Err(LockError::GraceOverLease(lease_ms)),
+        Number::Huge => Err(LockError::GraceOverLease(lease_ms)),
+        Number::Value(v) if v >= 0 => Ok(v),
+        _ => Err(LockError::GraceNegative),
+    }
+}
+
+/// `LOCKDELAY ms`: from 0 to [`MAX_LOCK_DELAY_MS`].
+fn lock_delay(arg: &[u8]) -> Result<i64, LockError> {
+    match number(arg) {
+        Number::Value(v) if v > MAX_LOCK_DELAY_MS => Err(LockError::LockDelayTooLong),
+        Number::Huge => Err(LockError::LockDelayTooLong),
+        Number::Value(v) if v >= 0 => Ok(v),
+        _ => Err(LockError::LockDelayNegative),
+    }
+}
+
+/// The options after the fixed arguments, in any order, each at most once.
+#[derive(Default)]
+struct Options {
+    wait: Option<i64>,
+    fence: bool,
+    bind: Option<i64>,
+    lock_delay: Option<i64>,
+    count: Option<i64>,
+}
+
+/// Which options a command takes besides `WAIT` and `BIND`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Takes {
+    /// DLOCK.ACQUIRE and DLOCK.RWLOCK: `FENCE`, `LOCKDELAY ms`.
+    FenceAndDelay,
+    /// DLOCK.SEMAPHORE: `COUNT n`.
+    Count,
+}
+
+/// Parses the options; an unknown, repeated or misplaced one is `ERR syntax error`.
 #[inline]
-fn options(rest: &[&[u8]]) -> Result<(Option<i64>, bool), LockError> {
-    let (mut wait, mut fence) = (None, false);
+fn options(rest: &[&[u8]], lease_ms: i64, takes: Takes) -> Result<Options, LockError> {
+    let mut o = Options::default();
     let mut i = 0;
     while i < rest.len() {
         let word = rest[i];
-        if word.eq_ignore_ascii_case(b"WAIT") && wait.is_none() {
-            let value = rest.get(i + 1).ok_or(LockError::Syntax)?;
-            wait = Some(timeout(value)?);
-            i += 2;
-        } else if word.eq_ignore_ascii_case(b"FENCE") && !fence {
-            fence = true;
+        let value = || rest.get(i + 1).copied().ok_or(LockError::Syntax);
+        let lock = takes == Takes::FenceAndDelay;
+        if word.eq_ignore_ascii_case(b"WAIT") && o.wait.is_none() {
+            o.wait = Some(timeout(value()?)?);
+        } else if word.eq_ignore_ascii_case(b"BIND") && o.bind.is_none() {
+            o.bind = Some(grace(value()?, lease_ms)?);
+        } else if lock && word.eq_ignore_ascii_case(b"FENCE") && !o.fence {
+            o.fence = true;
             i += 1;
+            continue;
+        } else if lock && word.eq_ignore_ascii_case(b"LOCKDELAY") && o.lock_delay.is_none() {
+            o.lock_delay = Some(lock_delay(value()?)?);
+        } else if !lock && word.eq_ignore_ascii_case(b"COUNT") && o.count.is_none() {
+            o.count = Some(permits(value()?, "COUNT")?);
         } else {
             return Err(LockError::Syntax);
         }
+        i += 2;
     }
-    Ok((wait, fence))
+    Ok(o)
 }
 
-/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]` (argv without the command name).
+/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms]
+/// [LOCKDELAY ms]` (argv without the command name).
 #[inline]
 pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 3 {
@@ -108,18 +179,21 @@ pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     }
     let owner = owner(argv[1])?;
     let lease_ms = lease(argv[2])?;
-    let (wait_ms, fence) = options(&argv[3..])?;
+    let o = options(&argv[3..], lease_ms, Takes::FenceAndDelay)?;
     Ok(AcquireArgs {
         key: argv[0],
         owner,
         want: Want::Exclusive,
         lease_ms,
-        wait_ms,
-        fence,
+        wait_ms: o.wait,
+        fence: o.fence,
+        bind: o.bind,
+        lock_delay: o.lock_delay,
     })
 }
 
-/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE]`.
+/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms]
+/// [LOCKDELAY ms]` (LOCKDELAY with WRITE only).
 pub fn rwlock<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 4 {
         return Err(LockError::WrongArity);
@@ -131,14 +205,19 @@ pub fn rwlock<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
         None => return Err(LockError::ModeWord),
     };
     let lease_ms = lease(argv[3])?;
-    let (wait_ms, fence) = options(&argv[4..])?;
+    let o = options(&argv[4..], lease_ms, Takes::FenceAndDelay)?;
+    if want == Want::Read && o.lock_delay.is_some() {
+        return Err(LockError::LockDelayOnRead);
+    }
     Ok(AcquireArgs {
         key: argv[0],
         owner,
         want,
         lease_ms,
-        wait_ms,
-        fence,
+        wait_ms: o.wait,
+        fence: o.fence,
+        bind: o.bind,
+        lock_delay: o.lock_delay,
     })
 }
 
@@ -160,7 +239,7 @@ fn permits(arg: &[u8], name: &'static str) -> Result<i64, LockError> {
     }
 }
 
-/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms]`.
+/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms] [BIND grace-ms]`.
 pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 4 {
         return Err(LockError::WrongArity);
@@ -168,23 +247,9 @@ pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     let owner = owner(argv[1])?;
     let capacity = permits(argv[2], "capacity")?;
     let lease_ms = lease(argv[3])?;
-    let (mut count, mut wait_ms) = (None, None);
-    let rest = &argv[4..];
-    let mut i = 0;
-    while i < rest.len() {
-        let word = rest[i];
-        let value = rest.get(i + 1);
-        if word.eq_ignore_ascii_case(b"WAIT") && wait_ms.is_none() {
-            wait_ms = Some(timeout(value.ok_or(LockError::Syntax)?)?);
-        } else if word.eq_ignore_ascii_case(b"COUNT") && count.is_none() {
-            count = Some(permits(value.ok_or(LockError::Syntax)?, "COUNT")?);
-        } else {
-            // FENCE, READ, WRITE and anything else.
-            return Err(LockError::Syntax);
-        }
-        i += 2;
-    }
-    let count = count.unwrap_or(1);
+    // FENCE, LOCKDELAY, READ, WRITE and anything else: syntax error.
+    let o = options(&argv[4..], lease_ms, Takes::Count)?;
+    let count = o.count.unwrap_or(1);
     if count > capacity {
         return Err(LockError::CountOverCapacity { count, capacity });
     }
@@ -193,16 +258,19 @@ pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
         owner,
         want: Want::Permits { capacity, count },
         lease_ms,
-        wait_ms,
+        wait_ms: o.wait,
         fence: false,
+        bind: o.bind,
+        lock_delay: None,
     })
 }
 
 /// `DLOCK.RELEASE key owner [READ|WRITE|COUNT n]`. Which kind of lock the option fits is
-/// checked against the key (WRONGTYPE), not here.
+/// checked against the key (WRONGTYPE), not here. Words past the options are a syntax error,
+/// as for a core command (`SET k v EX 1 2`); only a missing owner is an arity error.
 #[inline]
 pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
-    if !(2..=4).contains(&argv.len()) {
+    if argv.len() < 2 {
         return Err(LockError::WrongArity);
     }
     let owner = owner(argv[1])?;
@@ -227,23 +295,30 @@ pub fn waiters<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], Option<usize>), LockE
         [key, word, n] if word.eq_ignore_ascii_case(b"COUNT") => {
             Ok((key, Some(permits(n, "COUNT")? as usize)))
         }
-        [_, _] | [_, _, _] => Err(LockError::Syntax),
-        _ => Err(LockError::WrongArity),
+        [] => Err(LockError::WrongArity),
+        _ => Err(LockError::Syntax),
     }
 }
 
-/// `DLOCK.RENEW key owner lease-ms`.
+/// `DLOCK.RENEW key owner lease-ms [BIND grace-ms]`.
 #[inline]
 pub fn renew<'a>(argv: &[&'a [u8]]) -> Result<RenewArgs<'a>, LockError> {
-    if argv.len() != 3 {
+    if argv.len() < 3 {
         return Err(LockError::WrongArity);
     }
     let owner = owner(argv[1])?;
     let lease_ms = lease(argv[2])?;
+    // Words past the option: a syntax error, as for RELEASE.
+    let bind = match &argv[3..] {
+        [] => None,
+        [word, value] if word.eq_ignore_ascii_case(b"BIND") => Some(grace(value, lease_ms)?),
+        _ => return Err(LockError::Syntax),
+    };
     Ok(RenewArgs {
         key: argv[0],
         owner,
         lease_ms,
+        bind,
     })
 }
 
@@ -315,9 +390,18 @@ mod tests {
             msg(a(&["k", "o", "315360000001"])),
             "ERR lease-ms must be at most 315360000000"
         );
+        // Too large for an integer is too long, not malformed.
         assert_eq!(
-            msg(a(&["k", "o", "99999999999999999999"])),
+            msg(a(&["k", "o", "99999999999999999999999"])),
+            "ERR lease-ms must be at most 315360000000"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "-99999999999999999999999"])),
             "ERR lease-ms must be a positive integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "1", "WAIT", "99999999999999999999999"])),
+            "ERR timeout-ms must be at most 315360000000"
         );
         assert_eq!(
             msg(a(&["k", "o", "1", "WAIT", "-1"])),
@@ -365,11 +449,133 @@ mod tests {
         assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
         let owned = v(&["k", "o", "COUNT", "1", "x"]);
         let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
+        let owned = v(&["k", "o", "READ", "COUNT", "1"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
+        assert_eq!(release(&refs).unwrap_err(), LockError::Syntax);
+        let owned = v(&["k"]);
+        let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
         assert_eq!(release(&refs).unwrap_err(), LockError::WrongArity);
 
         let owned = v(&["k", "o", "7"]);
         let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
         assert_eq!(renew(&refs).unwrap().lease_ms, 7);
+    }
+
+    #[test]
+    fn bind_and_lockdelay() {
+        let r = a(&[
+            "k",
+            "o",
+            "100",
+            "bind",
+            "20",
+            "LockDelay",
+            "50",
+            "WAIT",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(
+            (r.bind, r.lock_delay, r.wait_ms),
+            (Some(20), Some(50), Some(1))
+        );
+        assert_eq!(a(&["k", "o", "100"]).unwrap().bind, None);
+        assert_eq!(
+            a(&["k", "o", "100", "BIND", "100"]).unwrap().bind,
+            Some(100)
+        );
+        assert_eq!(a(&["k", "o", "100", "BIND", "0"]).unwrap().bind, Some(0));
+        assert_eq!(
+            msg(a(&["k", "o", "100", "BIND", "101"])),
+            "ERR grace-ms must be at most the lease-ms (100)"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "100", "BIND", "99999999999999999999999"])),
+            "ERR grace-ms must be at most the lease-ms (100)"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "100", "BIND", "-1"])),
+            "ERR grace-ms must be a non-negative integer"
+        );
+        assert_eq!(msg(a(&["k", "o", "100", "BIND"])), "ERR syntax error");
+        assert_eq!(
+            msg(a(&["k", "o", "100", "BIND", "1", "BIND", "1"])),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            a(&["k", "o", "100", "LOCKDELAY", "60000"])
+                .unwrap()
+                .lock_delay,
+            Some(60000)
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "100", "LOCKDELAY", "60001"])),
+            "ERR LOCKDELAY ms must be at most 60000"
+        );
+        assert_eq!(
+            msg(a(&[
+                "k",
+                "o",
+                "100",
+                "LOCKDELAY",
+                "99999999999999999999999"
+            ])),
+            "ERR LOCKDELAY ms must be at most 60000"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "100", "LOCKDELAY", "x"])),
+            "ERR LOCKDELAY ms must be a non-negative integer"
+        );
+        fn rw<'w>(w: &[&'w str]) -> Result<AcquireArgs<'w>, String> {
+            rwlock(&refs(w)).map_err(|e| e.message("x"))
+        }
+        assert_eq!(
+            rw(&["k", "o", "WRITE", "10", "LOCKDELAY", "5"])
+                .unwrap()
+                .lock_delay,
+            Some(5)
+        );
+        assert_eq!(
+            rw(&["k", "o", "READ", "10", "LOCKDELAY", "5"]).unwrap_err(),
+            "ERR LOCKDELAY is an option of WRITE, not READ"
+        );
+        assert_eq!(
+            rw(&["k", "o", "READ", "10", "BIND", "5"]).unwrap().bind,
+            Some(5)
+        );
+        fn sem<'w>(w: &[&'w str]) -> Result<AcquireArgs<'w>, String> {
+            semaphore(&refs(w)).map_err(|e| e.message("x"))
+        }
+        assert_eq!(
+            sem(&["k", "o", "2", "10", "BIND", "5"]).unwrap().bind,
+            Some(5)
+        );
+        assert_eq!(
+            sem(&["k", "o", "2", "10", "LOCKDELAY", "5"]).unwrap_err(),
+            "ERR syntax error"
+        );
+        fn rn<'w>(w: &[&'w str]) -> Result<RenewArgs<'w>, String> {
+            renew(&refs(w)).map_err(|e| e.message("x"))
+        }
+        assert_eq!(rn(&["k", "o", "10"]).unwrap().bind, None);
+        assert_eq!(rn(&["k", "o", "10", "bind", "3"]).unwrap().bind, Some(3));
+        assert_eq!(
+            rn(&["k", "o", "10", "BIND"]).unwrap_err(),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            rn(&["k", "o", "10", "BIND", "11"]).unwrap_err(),
+            "ERR grace-ms must be at most the lease-ms (10)"
+        );
+        assert_eq!(
+            rn(&["k", "o", "10", "FENCE", "1"]).unwrap_err(),
+            "ERR syntax error"
+        );
+        assert_eq!(
+            rn(&["k", "o", "10", "BIND", "1", "x"]).unwrap_err(),
+            "ERR syntax error"
+        );
     }
 
     fn refs<'w>(words: &[&'w str]) -> Vec<&'w [u8]> {
@@ -488,7 +694,7 @@ mod tests {
         assert_eq!(waiters(&refs(&[])).unwrap_err(), LockError::WrongArity);
         assert_eq!(
             waiters(&refs(&["k", "COUNT", "1", "x"])).unwrap_err(),
-            LockError::WrongArity
+            LockError::Syntax
         );
     }
 }

@@ -1,7 +1,7 @@
 //! Every error a DLOCK command answers with, and its text. Every one is a reply; none changes
-//! anything. The texts are part of the protocol (SPEC.md): clients and tests match on them.
+//! anything. The texts are part of the protocol (docs/COMMANDS.md): clients and tests match on them.
 
-use crate::args::{MAX_CAPACITY, MAX_MS};
+use crate::limits::{MAX_CAPACITY, MAX_LOCK_DELAY_MS, MAX_MS, MAX_OWNER_LEN};
 
 /// An error reply.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -12,7 +12,7 @@ pub enum LockError {
     Syntax,
     /// The key holds a value that is not a lock of the kind the command works on.
     WrongType,
-    /// The owner argument is empty or longer than 512 bytes.
+    /// The owner argument is empty or longer than [`MAX_OWNER_LEN`] bytes.
     OwnerLength,
     /// The owner is `mode`, a field name of the read-write layout.
     OwnerReserved,
@@ -24,6 +24,19 @@ pub enum LockError {
     TimeoutNegative,
     /// `WAIT timeout-ms` is above [`MAX_MS`].
     TimeoutTooLong,
+    /// `BIND grace-ms` is not a non-negative integer.
+    GraceNegative,
+    /// `BIND grace-ms` is longer than the lease (named).
+    GraceOverLease(i64),
+    /// `LOCKDELAY ms` is not a non-negative integer.
+    LockDelayNegative,
+    /// `LOCKDELAY ms` is above [`MAX_LOCK_DELAY_MS`].
+    LockDelayTooLong,
+    /// `LOCKDELAY` on a READ request (only an exclusive hold has a lock-delay).
+    LockDelayOnRead,
+    /// A WAIT request would close a cycle of owners waiting for each other: the cycle, as
+    /// `a waits for k2 held by b, b waits for k1 held by a`.
+    Deadlock(String),
     /// DLOCK.RWLOCK's mode is neither READ nor WRITE.
     ModeWord,
     /// A reader asked for WRITE on the same lock.
@@ -64,12 +77,24 @@ impl LockError {
             }
             LockError::Syntax => "ERR syntax error".into(),
             LockError::WrongType => WRONGTYPE.into(),
-            LockError::OwnerLength => "ERR owner must be 1 to 512 bytes".into(),
+            LockError::OwnerLength => format!("ERR owner must be 1 to {MAX_OWNER_LEN} bytes"),
             LockError::OwnerReserved => "ERR owner name 'mode' is reserved".into(),
             LockError::LeaseNotPositive => "ERR lease-ms must be a positive integer".into(),
             LockError::LeaseTooLong => format!("ERR lease-ms must be at most {MAX_MS}"),
             LockError::TimeoutNegative => "ERR timeout-ms must be a non-negative integer".into(),
             LockError::TimeoutTooLong => format!("ERR timeout-ms must be at most {MAX_MS}"),
+            LockError::GraceNegative => "ERR grace-ms must be a non-negative integer".into(),
+            LockError::GraceOverLease(lease) => {
+                format!("ERR grace-ms must be at most the lease-ms ({lease})")
+            }
+            LockError::LockDelayNegative => {
+                "ERR LOCKDELAY ms must be a non-negative integer".into()
+            }
+            LockError::LockDelayTooLong => {
+                format!("ERR LOCKDELAY ms must be at most {MAX_LOCK_DELAY_MS}")
+            }
+            LockError::LockDelayOnRead => "ERR LOCKDELAY is an option of WRITE, not READ".into(),
+            LockError::Deadlock(cycle) => format!("DEADLOCK {cycle}"),
             LockError::ModeWord => "ERR mode must be READ or WRITE".into(),
             LockError::Upgrade => {
                 "ERR cannot upgrade a READ hold to WRITE (it would deadlock)".into()

@@ -4,16 +4,24 @@
 //! - [`args`]: the one parser of command arguments (argv -> typed requests), checked before
 //!   any key is looked at.
 //! - [`config`]: the module arguments (`loadmodule libdlock.so [name value ...]`).
+//! - [`delay`]: LOCKDELAY's companion hash and what it means for the lock.
 //! - [`error`]: every error reply and its text.
+//! - [`limits`]: the limits on arguments, which the parser checks and the error texts name.
 //! - [`model`]: the lock kinds and their hash layouts (Redisson's `owner -> count` for the
 //!   exclusive lock; `mode`, `read:`, `write:`, `lease:` fields for the read-write lock;
 //!   `mode`, `capacity`, `permits:`, `lease:` for the semaphore).
-//! - [`rules`]: the grant rules of SPEC.md as pure functions over a decoded lock.
+//! - [`rules`]: the grant rules of docs/COMMANDS.md as pure functions over a decoded lock.
+//! - [`waits`]: who a waiting request waits for (the edges deadlock detection walks).
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
+
+#![forbid(unsafe_code)]
 
 pub mod args;
 pub mod config;
+pub mod delay;
 pub mod error;
+pub mod limits;
 pub mod model;
 pub mod names;
 pub mod rules;
+pub mod waits;

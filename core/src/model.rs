@@ -3,6 +3,8 @@
 //! Exclusive lock (Redisson's RLock layout): `owner -> hold count`, lease = the key's PEXPIRE.
 //! Read-write lock: `mode -> read|write`, `read:<owner> -> count`, `write:<owner> -> count`,
 //! `lease:<owner> -> absolute deadline (unix ms)`; the key's expiry is the latest deadline.
+//! Exclusive and read-write locks held with a fencing token keep it in the empty-named field
+//! `"" -> token` (no owner is empty, so it never reads as a holder).
 //! Semaphore: `mode -> semaphore`, `capacity -> permits`, `permits:<owner> -> count`,
 //! `lease:<owner> -> absolute deadline (unix ms)`; the key's expiry is the latest deadline.
 
@@ -60,11 +62,15 @@ pub struct Exclusive {
     pub holders: Holders,
     /// Absolute expiry of the key in unix ms; `None` when it has no TTL.
     pub expire_at: Option<i64>,
+    /// The fencing token of the current hold, when one was taken (field [`FENCE_FIELD`]).
+    pub fence: Option<i64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReadWrite {
     pub holders: BTreeMap<Owner, RwHolder>,
+    /// The fencing token of the current WRITE hold (field [`FENCE_FIELD`]).
+    pub fence: Option<i64>,
 }
 
 /// The name of an exclusive lock's holder, inline up to 64 bytes (a Redisson or dlock
@@ -232,6 +238,10 @@ pub enum Stored<'a> {
     Other,
 }
 
+/// Exclusive and read-write layouts: the field holding the current hold's fencing token. Empty,
+/// because an owner never is: a Redisson client reading the hash sees no extra holder, and the
+/// field goes with the key when the lock is freed.
+pub const FENCE_FIELD: &[u8] = b"";
 /// Read-write layout: the field naming the mode (`read` or `write`); no owner may be called so.
 pub const MODE_FIELD: &[u8] = b"mode";
 /// Read-write layout: `read:<owner>` holds that owner's READ count.
@@ -310,6 +320,9 @@ impl LockValue {
                 for (owner, count) in x.holders.iter() {
                     out.insert(owner.to_vec(), count.to_string().into_bytes());
                 }
+                if let Some(token) = x.fence.filter(|_| !x.holders.is_empty()) {
+                    out.insert(FENCE_FIELD.to_vec(), token.to_string().into_bytes());
+                }
             }
             LockValue::ReadWrite(rw) => {
                 if rw.holders.is_empty() {
@@ -321,6 +334,9 @@ impl LockValue {
                     b"read"
                 };
                 out.insert(MODE_FIELD.to_vec(), mode.to_vec());
+                if let Some(token) = rw.fence {
+                    out.insert(FENCE_FIELD.to_vec(), token.to_string().into_bytes());
+                }
                 for (owner, h) in &rw.holders {
                     let field = |prefix: &[u8]| [prefix, owner.as_slice()].concat();
                     if h.read > 0 {
@@ -363,6 +379,24 @@ impl LockValue {
         }
     }
 
+    /// The fencing token of the current hold, if it took one.
+    pub fn fence(&self) -> Option<i64> {
+        match self {
+            LockValue::Exclusive(x) => x.fence,
+            LockValue::ReadWrite(rw) => rw.fence,
+            _ => None,
+        }
+    }
+
+    /// Sets (or clears) the fencing token of the current hold; semaphores have none.
+    pub fn set_fence(&mut self, token: Option<i64>) {
+        match self {
+            LockValue::Exclusive(x) => x.fence = token,
+            LockValue::ReadWrite(rw) => rw.fence = token,
+            _ => {}
+        }
+    }
+
     /// Drops empty locks to `Free`, so that "no holder" and "no key" are one state.
     pub fn normalize(&mut self) {
         let empty = match self {
@@ -385,20 +419,32 @@ impl ReadWrite {
 
 fn decode_exclusive(fields: &[(Vec<u8>, Vec<u8>)], expire_at: Option<i64>) -> Option<Exclusive> {
     let mut holders = Holders::None;
+    let mut fence = None;
     for (f, v) in fields {
-        holders.insert(f, positive(v)?);
+        if f == FENCE_FIELD {
+            fence = Some(decimal(v).filter(|n| *n >= 0)?);
+        } else {
+            holders.insert(f, positive(v)?);
+        }
     }
-    Some(Exclusive { holders, expire_at })
+    Some(Exclusive {
+        holders,
+        expire_at,
+        fence,
+    })
 }
 
 fn decode_rw(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<ReadWrite> {
     let mut holders: BTreeMap<Owner, RwHolder> = BTreeMap::new();
     let mut leases: BTreeMap<Owner, i64> = BTreeMap::new();
+    let mut fence = None;
     for (f, v) in fields {
         if f == MODE_FIELD {
             if v != b"read" && v != b"write" {
                 return None;
             }
+        } else if f == FENCE_FIELD {
+            fence = Some(decimal(v).filter(|n| *n >= 0)?);
         } else if let Some(owner) = f.strip_prefix(READ_PREFIX) {
             holders.entry(owner.to_vec()).or_default().read = positive(v)?;
         } else if let Some(owner) = f.strip_prefix(WRITE_PREFIX) {
@@ -416,7 +462,7 @@ fn decode_rw(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<ReadWrite> {
     for (owner, h) in holders.iter_mut() {
         h.deadline = *leases.get(owner)?;
     }
-    Some(ReadWrite { holders })
+    Some(ReadWrite { holders, fence })
 }
 
 /// A semaphore hash: every holder has its permits and its lease, and they fit the capacity.
@@ -460,6 +506,37 @@ mod tests {
             .iter()
             .map(|(a, b)| (a.as_bytes().to_vec(), b.as_bytes().to_vec()))
             .collect()
+    }
+
+    #[test]
+    fn fence_field_round_trips_and_is_no_holder() {
+        let fields = f(&[("me", "2"), ("", "7")]);
+        let v = LockValue::decode(Stored::Hash {
+            fields: &fields,
+            expire_at: Some(9),
+        });
+        let LockValue::Exclusive(x) = &v else {
+            panic!("{v:?}")
+        };
+        assert_eq!((x.holders.len(), x.fence), (1, Some(7)));
+        assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), {
+            let mut e = fields.clone();
+            e.sort();
+            e
+        });
+        let rw = f(&[("mode", "write"), ("write:w", "1"), ("lease:w", "5"), ("", "3")]);
+        let v = LockValue::decode(Stored::Hash {
+            fields: &rw,
+            expire_at: None,
+        });
+        assert_eq!(v.fence(), Some(3));
+        for bad in [&[("me", "1"), ("", "x")][..], &[("me", "1"), ("", "-1")]] {
+            let v = LockValue::decode(Stored::Hash {
+                fields: &f(bad),
+                expire_at: None,
+            });
+            assert_eq!(v, LockValue::NotALock);
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Names of the keys and channels that belong to a lock: the fencing counter (same cluster
-//! slot as the lock) and Redisson's unlock channel.
+//! Names of the keys and channels that belong to a lock: the fencing counter of its cluster
+//! slot, the per-lock counter of earlier versions (absorbed on upgrade) and Redisson's unlock
+//! channel.
 
 use std::io::{self, Write};
 
@@ -48,24 +49,60 @@ pub fn key_slot(key: &[u8]) -> u16 {
     crc16(hash_tag(key).unwrap_or(key)) & 16383
 }
 
-/// The fencing counter of lock `key`, in the same cluster slot:
+/// The fencing counter shared by every lock of `key`'s cluster slot: `dlock:fences:{N}`, where
+/// N is the smallest decimal number hashing to that slot. One key per slot, however many lock
+/// names are fenced; it lives in the slot, so it moves with the slot's keys.
+pub fn slot_fence_key(key: &[u8]) -> Vec<u8> {
+    let mut name = Vec::with_capacity(SLOT_FENCE_PREFIX.len() + 12);
+    write_slot_fence_key(key, &mut name).expect("a Vec takes every byte");
+    name
+}
+
+const SLOT_FENCE_PREFIX: &[u8] = b"dlock:fences:";
+
+/// [`slot_fence_key`] written into `out`.
+pub fn write_slot_fence_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
+    out.write_all(SLOT_FENCE_PREFIX)?;
+    out.write_all(b"{")?;
+    out.write_all(slot_tag(key_slot(key)).as_bytes())?;
+    out.write_all(b"}")
+}
+
+/// The per-lock fencing counter that versions before the per-slot counter kept for lock `key`
+/// (read once more, absorbed into the slot's counter and deleted when met), in the same slot:
 /// - `dlock:fence:{K}` when K has no `{` or `}`;
 /// - `dlock:fence:K` when K has a hash tag (the tag is kept);
 /// - otherwise (braces without a valid tag, e.g. `a}b` or `x{}y`) `dlock:fence:{N}:K`, where N
 ///   is the smallest decimal number whose slot is K's slot.
-pub fn fence_key(key: &[u8]) -> Vec<u8> {
+pub fn legacy_fence_key(key: &[u8]) -> Vec<u8> {
     // Room for the longest form (`{N}:` with N < 2^32 takes at most 13 bytes): one allocation.
     let mut name = Vec::with_capacity(FENCE_PREFIX.len() + key.len() + 13);
-    write_fence_key(key, &mut name).expect("a Vec takes every byte");
+    write_legacy_fence_key(key, &mut name).expect("a Vec takes every byte");
     name
 }
 
 const FENCE_PREFIX: &[u8] = b"dlock:fence:";
 
-/// [`fence_key`] written into `out` (e.g. a stack buffer: the module's hot path allocates
-/// nothing for it).
-pub fn write_fence_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
-    out.write_all(FENCE_PREFIX)?;
+/// [`legacy_fence_key`] written into `out` (e.g. a stack buffer: nothing allocated for it).
+pub fn write_legacy_fence_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
+    write_companion_key(FENCE_PREFIX, key, out)
+}
+
+const DELAY_PREFIX: &[u8] = b"dlock:delay:";
+
+/// The lock-delay key of lock `key` (`LOCKDELAY`): named like the old per-lock fencing
+/// counter, with the prefix `dlock:delay:`, in the same cluster slot as `key`.
+pub fn write_delay_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result<()> {
+    write_companion_key(DELAY_PREFIX, key, out)
+}
+
+/// `prefix` + a form of `key` in `key`'s cluster slot (see [`legacy_fence_key`]).
+fn write_companion_key<W: Write + ?Sized>(
+    prefix: &[u8],
+    key: &[u8],
+    out: &mut W,
+) -> io::Result<()> {
+    out.write_all(prefix)?;
     if !key.contains(&b'{') && !key.contains(&b'}') {
         out.write_all(b"{")?;
         out.write_all(key)?;
@@ -187,9 +224,13 @@ mod tests {
     }
 
     #[test]
-    fn fence_key_is_in_the_lock_slot() {
-        assert_eq!(fence_key(b"order:1"), b"dlock:fence:{order:1}");
-        assert_eq!(fence_key(b"{user}:lock"), b"dlock:fence:{user}:lock");
+    fn fence_keys_are_in_the_lock_slot() {
+        assert_eq!(legacy_fence_key(b"order:1"), b"dlock:fence:{order:1}");
+        assert_eq!(legacy_fence_key(b"{user}:lock"), b"dlock:fence:{user}:lock");
+        // One slot counter for every name of a slot.
+        assert_eq!(slot_fence_key(b"{user}:a"), slot_fence_key(b"{user}:b"));
+        assert_eq!(slot_fence_key(b"0"), b"dlock:fences:{0}");
+        assert_eq!(slot_fence_key(b"{0}:any"), b"dlock:fences:{0}");
         for k in [
             &b"a}b"[..],
             b"x{}y",
@@ -200,15 +241,16 @@ mod tests {
             b"{t}x",
             b"a{b",
         ] {
-            let f = fence_key(k);
-            assert_eq!(
-                key_slot(&f),
-                key_slot(k),
-                "{:?}",
-                String::from_utf8_lossy(&f)
-            );
+            for f in [legacy_fence_key(k), slot_fence_key(k)] {
+                assert_eq!(
+                    key_slot(&f),
+                    key_slot(k),
+                    "{:?}",
+                    String::from_utf8_lossy(&f)
+                );
+            }
         }
-        let f = fence_key(b"a}b");
+        let f = legacy_fence_key(b"a}b");
         assert!(f.starts_with(b"dlock:fence:{") && f.ends_with(b"}:a}b"));
     }
 

@@ -1,4 +1,4 @@
-//! The grant rules of SPEC.md as plain functions over a decoded [`LockValue`].
+//! The grant rules of docs/COMMANDS.md as plain functions over a decoded [`LockValue`].
 //!
 //! No Redis here: the module's engine loads the value, calls these, and stores the result,
 //! for a command and for a queued waiter alike. `now` is unix ms.
@@ -292,6 +292,40 @@ pub fn renew(
     }
 }
 
+/// BIND: cuts `owner`'s lease on this lock to end at `deadline` (unix ms), never lengthening
+/// it. Returns whether it was cut (the owner held, and its lease ended later).
+pub fn cut_lease(value: &mut LockValue, owner: &[u8], deadline: i64) -> bool {
+    let lease = match value {
+        LockValue::Exclusive(x) if x.holders.contains_key(owner) => {
+            if x.expire_at.is_some_and(|at| at <= deadline) {
+                return false;
+            }
+            x.expire_at = Some(deadline);
+            return true;
+        }
+        LockValue::ReadWrite(rw) => rw.holders.get_mut(owner).map(|h| &mut h.deadline),
+        LockValue::Semaphore(sem) => sem.holders.get_mut(owner).map(|h| &mut h.deadline),
+        _ => None,
+    };
+    match lease {
+        Some(at) if *at > deadline => {
+            *at = deadline;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Whether `owner` holds anything on this lock (any mode, any permits).
+pub fn holds(value: &LockValue, owner: &[u8]) -> bool {
+    match value {
+        LockValue::Exclusive(x) => x.holders.contains_key(owner),
+        LockValue::ReadWrite(rw) => rw.holders.contains_key(owner),
+        LockValue::Semaphore(sem) => sem.holders.contains_key(owner),
+        LockValue::Free | LockValue::NotALock => false,
+    }
+}
+
 /// Removes read-write and semaphore holders whose own lease has passed (`now > deadline`, as
 /// Redis expires keys): their holds and permits come back. Returns how many lapsed.
 #[inline]
@@ -337,6 +371,39 @@ mod tests {
             count,
             fresh_exclusive: fresh,
         }
+    }
+
+    #[test]
+    fn cut_lease_never_lengthens() {
+        let mut v = LockValue::Free;
+        acquire(&mut v, A, Want::Exclusive, 100, 1000, false);
+        assert!(!cut_lease(&mut v, B, 1050), "not B's hold");
+        assert!(cut_lease(&mut v, A, 1050));
+        assert_eq!(v.expire_at(), Some(1050));
+        assert!(!cut_lease(&mut v, A, 1080), "a cut never lengthens");
+        assert_eq!(v.expire_at(), Some(1050));
+        let mut rw = LockValue::Free;
+        acquire(&mut rw, A, Want::Read, 100, 1000, false);
+        acquire(&mut rw, B, Want::Read, 100, 1000, false);
+        assert!(cut_lease(&mut rw, A, 1010));
+        assert_eq!(next_change(&rw), Some(1010));
+        assert_eq!(rw.expire_at(), Some(1100), "B keeps its lease");
+        assert!(holds(&rw, A) && !holds(&rw, C));
+        let mut sem = LockValue::Free;
+        acquire(
+            &mut sem,
+            A,
+            Want::Permits {
+                capacity: 2,
+                count: 1,
+            },
+            100,
+            1000,
+            false,
+        );
+        assert!(cut_lease(&mut sem, A, 1000));
+        assert_eq!(prune_lapsed(&mut sem, 1001), 1);
+        assert!(!holds(&sem, A));
     }
 
     #[test]

@@ -98,6 +98,21 @@ async function main() {
   // A late write from the first holder (e.g. after a long pause) carries the older token.
   console.log(`late write with token ${token}: ${store.write(token) ? 'accepted' : 'refused'}`);
   console.log(`contender released=${await shared.call('DLOCK.RELEASE', KEY, other)}`);
+
+  // The server stops answering (CLIENT PAUSE stands for a dead or hung server): the renewals
+  // hang, and the watchdog says the lock is lost once the lease has run out.
+  await acquire(shared, me, 2000);
+  const dog2 = watchdog(() => shared.call('DLOCK.RENEW', KEY, me, LEASE_MS), LEASE_MS);
+  const admin = new Redis({ host: '127.0.0.1', port: PORT });
+  await admin.call('CLIENT', 'PAUSE', 3 * LEASE_MS, 'WRITE');
+  const pausedAt = Date.now();
+  while (!dog2.lost && Date.now() - pausedAt < 3 * LEASE_MS) await sleep(10);
+  const secs = ((Date.now() - pausedAt) / 1000).toFixed(1);
+  console.log(`server unreachable: lost=${dog2.lost ? 'yes' : 'no'} after ${secs} s (lease ${LEASE_MS / 1000} s)`);
+  dog2.stop();
+  await admin.call('CLIENT', 'UNPAUSE');
+  await shared.call('DLOCK.RELEASE', KEY, me);
+  admin.disconnect();
   shared.disconnect();
 }
 

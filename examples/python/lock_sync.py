@@ -13,7 +13,7 @@ The rules it follows (docs/CLIENTS.md explains each one):
    the waiter) and send DLOCK.RELEASE with the same owner: the grant may have been made
    just before the connection closed. Or let the lease expire.
 4. A watchdog renews the lease (DLOCK.RENEW) while the work runs, and stops the work when
-   a renewal answers 0 (the lock is lost).
+   a renewal answers 0 or no renewal got through before the lease ran out (the lock is lost).
 5. The fencing token goes with every write to the protected resource, which refuses a token
    lower than one it has seen.
 """
@@ -70,10 +70,19 @@ def acquire(owner: str, wait_ms: int):
 
 
 class Watchdog:
-    """Renews the lease every LEASE_MS / 3 until stopped; `lost` is set when a renewal fails."""
+    """Renews the lease every LEASE_MS / 3 until stopped. `lost` is set when a renewal answers
+    0 (expired, deleted or taken over), or when no renewal got through before the lease ran
+    out (the server died or hangs: a renewal that fails must not end the thread unnoticed)."""
 
-    def __init__(self, client: redis.Redis, owner: str):
-        self.client, self.owner = client, owner
+    def __init__(self, owner: str):
+        self.owner = owner
+        # Its own connection, with a read time-out well inside the lease and no retry: a
+        # renewal that hangs is given up and tried again while the lease lasts.
+        self.client = redis.Redis(
+            host="127.0.0.1", port=PORT, decode_responses=True,
+            socket_connect_timeout=LEASE_MS / 3 / 1000, socket_timeout=LEASE_MS / 3 / 1000,
+            retry=Retry(NoBackoff(), 0),
+        )
         self.renewals = 0
         self.lost = threading.Event()
         self._stop = threading.Event()
@@ -81,15 +90,29 @@ class Watchdog:
         self._thread.start()
 
     def _run(self):
-        while not self._stop.wait(LEASE_MS / 3 / 1000):
-            if self.client.execute_command("DLOCK.RENEW", KEY, self.owner, LEASE_MS) != 1:
+        lease = LEASE_MS / 1000
+        deadline = time.monotonic() + lease  # the lease runs from the grant
+        pause = lease / 3
+        while not self._stop.wait(min(pause, max(0.0, deadline - time.monotonic()))):
+            if time.monotonic() >= deadline:
+                self.lost.set()  # no renewal got through in time: the lock may be gone
+                return
+            sent = time.monotonic()
+            try:
+                reply = self.client.execute_command("DLOCK.RENEW", KEY, self.owner, LEASE_MS)
+            except (redis.ConnectionError, redis.TimeoutError):
+                pause = lease / 10  # not reached: try again soon; the deadline decides
+                continue
+            if reply != 1:
                 self.lost.set()  # expired, deleted or taken over: stop writing
                 return
+            deadline, pause = sent + lease, lease / 3
             self.renewals += 1
 
     def stop(self):
         self._stop.set()
         self._thread.join()
+        self.client.close()
 
 
 class FencedStore:
@@ -114,7 +137,7 @@ def main():
 
     token = acquire(me, wait_ms=2000)
     print(f"acquired token={token}")
-    dog = Watchdog(r, me)
+    dog = Watchdog(me)
     time.sleep(1.5 * LEASE_MS / 1000)  # the work: longer than one lease
     held = r.hget(KEY, me) is not None and not dog.lost.is_set()
     print(f"still held after 1.5 leases: {'yes' if held else 'no'} (renewals={dog.renewals})")
@@ -130,6 +153,21 @@ def main():
     # A late write from the first holder (e.g. after a long pause) carries the older token.
     print(f"late write with token {token}: {'accepted' if store.write(token) else 'refused'}")
     print(f"contender released={r.execute_command('DLOCK.RELEASE', KEY, other)}")
+
+    # The server stops answering (CLIENT PAUSE stands for a dead or hung server): the
+    # renewals time out, and the watchdog says the lock is lost once the lease has run out.
+    acquire(me, wait_ms=2000)
+    dog = Watchdog(me)
+    r.execute_command("CLIENT", "PAUSE", 3 * LEASE_MS, "WRITE")
+    paused_at = time.monotonic()
+    dog.lost.wait(3 * LEASE_MS / 1000)
+    print(
+        f"server unreachable: lost={'yes' if dog.lost.is_set() else 'no'} after "
+        f"{time.monotonic() - paused_at:.1f} s (lease {LEASE_MS / 1000:.1f} s)"
+    )
+    dog.stop()
+    r.execute_command("CLIENT", "UNPAUSE")
+    r.execute_command("DLOCK.RELEASE", KEY, me)
 
 
 if __name__ == "__main__":

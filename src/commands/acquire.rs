@@ -5,12 +5,14 @@
 use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
 
+use crate::engine::deadlock;
 use crate::engine::store::Requester;
 use crate::engine::work::{self, Request};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
+use crate::stats::{Stats, STATS};
 
-/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE]`
+/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms] [LOCKDELAY ms]`
 pub struct Acquire;
 
 impl Command for Acquire {
@@ -22,7 +24,7 @@ impl Command for Acquire {
     }
 }
 
-/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE]`
+/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms] [LOCKDELAY ms]`
 pub struct RwLock;
 
 impl Command for RwLock {
@@ -34,7 +36,7 @@ impl Command for RwLock {
     }
 }
 
-/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms]`
+/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms] [BIND grace-ms]`
 pub struct Semaphore;
 
 impl Command for Semaphore {
@@ -53,6 +55,8 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
         want: a.want,
         lease_ms: a.lease_ms,
         fence: a.fence,
+        bind: bind_to(ctx, a.bind),
+        lock_delay: a.lock_delay,
     };
     let owner = Requester {
         owner: a.owner,
@@ -64,6 +68,17 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
             Some(reply) => Ok(reply),
             None => match a.wait_ms {
                 Some(wait_ms) if ctx.may_block() => {
+                    let about_to_wait = deadlock::Request {
+                        db,
+                        key: a.key,
+                        value: &lk.value,
+                        owner: a.owner,
+                        want: a.want,
+                    };
+                    if let Some(cycle) = deadlock::find(ctx, reg, &about_to_wait, now) {
+                        Stats::add(&STATS.deadlocks, 1);
+                        return Err(LockError::Deadlock(cycle));
+                    }
                     crate::events::watch_changes(ctx);
                     work::enqueue(ctx, reg, db, a.key, req, wait_ms).map(|()| Reply::None)
                 }
@@ -71,4 +86,12 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
             },
         }
     })
+}
+
+/// `BIND grace-ms`: the sending connection and the grace; nothing from a script, a master or
+/// the AOF (no user's connection to watch).
+pub(super) fn bind_to(ctx: Ctx, grace_ms: Option<i64>) -> Option<(u64, i64)> {
+    grace_ms
+        .filter(|_| ctx.sent_by_a_connection())
+        .map(|g| (ctx.client_id(), g))
 }

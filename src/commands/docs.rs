@@ -9,6 +9,8 @@ const OWNER: Arg = arg(c"owner", Kind::String);
 const LEASE: Arg = arg(c"lease-ms", Kind::Integer);
 const WAIT: Arg = option(c"timeout-ms", c"WAIT", Kind::Integer);
 const FENCE: Arg = option(c"fence", c"FENCE", Kind::Token);
+const BIND: Arg = option(c"grace-ms", c"BIND", Kind::Integer);
+const LOCKDELAY: Arg = option(c"lock-delay-ms", c"LOCKDELAY", Kind::Integer);
 const READ: Arg = word(c"read", c"READ");
 const WRITE: Arg = word(c"write", c"WRITE");
 
@@ -23,7 +25,7 @@ pub const DOCS: &[CommandDoc] = &[
         key_use: KeyUse::Grant,
         acl: c"write slow blocking",
         tips: None,
-        args: &[KEY, OWNER, LEASE, WAIT, FENCE],
+        args: &[KEY, OWNER, LEASE, WAIT, FENCE, BIND, LOCKDELAY],
     },
     CommandDoc {
         name: c"dlock.rwlock",
@@ -41,6 +43,8 @@ pub const DOCS: &[CommandDoc] = &[
             LEASE,
             WAIT,
             FENCE,
+            BIND,
+            LOCKDELAY,
         ],
     },
     CommandDoc {
@@ -59,6 +63,7 @@ pub const DOCS: &[CommandDoc] = &[
             LEASE,
             option(c"count", c"COUNT", Kind::Integer),
             WAIT,
+            BIND,
         ],
     },
     CommandDoc {
@@ -86,11 +91,11 @@ pub const DOCS: &[CommandDoc] = &[
         summary: c"Resets the lease of an owner's hold (what a watchdog sends)",
         complexity: c"O(N) where N is the number of holders",
         since: c"0.1.0",
-        arity: 4,
+        arity: -4,
         key_use: KeyUse::Renew,
         acl: c"write fast",
         tips: None,
-        args: &[KEY, OWNER, LEASE],
+        args: &[KEY, OWNER, LEASE, BIND],
     },
     CommandDoc {
         name: c"dlock.info",

@@ -6,8 +6,9 @@ use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules;
 
+use crate::engine::delay::LockDelay;
 use crate::engine::registry;
-use crate::engine::store::{FenceKey, LockKey};
+use crate::engine::store::LockKey;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::context::now_ms;
 use crate::ffi::reply::Replier;
@@ -33,7 +34,13 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
     let mut value = lk.value.clone();
     rules::prune_lapsed(&mut value, now);
     let waiters = registry().waiters_on(db, key);
-    let fence = FenceKey::of(key).get(ctx)?;
+    let fence = value.fence();
+    let delay_left = match &value {
+        LockValue::Semaphore(_) => 0,
+        _ => LockDelay::load(ctx, key)
+            .running_until(&value, now)
+            .map_or(0, |ends| (ends - now).max(0)),
+    };
     let remaining = |at: i64| (at - now).max(0);
     type Holder<'m> = (Vec<u8>, &'m str, i64, i64); // owner, mode, count, remaining ms
 
@@ -90,7 +97,7 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
     };
     // Written by hand to keep the field order; RESP2 clients get the map as a flat array.
     let r = Replier(ctx);
-    r.map(if permits.is_some() { 8 } else { 6 });
+    r.map(if permits.is_some() { 9 } else { 7 });
     r.bytes(b"kind");
     r.bytes(kind.as_bytes());
     if let Some((capacity, available)) = permits {
@@ -122,5 +129,7 @@ fn info(ctx: Ctx, key: &[u8], name: Option<ArgStr>) -> Result<Reply, LockError> 
         Some(token) => r.int(token),
         None => r.null(),
     }
+    r.bytes(b"delay-ms");
+    r.int(delay_left);
     Ok(Reply::None)
 }

@@ -6,6 +6,7 @@ use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules::{self, Released};
 
+use crate::engine::bind;
 use crate::engine::store::{self, Requester};
 use crate::engine::work;
 use crate::ffi::command::{Args, Command};
@@ -41,6 +42,9 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
             }
             let freed =
                 result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free;
+            if result == Ok(Released::Last) && !rules::holds(&lk.value, a.owner) {
+                bind::unbind(db, a.key, a.owner);
+            }
             (result, freed)
         });
     if let Ok(Released::Last | Released::Decremented) = result {

@@ -4,13 +4,14 @@ use dlock_core::args;
 use dlock_core::error::LockError;
 use dlock_core::rules;
 
+use crate::engine::bind;
 use crate::engine::store::Requester;
 use crate::engine::work;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-/// `DLOCK.RENEW key owner lease-ms`
+/// `DLOCK.RENEW key owner lease-ms [BIND grace-ms]`
 pub struct Renew;
 
 impl Command for Renew {
@@ -33,6 +34,9 @@ fn renew(ctx: Ctx, a: args::RenewArgs, strs: Args) -> Result<Reply, LockError> {
     });
     if result == Ok(true) {
         Stats::add(&STATS.renewals, 1);
+        if let Some((client, grace_ms)) = super::acquire::bind_to(ctx, a.bind) {
+            bind::bind(client, db, a.key, a.owner, grace_ms);
+        }
     }
     Ok(Reply::Int(result? as i64))
 }

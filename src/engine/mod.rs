@@ -1,5 +1,8 @@
 //! The engine: everything between a command's parsed request and Redis's key API.
 //!
+//! - `bind`: holds bound to a connection (BIND), cut when it closes;
+//! - `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
+//! - `deadlock`: the cycle a WAIT request would close, found before it queues;
 //! - `queue`: the waiter queues (plain data, unit-tested without a server);
 //! - `work`: the unit of work every writing command and every wake-up goes through: open the
 //!   lock, serve its queue, apply the step, save, re-arm the lease timer;
@@ -10,6 +13,9 @@
 //! Lock order: REGISTRY before the dirty set in `wake`, never the reverse; nothing called
 //! while the registry is held takes it again (keyspace events only touch the dirty set).
 
+pub mod bind;
+pub mod deadlock;
+pub mod delay;
 pub mod queue;
 pub mod store;
 pub mod wake;
@@ -63,4 +69,5 @@ pub fn free_all() {
     *REGISTRY.lock().unwrap_or_else(|e| e.into_inner()) = None;
     WAITING.store(0, Ordering::Relaxed);
     wake::free_all();
+    bind::free_all();
 }

@@ -22,6 +22,10 @@ pub struct Waiter {
     pub want: Want,
     pub lease_ms: i64,
     pub fence: bool,
+    /// BIND: the client to bind the hold to once granted, and the grace (ms).
+    pub bind: Option<(u64, i64)>,
+    /// LOCKDELAY ms of the hold once granted.
+    pub lock_delay: Option<i64>,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,
     /// When it joined the queue (wait-time percentiles, DLOCK.WAITERS).
@@ -67,6 +71,8 @@ pub struct Registry {
     queues: HashMap<i32, HashMap<Vec<u8>, Queue>>,
     /// Where each blocked client waits, for disconnects and CLIENT UNBLOCK.
     clients: HashMap<ClientId, Place>,
+    /// Where each waiting owner waits (deadlock detection follows owners, not clients).
+    by_owner: HashMap<Vec<u8>, Vec<Place>>,
     next_seq: u64,
 }
 
@@ -139,14 +145,16 @@ impl Registry {
     pub fn push(&mut self, db: i32, key: &[u8], waiter: Waiter) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.clients.insert(
-            waiter.client.id(),
-            Place {
-                db,
-                key: key.to_vec(),
-                seq,
-            },
-        );
+        let place = Place {
+            db,
+            key: key.to_vec(),
+            seq,
+        };
+        self.by_owner
+            .entry(waiter.owner.clone())
+            .or_default()
+            .push(place.clone());
+        self.clients.insert(waiter.client.id(), place);
         self.queues
             .entry(db)
             .or_default()
@@ -176,10 +184,38 @@ impl Registry {
             }
         }
         self.clients.remove(&waiter.client.id());
+        if let Some(places) = self.by_owner.get_mut(&waiter.owner) {
+            places.retain(|p| !(p.seq == seq && p.db == db));
+            if places.is_empty() {
+                self.by_owner.remove(&waiter.owner);
+            }
+        }
         Some(Removed {
             waiter,
             lease_timer,
         })
+    }
+
+    /// Where `owner` waits (any of its clients), oldest first.
+    pub fn places_of_owner(&self, owner: &[u8]) -> &[Place] {
+        self.by_owner.get(owner).map_or(&[], Vec::as_slice)
+    }
+
+    /// The waiter at `place`, and the requests queued ahead of it on its key.
+    pub fn waiter_at(
+        &self,
+        place: &Place,
+    ) -> Option<(&Waiter, impl DoubleEndedIterator<Item = &Waiter>)> {
+        let q = self.queue(place.db, &place.key)?;
+        let w = q.waiters.get(&place.seq)?;
+        Some((w, q.waiters.range(..place.seq).map(|(_, w)| w)))
+    }
+
+    /// Every request queued on `key`, head first (a new request would join behind them).
+    pub fn queued_on(&self, db: i32, key: &[u8]) -> impl DoubleEndedIterator<Item = &Waiter> {
+        self.queue(db, key)
+            .into_iter()
+            .flat_map(|q| q.waiters.values())
     }
 
     /// Where client `id` waits.
@@ -222,6 +258,8 @@ mod tests {
             want: Want::Exclusive,
             lease_ms: 100,
             fence: false,
+            bind: None,
+            lock_delay: None,
             timer: None,
             since: Instant::now(),
             until: None,
@@ -320,6 +358,34 @@ mod tests {
         assert!(r.lease_timer(3, b"k").is_none(), "no queue left");
         assert_eq!(r.len(), 0);
         assert!(r.all_keys().is_empty());
+    }
+
+    #[test]
+    fn owners_are_indexed_while_they_wait() {
+        let mut r = Registry::default();
+        let s1 = r.push(0, b"k1", waiter(1));
+        let mut other = waiter(2);
+        other.owner = b"o1".to_vec(); // the same owner on a second connection
+        let s2 = r.push(0, b"k2", other);
+        r.push(0, b"k1", waiter(3));
+        let places: Vec<&[u8]> = r
+            .places_of_owner(b"o1")
+            .iter()
+            .map(|p| &p.key[..])
+            .collect();
+        assert_eq!(places, [&b"k1"[..], &b"k2"[..]]);
+        let third = r.places_of_owner(b"o3")[0].clone();
+        let (w, ahead) = r.waiter_at(&third).unwrap();
+        assert_eq!(w.owner, b"o3");
+        assert_eq!(
+            ahead.map(|w| w.owner.clone()).collect::<Vec<_>>(),
+            [b"o1".to_vec()]
+        );
+        assert_eq!(r.queued_on(0, b"k1").count(), 2);
+        r.remove(0, b"k1", s1);
+        r.remove(0, b"k2", s2);
+        assert!(r.places_of_owner(b"o1").is_empty());
+        assert_eq!(r.places_of_owner(b"o3").len(), 1);
     }
 
     #[test]

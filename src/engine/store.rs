@@ -11,6 +11,7 @@ use dlock_core::error::LockError;
 use dlock_core::model::{Exclusive, LockValue, Stored};
 use dlock_core::names;
 
+use super::delay::LockDelay;
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::notify::signal_modified;
 use crate::ffi::replicate::{propagate, propagate_key_int, CoreWrite};
@@ -33,6 +34,8 @@ pub struct LockKey<'k> {
     loaded_expire: Option<i64>,
     /// The value as loaded, then as changed by the lock logic; `save` stores it.
     pub value: LockValue,
+    /// Its LOCKDELAY companion (loaded by the unit of work, `engine::delay`).
+    pub delay: LockDelay,
     saved: bool,
 }
 
@@ -139,7 +142,7 @@ impl<'k> LockKey<'k> {
         };
         let loaded = match &value {
             LockValue::NotALock | LockValue::Free => Loaded::Empty,
-            LockValue::Exclusive(x) if x.holders.len() == 1 => {
+            LockValue::Exclusive(x) if x.holders.len() == 1 && x.fence.is_none() => {
                 let (holder, count) = x.holders.iter().next().unwrap();
                 match &owner {
                     Some((o, _)) if *o == holder => Loaded::Single(Cow::Borrowed(*o), *count),
@@ -157,6 +160,7 @@ impl<'k> LockKey<'k> {
             loaded,
             loaded_expire: expire_at,
             value,
+            delay: LockDelay::default(),
             saved: false,
         }
     }
@@ -231,7 +235,10 @@ impl<'k> LockKey<'k> {
         // The common case, an exclusive lock with one holder before and after: written
         // directly, without encoding the whole value.
         if let LockValue::Exclusive(x) = &self.value {
-            if x.holders.len() == 1 && matches!(self.loaded, Loaded::Empty | Loaded::Single(..)) {
+            if x.holders.len() == 1
+                && x.fence.is_none()
+                && matches!(self.loaded, Loaded::Empty | Loaded::Single(..))
+            {
                 let (owner, &count) = x.holders.iter().next().unwrap();
                 let same_owner = match &self.loaded {
                     Loaded::Single(o, c) if o.as_ref() == owner => {
@@ -289,49 +296,75 @@ impl<'k> LockKey<'k> {
     }
 }
 
-/// The fencing counter of a lock (see `names::fence_key`).
-pub struct FenceKey<'a> {
+/// The fencing counter of a lock's cluster slot (`names::slot_fence_key`): one sequence that
+/// every lock of the slot draws its tokens from, so the state stays one key per slot however
+/// many names are fenced. A per-lock counter left by an earlier version
+/// (`names::legacy_fence_key`) is absorbed (the slot counter is raised to it, and it is
+/// deleted) the first time the lock draws or reads a token.
+pub struct FenceCounter<'a> {
     lock_key: &'a [u8],
 }
 
-impl<'a> FenceKey<'a> {
-    pub fn of(lock_key: &'a [u8]) -> FenceKey<'a> {
-        FenceKey { lock_key }
+impl<'a> FenceCounter<'a> {
+    pub fn of(lock_key: &'a [u8]) -> FenceCounter<'a> {
+        FenceCounter { lock_key }
     }
 
-    fn name(&self, ctx: Ctx) -> RStr {
-        RStr::written(ctx, |out| names::write_fence_key(self.lock_key, out))
-    }
-
-    fn corrupt(&self) -> LockError {
-        LockError::FenceNotInteger(names::fence_key(self.lock_key))
-    }
-
-    /// The counter, `None` when it does not exist.
-    pub fn get(&self, ctx: Ctx) -> Result<Option<i64>, LockError> {
-        let name = self.name(ctx);
-        // Most locks never have a counter: a look-up without opening the key says so.
-        if !Key::exists(ctx, &name) {
-            return Ok(None);
+    /// A token for the lock: `advance` takes the next value of the slot's sequence (a fresh
+    /// or first fenced exclusive hold), otherwise the current one (READ, nothing written
+    /// unless an old counter is absorbed). Changes are replicated as `SET`/`DEL`.
+    pub fn token(&self, ctx: Ctx, advance: bool) -> Result<i64, LockError> {
+        let slot = RStr::written(ctx, |out| names::write_slot_fence_key(self.lock_key, out));
+        let legacy = RStr::written(ctx, |out| {
+            names::write_legacy_fence_key(self.lock_key, out)
+        });
+        let current = read_counter(ctx, &slot)?;
+        let old = read_counter(ctx, &legacy)?;
+        // While the slot migrates, the counter may already have moved to the other node (or not
+        // yet have come here): a counter made now would hand out tokens issued before. Like
+        // Redis's multi-key commands in a migrating slot, ask the client to try again.
+        if current.is_none()
+            && old.is_none()
+            && crate::ffi::cluster::slot_in_migration(ctx, names::key_slot(self.lock_key))
+        {
+            return Err(LockError::FenceMigrating);
         }
-        let key = Key::open(ctx, &name, false);
-        match key.kind() {
-            KeyKind::Empty => Ok(None),
-            KeyKind::String => key
-                .with_string_value(|v| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
-                .map(Some)
-                .ok_or_else(|| self.corrupt()),
-            KeyKind::Hash | KeyKind::Other => Err(self.corrupt()),
+        let base = current.unwrap_or(0).max(old.unwrap_or(0));
+        let token = if advance {
+            base.checked_add(1).ok_or(LockError::FenceOverflow)?
+        } else {
+            base
+        };
+        if current != Some(token) && (advance || old.is_some()) {
+            let v = RStr::number(ctx, token);
+            Key::open(ctx, &slot, true).string_set(&v);
+            propagate(ctx, CoreWrite::Set, &[&slot, &v]);
+            signal_modified(ctx, &slot);
         }
+        if old.is_some() {
+            Key::open(ctx, &legacy, true).delete();
+            propagate(ctx, CoreWrite::Del, &[&legacy]);
+            signal_modified(ctx, &legacy);
+        }
+        Ok(token)
     }
+}
 
-    /// Sets the counter (replicated and announced as `SET name value`).
-    pub fn set(&self, ctx: Ctx, value: i64) {
-        let name = self.name(ctx);
-        let v = RStr::number(ctx, value);
-        Key::open(ctx, &name, true).string_set(&v);
-        propagate(ctx, CoreWrite::Set, &[&name, &v]);
-        signal_modified(ctx, &name);
+/// A counter key's integer, `None` when it does not exist.
+fn read_counter(ctx: Ctx, name: &RStr) -> Result<Option<i64>, LockError> {
+    // Most locks of an upgraded server have no old counter: a look-up without opening the key.
+    if !Key::exists(ctx, name) {
+        return Ok(None);
+    }
+    let key = Key::open(ctx, name, false);
+    let corrupt = || LockError::FenceNotInteger(name.bytes().to_vec());
+    match key.kind() {
+        KeyKind::Empty => Ok(None),
+        KeyKind::String => key
+            .with_string_value(dlock_core::model::decimal)
+            .map(Some)
+            .ok_or_else(corrupt),
+        KeyKind::Hash | KeyKind::Other => Err(corrupt()),
     }
 }
 

@@ -3,15 +3,29 @@
 //!
 //! Whenever a lock may have become free — a lease running out, expiry/eviction (keyspace
 //! events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from the head,
-//! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command (the poll timer, or keyspace events
-//! once many keys have queues) — the key's queue is served by the unit of work
-//! (`work::with_lock`), which writes the grant like a command would (replicated) and answers
-//! the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from inside a
-//! keyspace notification breaks replication order on Redis 7.0 (PLATFORM-NOTES).
+//! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command — the key's queue is served by the
+//! unit of work (`work::with_lock`), which writes the grant like a command would (replicated)
+//! and answers the waiter. Events only mark keys dirty and arm a 0 ms timer: writing from
+//! inside a keyspace notification breaks replication order on Redis 7.0 (the write is
+//! propagated before the DEL that caused it).
 //!
-//! Why poll: a subscription to write events costs Redis a context (~600 instructions) on
-//! every write of the server, forever (there is no unsubscribe). Re-examining the few waited
-//! keys every `POLL_MS` costs only while some key has a queue, in proportion to those keys.
+//! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
+//! cluster down). Before a wake-up serves a queue it asks where the server routes the key
+//! (`ffi::cluster::route`); a key served elsewhere gets its waiters answered with the redirect
+//! a fresh request would get, and nothing is granted or created here. The cluster going down
+//! sends no event: in cluster mode the poll also asks, every `CLUSTER_POLL_MS`, where one
+//! waited key is routed.
+//!
+//! How a DEL/RENAME/MOVE/overwrite of a waited key is seen, at a cost that does not grow with
+//! the number of waited keys and is gone once nobody waits:
+//! - Redis 7.2+ and Valkey: `RedisModuleEvent_Key` (a key deleted, moved away or
+//!   overwritten), subscribed while some key has a queue and dropped when the last queue goes.
+//!   No polling.
+//! - Generic keyspace events (del, rename, move, expire..., not SET/HSET): on 8.2+ subscribed
+//!   and dropped with the key events; before 8.2 and on Valkey, where a keyspace subscription
+//!   cannot be dropped, from the first wait on (`events::watch_changes`).
+//! - Redis 7.0 (no key event): for overwrites (SET of a string over a waited lock...) a poll
+//!   that looks at most at `POLL_BATCH` waited keys' types every `POLL_MS`, in turn.
 
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -20,30 +34,46 @@ use std::sync::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
+use crate::ffi::cluster::{self, Route};
+use crate::ffi::events::{self, Classes, KeyUnlinkHandler, KeyspaceHandler};
 use crate::ffi::timer::{self, TimerId, TimerJob};
-use crate::ffi::{Ctx, Reply};
+use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::{Ctx, RStr, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::{registry, work};
 
-/// How often the waited keys are re-examined while some key has a queue: a DEL, RENAME,
-/// MOVE or overwrite of a waited key is seen within this (the promise is 10 ms).
-const POLL_MS: i64 = 5;
+/// Redis 7.0: how often the poll looks for overwritten waited keys. An overwrite of one of
+/// `n` waited keys is seen within `POLL_MS * ceil(n / POLL_BATCH)`. The wake-up itself is
+/// most of a tick's cost (measured: a 5 ms tick kept ~1.8% of a core busy with one waited key,
+/// ~2.4% with 1,000): 20 ms keeps an idle server under 1%.
+const POLL_MS: i64 = 20;
 
-/// Above this many keys with queues, polling gives way to a subscription to every keyspace
-/// event (`events::watch_changes`, once per load, permanent). Polling costs ∝ waited keys ×
-/// 200 ticks a second (callgrind, 7.0.15: ~12k instructions per tick for the timer and the
-/// event-loop wake-up, ~6.7k per waited key); a subscription costs ~600 instructions on every
-/// write of the whole server, forever. At 64 keys polling is ~90M instructions/s, what a
-/// subscription costs a server doing ~140k writes/s: the bound keeps polling's cost small and
-/// known, whatever the server's write rate.
-pub const POLL_MAX_KEYS: usize = 64;
+/// Cluster mode: how often the poll asks where a waited key is routed (a key or slot leaving
+/// this node, the cluster going down, is seen within this: the promise is 10 ms).
+const CLUSTER_POLL_MS: i64 = 5;
+
+/// Redis 7.0: waited keys whose type one poll tick looks at (an open and a type check each,
+/// ~0.5k instructions): a tick's cost is bounded whatever the number of waited keys.
+const POLL_BATCH: usize = 128;
 
 /// How soon a key whose serving a client pause put off is tried again.
 const PAUSE_RETRY_MS: i64 = 1;
 
-/// Set once keyspace events report every change (see `POLL_MAX_KEYS`): no more polling.
-static CHANGES_REPORTED: AtomicBool = AtomicBool::new(false);
+/// The server reports keys leaving the keyspace (`RedisModuleEvent_Key`), checked at load.
+static KEY_UNLINKS: AtomicBool = AtomicBool::new(false);
+
+/// Subscribed to `RedisModuleEvent_Key` (while some key has a queue).
+static LISTENING: AtomicBool = AtomicBool::new(false);
+
+/// Subscribed to generic keyspace events by `start_listening` (8.2+, while some key has a
+/// queue).
+static GENERIC: AtomicBool = AtomicBool::new(false);
+
+/// At load: whether key events can replace the poll on this server.
+pub fn init(key_unlinks: bool) {
+    KEY_UNLINKS.store(key_unlinks, Ordering::Relaxed);
+}
 
 /// Why a timer was armed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,8 +84,11 @@ pub enum Job {
     LeaseCheck { db: i32, key: Vec<u8> },
     /// Keys touched by keyspace/server events: serve their queues.
     Recheck,
-    /// Every `POLL_MS` while some key has a queue: serve every queue (catches DEL, RENAME,
-    /// MOVE and overwrites, which no event reports while polling).
+    /// Connections with bound holds closed: cut those leases (`bind`).
+    CutLeases,
+    /// Redis 7.0, every `POLL_MS` while some key has a queue: the next `POLL_BATCH` waited
+    /// keys whose value is no longer a hash (overwritten, or gone) are served; in cluster
+    /// mode, where one waited key is routed.
     Poll,
 }
 
@@ -81,6 +114,7 @@ impl TimerJob for Job {
                 }
                 wake_key(ctx, db, &key);
             }
+            Job::CutLeases => super::bind::cut_leases(ctx),
             Job::Recheck => {
                 let (mut keys, all) = {
                     let mut d = dirty();
@@ -96,25 +130,41 @@ impl TimerJob for Job {
                 }
             }
             Job::Poll => {
-                let keys: Vec<(i32, Vec<u8>)> = {
+                let (keys, sample) = {
                     let mut d = dirty();
                     let Some(d) = d.as_mut() else { return };
                     d.poll = None; // fired: must not be stopped
-                    if CHANGES_REPORTED.load(Ordering::Relaxed) {
-                        return;
-                    }
                     if ctx.writes_paused() {
                         // Nobody can write during a pause; the next tick looks again.
                         arm_poll(ctx, d);
                         return;
                     }
-                    d.watched
+                    let sample = d
+                        .watched
                         .iter()
-                        .flat_map(|(db, keys)| keys.iter().map(|k| (*db, k.clone())))
-                        .collect()
+                        .find_map(|(db, keys)| Some((*db, keys.iter().next()?.clone())));
+                    let keys = if LISTENING.load(Ordering::Relaxed) {
+                        vec![]
+                    } else {
+                        d.next_batch()
+                    };
+                    (keys, sample)
                 };
+                // Events report every change of a key, but not the cluster going down: one
+                // waited key stands for the cluster's state.
+                if let Some((db, key)) = sample.filter(|_| cluster::enabled(ctx) && ctx.may_write()) {
+                    ctx.select_db(db);
+                    if cluster::route(ctx, &key) != Route::Here {
+                        mark_dirty(ctx, db, None);
+                    }
+                }
                 for (db, key) in keys {
-                    wake_key(ctx, db, &key);
+                    ctx.select_db(db);
+                    // Still a hash: not overwritten (a lock's own changes come with commands).
+                    let name = RStr::new(ctx, &key);
+                    if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
+                        wake_key(ctx, db, &key);
+                    }
                 }
                 if let Some(d) = dirty().as_mut() {
                     arm_poll(ctx, d);
@@ -139,6 +189,9 @@ fn wake_key(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     ctx.select_db(db);
+    if !work::served_here(ctx, db, key) {
+        return; // the key left this cluster node: its waiters were redirected
+    }
     work::with_lock(ctx, db, key, None, None, |_, _, _| ());
 }
 
@@ -168,34 +221,104 @@ struct Dirty {
     keys: FxHashSet<(i32, Vec<u8>)>,
     all: bool,
     armed: bool,
-    /// The poll timer, while some key has a queue and events do not report changes.
+    /// The poll timer (Redis 7.0), while some key has a queue.
     poll: Option<TimerId<Job>>,
+    /// Where the next poll batch starts among the waited keys.
+    cursor: usize,
 }
 
-/// Arms the poll timer if some key has a queue and nothing else reports changes.
-fn arm_poll(ctx: Ctx, d: &mut Dirty) {
-    if d.poll.is_none() && !d.watched.is_empty() && !CHANGES_REPORTED.load(Ordering::Relaxed) {
-        d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
+impl Dirty {
+    /// The next `POLL_BATCH` waited keys, in turn (every key within `ceil(n / POLL_BATCH)`
+    /// ticks while the set does not change).
+    fn next_batch(&mut self) -> Vec<(i32, Vec<u8>)> {
+        let total: usize = self.watched.values().map(FxHashSet::len).sum();
+        if total == 0 {
+            return vec![];
+        }
+        let start = self.cursor % total;
+        self.cursor = start + POLL_BATCH;
+        let all = self
+            .watched
+            .iter()
+            .flat_map(|(db, keys)| keys.iter().map(move |k| (*db, k)));
+        all.clone()
+            .skip(start)
+            .chain(all.take(start))
+            .take(POLL_BATCH)
+            .map(|(db, k)| (db, k.clone()))
+            .collect()
     }
 }
 
-/// How many keys have a queue.
-pub fn watched_keys() -> usize {
-    dirty()
-        .as_ref()
-        .map_or(0, |d| d.watched.values().map(FxHashSet::len).sum())
+/// Arms the poll timer if some key has a queue and key events do not report overwrites, or,
+/// in cluster mode, to notice the cluster going down.
+fn arm_poll(ctx: Ctx, d: &mut Dirty) {
+    let clustered = cluster::enabled(ctx);
+    let needed = !LISTENING.load(Ordering::Relaxed) || clustered;
+    if d.poll.is_none() && !d.watched.is_empty() && needed {
+        let ms = if clustered { CLUSTER_POLL_MS } else { POLL_MS };
+        d.poll = Some(timer::start(ctx, ms, Job::Poll));
+    }
 }
 
-/// Whether keyspace events report every change of a key (then nothing polls).
-pub fn changes_are_reported() -> bool {
-    CHANGES_REPORTED.load(Ordering::Relaxed)
+/// What tells the engine that a waited key changed behind its back: key events (7.2+: a key
+/// deleted, moved away or overwritten) and generic keyspace events (del, rename, move,
+/// expire...: on 7.0 from the first wait on, on 8.2+ while some key has a queue).
+pub struct Unlinks;
+
+impl KeyUnlinkHandler for Unlinks {
+    fn on_key_unlinked(ctx: Ctx, db: i32, key: &[u8]) {
+        // Any key of the server deleted or overwritten: the filter drops nearly all.
+        if may_be_watched(key) {
+            mark_dirty(ctx, db, Some(key));
+        }
+    }
 }
 
-/// Keyspace events now report every change of a key (`events::watch_changes`): polling stops.
-pub fn changes_reported(ctx: Ctx) {
-    CHANGES_REPORTED.store(true, Ordering::Relaxed);
-    if let Some(t) = dirty().as_mut().and_then(|d| d.poll.take()) {
-        timer::stop(ctx, t);
+impl KeyspaceHandler for Unlinks {
+    /// Nobody waits: the event is dropped before anything is read.
+    fn interested() -> bool {
+        super::waiting() > 0
+    }
+
+    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
+        if !may_be_watched(key) || event == b"expired" || event == b"evicted" {
+            return; // nobody waits on this key, or `events::Gone` has it
+        }
+        mark_dirty(ctx, ctx.selected_db(), Some(key));
+    }
+}
+
+/// The first key with a queue: listen to key events where the server has them, and to
+/// generic keyspace events where they can be dropped again (8.2+: a user's EXPIRE of a
+/// waited key).
+fn start_listening(ctx: Ctx) {
+    if !KEY_UNLINKS.load(Ordering::Relaxed) || LISTENING.load(Ordering::Relaxed) {
+        return;
+    }
+    match events::listen_key_unlinks::<Unlinks>(ctx, true) {
+        Ok(()) => LISTENING.store(true, Ordering::Relaxed),
+        Err(line) => return ctx.log_warning(&line), // the poll serves instead
+    }
+    if events::keyspace_unsubscribe_supported() {
+        match events::subscribe_keyspace::<Unlinks>(ctx, Classes::Generic) {
+            Ok(()) => GENERIC.store(true, Ordering::Relaxed),
+            Err(line) => ctx.log_warning(&line),
+        }
+    }
+}
+
+/// The last queue is gone: nothing stays subscribed.
+fn stop_listening(ctx: Ctx) {
+    if LISTENING.swap(false, Ordering::Relaxed) {
+        if let Err(line) = events::listen_key_unlinks::<Unlinks>(ctx, false) {
+            ctx.log_warning(&line);
+        }
+    }
+    if GENERIC.swap(false, Ordering::Relaxed) {
+        if let Err(line) = events::unsubscribe_keyspace::<Unlinks>(ctx, Classes::Generic) {
+            ctx.log_warning(&line);
+        }
     }
 }
 
@@ -270,10 +393,13 @@ fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
     arm_recheck(ctx, d, PAUSE_RETRY_MS);
 }
 
-/// `key` has a queue now (events and the poll timer wake it).
+/// `key` has a queue now (events and, on 7.0, the poll timer wake it).
 pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = dirty();
     let d = d.get_or_insert_with(Dirty::default);
+    if d.watched.is_empty() {
+        start_listening(ctx);
+    }
     d.watched.entry(db).or_default().insert(key.to_vec());
     let (word, bit) = filter_bit(key);
     FILTER[word].fetch_or(bit, Ordering::Relaxed);
@@ -281,7 +407,7 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
 }
 
 /// `key`'s queue is gone. The last one stops the poll timer (MODULE UNLOAD is refused while
-/// a timer is armed).
+/// a timer is armed) and the key events.
 pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
     let mut d = dirty();
     let Some(d) = d.as_mut() else { return };
@@ -296,12 +422,14 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
         if let Some(t) = d.poll.take() {
             timer::stop(ctx, t);
         }
+        stop_listening(ctx);
     }
 }
 
 /// MODULE UNLOAD: frees the dirty set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
     rebuild_filter(&FxHashMap::default());
-    CHANGES_REPORTED.store(false, Ordering::Relaxed);
+    LISTENING.store(false, Ordering::Relaxed);
+    GENERIC.store(false, Ordering::Relaxed);
     *dirty() = None;
 }

@@ -7,49 +7,49 @@ use std::time::Instant;
 
 use dlock_core::error::LockError;
 use dlock_core::model::{LockValue, Want};
-use dlock_core::names;
 use dlock_core::rules::{self, Grant};
 
 use crate::ffi::blocked::BlockedClient;
+use crate::ffi::cluster::Route;
 use crate::ffi::string::ArgStr;
-use crate::ffi::{self, timer, Ctx, Reply};
+use crate::ffi::{timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::queue::{Registry, Removed, Waiter};
-use super::store::{FenceKey, LockKey, Requester};
+use super::store::{FenceCounter, LockKey, Requester};
 use super::wake::Job;
 use super::{registry, wake};
 
-/// Advances or creates the fencing counter for a grant. `Ok(Some(token))` when FENCE was asked.
+/// The fencing token of a grant, kept in the lock's own hash (`FENCE_FIELD`) for the length
+/// of the hold and drawn from the slot's counter. `Ok(Some(token))` when FENCE was asked.
+///
+/// A fresh exclusive hold without FENCE drops the previous holder's token and touches no
+/// counter; one with FENCE draws the next value of the slot's sequence, above every token any
+/// lock of the slot had before. A reentrant FENCE returns the hold's token, drawing it first
+/// when the hold was taken without FENCE; READ returns the hold's token or else the sequence's
+/// current value, without advancing it. So no lock needs to remember that it was ever fenced.
 fn fence_on_grant(
     ctx: Ctx,
-    key: &[u8],
+    lk: &mut LockKey,
+    want: Want,
     fresh_exclusive: bool,
     want_fence: bool,
 ) -> Result<Option<i64>, LockError> {
-    if !fresh_exclusive && !want_fence {
+    if fresh_exclusive {
+        lk.value.set_fence(None);
+    }
+    if !want_fence {
         return Ok(None);
     }
-    let fence = FenceKey::of(key);
-    let current = fence.get(ctx)?;
-    // While the slot migrates, the counter may already have moved to the other node (or not
-    // yet have come here): a counter made now would hand out tokens issued before. Like
-    // Redis's multi-key commands in a migrating slot, ask the client to try again.
-    if current.is_none() && want_fence && ffi::cluster::slot_in_migration(ctx, names::key_slot(key))
-    {
-        return Err(LockError::FenceMigrating);
+    if let Some(token) = lk.value.fence() {
+        return Ok(Some(token));
     }
-    let next = match current {
-        // Once the counter exists, every fresh exclusive grant advances it.
-        Some(n) if fresh_exclusive => Some(n.checked_add(1).ok_or(LockError::FenceOverflow)?),
-        None if fresh_exclusive && want_fence => Some(1),
-        None if want_fence => Some(0),
-        other => other,
-    };
-    if let Some(n) = next.filter(|n| Some(*n) != current) {
-        fence.set(ctx, n);
+    let advance = want != Want::Read;
+    let token = FenceCounter::of(lk.key).token(ctx, advance)?;
+    if advance {
+        lk.value.set_fence(Some(token));
     }
-    Ok(if want_fence { next } else { None })
+    Ok(Some(token))
 }
 
 /// What a request asks of the lock.
@@ -59,6 +59,10 @@ pub struct Request<'a> {
     pub want: Want,
     pub lease_ms: i64,
     pub fence: bool,
+    /// BIND: the client to bind the hold to, and the grace (ms).
+    pub bind: Option<(u64, i64)>,
+    /// LOCKDELAY ms.
+    pub lock_delay: Option<i64>,
 }
 
 /// One request against the lock: the grant rules, then the fencing counter on a grant.
@@ -72,6 +76,12 @@ pub fn try_grant(
     now: i64,
     queue_ahead: bool,
 ) -> Result<Option<Reply>, LockError> {
+    // A running lock-delay: nobody is granted (no holder is left to re-enter).
+    if lk.delay.running_until(&lk.value, now).is_some() && !rules::holds(&lk.value, req.owner) {
+        return Ok(None);
+    }
+    // Only asked while some hold is bound (see the grant below).
+    let held_before = super::bind::any_bound() && rules::holds(&lk.value, req.owner);
     // The counter can only fail when a fence is asked for or the grant is fresh, never on an
     // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
     let undo =
@@ -88,8 +98,21 @@ pub fn try_grant(
         Grant::Granted {
             count,
             fresh_exclusive,
-        } => match fence_on_grant(ctx, lk.key, fresh_exclusive, req.fence) {
+        } => match fence_on_grant(ctx, lk, req.want, fresh_exclusive, req.fence) {
             Ok(fence) => {
+                if let Some(ms) = req.lock_delay {
+                    lk.delay.ask(req.owner, ms);
+                }
+                let db = ctx.selected_db();
+                match req.bind {
+                    Some((client, grace_ms)) => {
+                        super::bind::bind(client, db, lk.key, req.owner, grace_ms)
+                    }
+                    // A new hold without BIND: a binding left from an earlier hold (that
+                    // lapsed) must not cut it.
+                    None if !held_before => super::bind::unbind(db, lk.key, req.owner),
+                    None => {}
+                }
                 // Fresh: the owner held nothing of this before (for permits: exactly the
                 // count it just got).
                 let fresh = match req.want {
@@ -154,6 +177,8 @@ pub fn enqueue(
         want: req.want,
         lease_ms: req.lease_ms,
         fence: req.fence,
+        bind: req.bind,
+        lock_delay: req.lock_delay,
         timer,
         since: Instant::now(),
         until: (wait_ms > 0)
@@ -181,6 +206,25 @@ pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Op
     Some(waiter)
 }
 
+/// Whether a unit of work outside a command (a timer) may serve `key` on this node. In a
+/// cluster the key may have left it (migrated, its slot given away, the cluster down): then
+/// nothing may be granted or created here, and every waiter of the key is answered with the
+/// redirect a fresh request gets here (counted in INFO) and leaves the queue. Commands need no
+/// such check: the server routed them. Call with the key's database selected, the key not open.
+pub fn served_here(ctx: Ctx, db: i32, key: &[u8]) -> bool {
+    let Route::Elsewhere(error) = crate::ffi::cluster::route(ctx, key) else {
+        return true;
+    };
+    let mut reg = registry();
+    while let Some((seq, _)) = reg.head(db, key) {
+        let waiter = remove(ctx, &mut reg, db, key, seq).expect("head waiter");
+        Stats::add(&STATS.errors, 1);
+        Stats::add(&STATS.cluster_redirects, 1);
+        waiter.client.unblock(Some(Reply::Error(error.clone())));
+    }
+    false
+}
+
 /// Serves the queue of `lk`: grants to the head while the lock allows it (consecutive readers
 /// together), answers waiters the value no longer suits (WRONGTYPE), stops at the first that
 /// must keep waiting. The caller saves `lk` afterwards.
@@ -194,6 +238,8 @@ pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) 
             want: head.want,
             lease_ms: head.lease_ms,
             fence: head.fence,
+            bind: head.bind,
+            lock_delay: head.lock_delay,
         };
         let reply = match try_grant(ctx, lk, req, now, false) {
             Ok(None) => return,
@@ -227,8 +273,13 @@ fn rearm(ctx: Ctx, reg: &mut Registry, db: i32, lk: &LockKey, now: i64) {
     let Some(slot) = reg.lease_timer(db, lk.key) else {
         return;
     };
-    // Redis expires a key once now > deadline: wake 1 ms after it.
-    let wanted = rules::next_change(&lk.value).map(|at| at.saturating_add(1));
+    // Redis expires a key once now > deadline: wake 1 ms after it (or after a lock-delay).
+    let delay_end = lk.delay.running_until(&lk.value, now);
+    let wanted = match (rules::next_change(&lk.value), delay_end) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+    .map(|at| at.saturating_add(1));
     match (*slot, wanted) {
         (Some((_, at)), Some(w)) if at <= w => {} // an earlier timer re-checks and re-arms
         (old, Some(w)) => {
@@ -265,10 +316,14 @@ pub fn with_lock<'k, R>(
     // A queue anywhere: the lease timer may need the key's expiry.
     let need_expire = super::waiting() > 0;
     let mut lk = LockKey::open(ctx, key, name, true, owner, need_expire);
+    if !matches!(lk.value, LockValue::Semaphore(_) | LockValue::NotALock) {
+        lk.delay = super::delay::LockDelay::load(ctx, key);
+    }
     let now = crate::ffi::context::now_ms();
     let mut reg = registry();
     prepare(ctx, &mut reg, db, &mut lk, now);
     let result = step(&mut reg, &mut lk, now);
+    lk.delay.save(ctx, key, &lk.value, now);
     lk.save();
     rearm(ctx, &mut reg, db, &lk, now);
     result

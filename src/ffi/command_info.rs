@@ -11,6 +11,8 @@ use std::os::raw::c_int;
 
 use redis_module::raw;
 
+use super::api;
+
 /// One argument as `COMMAND DOCS` shows it.
 pub struct Arg {
     pub name: &'static CStr,
@@ -175,8 +177,9 @@ pub unsafe fn describe(ctx: *mut raw::RedisModuleCtx, docs: &[CommandDoc]) -> Re
         sizeof_arg: std::mem::size_of::<raw::RedisModuleCommandArg>(),
     };
     for doc in docs {
-        // SAFETY: `ctx` is the OnLoad context; the name is a valid C string.
-        let command = unsafe { raw::RedisModule_GetCommand.unwrap()(ctx, doc.name.as_ptr()) };
+        // SAFETY: `ctx` is the OnLoad context (caller); the name is NUL-terminated and Redis
+        // only reads it during the call; a name it does not know gives null (checked below).
+        let command = unsafe { api!(RedisModule_GetCommand)(ctx, doc.name.as_ptr()) };
         if command.is_null() {
             continue; // not registered by this build
         }
@@ -205,14 +208,17 @@ pub unsafe fn describe(ctx: *mut raw::RedisModuleCtx, docs: &[CommandDoc]) -> Re
         };
         // SAFETY: `command` came from GetCommand; `info` and everything it points to live
         // until the call returns, and Redis copies what it keeps.
-        let ok = unsafe { raw::RedisModule_SetCommandInfo.unwrap()(command, &info) };
+        let ok = unsafe { api!(RedisModule_SetCommandInfo)(command, &info) };
         if ok != raw::REDISMODULE_OK as c_int {
             return Err(format!("invalid command info for {:?}", doc.name));
         }
-        // SAFETY: the function pointer is only present on servers that export it (7.2+).
+        // SAFETY: reads the API table, which `RedisModule_Init` filled before any command
+        // was created and nothing writes afterwards (the pointer is set on 7.2+ only).
         if let Some(set_categories) = unsafe { raw::RedisModule_SetCommandACLCategories } {
-            if unsafe { set_categories(command, doc.acl.as_ptr()) } != raw::REDISMODULE_OK as c_int
-            {
+            // SAFETY: `command` came from GetCommand; the categories are NUL-terminated and
+            // Redis parses them during the call.
+            let status = unsafe { set_categories(command, doc.acl.as_ptr()) };
+            if status != raw::REDISMODULE_OK as c_int {
                 return Err(format!("invalid ACL categories for {:?}", doc.name));
             }
         }

@@ -53,6 +53,21 @@ impl Ctx {
         self.flags() & forbid == 0
     }
 
+    /// The id of the client that sent the running command (`CLIENT ID`).
+    pub fn client_id(self) -> u64 {
+        // SAFETY: a live command context.
+        unsafe { api!(RedisModule_GetClientId)(self.as_ptr()) }
+    }
+
+    /// Whether the running command comes from a user's own connection: not from a script or
+    /// function, not replicated from a master, not replayed from the AOF.
+    pub fn sent_by_a_connection(self) -> bool {
+        let not = raw::REDISMODULE_CTX_FLAGS_LUA
+            | raw::REDISMODULE_CTX_FLAGS_REPLICATED
+            | raw::REDISMODULE_CTX_FLAGS_LOADING;
+        self.flags() & not == 0
+    }
+
     /// Whether this server may write on its own (timers, events): a master that is not
     /// loading, neither an RDB/AOF nor (a `repl-diskless-load swapdb` replica) a new data set
     /// in the background. A replica must leave the master's replicated deletes alone.

@@ -17,7 +17,7 @@ pub fn replicate(ctx: Ctx, cmd: &CStr, args: &[&RStr]) {
         return;
     }
     let (c, p) = (ctx.as_ptr(), cmd.as_ptr());
-    // SAFETY (every arm): a live context; `cmd` and the format are NUL-terminated; the
+    // SAFETY: (every arm) a live context; `cmd` and the format are NUL-terminated; the
     // variadic arguments are as many live strings as the format says ("v": an array of `len`
     // live strings, which `args` keeps alive for the call).
     unsafe {

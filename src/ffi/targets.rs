@@ -18,6 +18,9 @@
 //! - start-up, MODULE LOAD, loading a data set (a master keeps the backlog of an RDB that
 //!   has replication information).
 //!
+//! A Valkey 9+ cluster node always propagates: an atomic slot migration streams the slot's
+//! propagated writes to its target, and it may start at any moment.
+//!
 //! Each of these only marks the answer unknown; the next propagation asks Redis again
 //! (INFO replication, ~20k instructions once). Turning back to "nothing" (AOF switched off,
 //! backlog freed after `repl-backlog-ttl`) is not announced: the module keeps propagating
@@ -84,6 +87,12 @@ fn ask(ctx: Ctx) -> u8 {
         t |= AOF;
     }
     if flags & raw::REDISMODULE_CTX_FLAGS_MASTER == 0 || replication_in_use(ctx) {
+        t |= REPLICAS;
+    }
+    // Valkey 9+ cluster: an atomic slot migration (`CLUSTER MIGRATESLOTS`) may start at any
+    // moment and sends the target the slot's writes as propagated, replicas or not.
+    let cluster = flags & raw::REDISMODULE_CTX_FLAGS_CLUSTER != 0;
+    if cluster && super::cluster::server_has_atomic_slot_migration(ctx) {
         t |= REPLICAS;
     }
     t

@@ -308,9 +308,14 @@ pub fn key_slot(key: &[u8]) -> u16 {
     dlock_core::names::key_slot(key)
 }
 
-/// The fencing counter's key name for lock `k`.
-pub fn fence_key(k: &str) -> String {
-    String::from_utf8(dlock_core::names::fence_key(k.as_bytes())).expect("UTF-8 key")
+/// The fencing counter of lock `k`'s slot.
+pub fn slot_fence_key(k: &str) -> String {
+    String::from_utf8(dlock_core::names::slot_fence_key(k.as_bytes())).expect("UTF-8 key")
+}
+
+/// The per-lock fencing counter that earlier versions kept for lock `k`.
+pub fn legacy_fence_key(k: &str) -> String {
+    String::from_utf8(dlock_core::names::legacy_fence_key(k.as_bytes())).expect("UTF-8 key")
 }
 
 /// Redisson's unlock channel for `k` with the default prefix.

@@ -17,12 +17,18 @@ pub struct ClusterBuilder {
     primaries: usize,
     replicas_per_primary: usize,
     node: ServerBuilder,
+    node_timeout_ms: u64,
 }
 
 impl ClusterBuilder {
     /// `n` replicas for each primary (default 0).
     pub fn replicas(mut self, n: usize) -> Self {
         self.replicas_per_primary = n;
+        self
+    }
+    /// `cluster-node-timeout` (default 5000 ms): how soon a dead node is declared failed.
+    pub fn node_timeout_ms(mut self, ms: u64) -> Self {
+        self.node_timeout_ms = ms;
         self
     }
     /// Start every node from `node` (e.g. with an ACL file); the cluster options are added.
@@ -39,7 +45,7 @@ impl ClusterBuilder {
                 .clone()
                 .args(["--cluster-enabled", "yes"])
                 .args(["--cluster-config-file", "nodes.conf"])
-                .args(["--cluster-node-timeout", "5000"])
+                .args(["--cluster-node-timeout", &self.node_timeout_ms.to_string()])
                 // The default bus port (port + 10000) may be taken or out of range.
                 .args(["--cluster-port", bus.as_str()])
                 .args(["--cluster-announce-ip", "127.0.0.1"])
@@ -148,6 +154,7 @@ impl Cluster {
             primaries,
             replicas_per_primary: 0,
             node: Server::builder(),
+            node_timeout_ms: 5000,
         }
     }
 
@@ -182,7 +189,12 @@ impl Cluster {
 
     /// The node (index) serving `slot`, as node 0's `CLUSTER SLOTS` says.
     pub fn slot_owner(&self, slot: u16) -> usize {
-        let mut c = self.nodes[0].connection();
+        self.slot_owner_seen_by(0, slot)
+    }
+
+    /// The node (index) serving `slot`, as node `by`'s `CLUSTER SLOTS` says.
+    pub fn slot_owner_seen_by(&self, by: usize, slot: u16) -> usize {
+        let mut c = self.nodes[by].connection();
         let v: Vec<Value> = redis::cmd("CLUSTER")
             .arg("SLOTS")
             .query(&mut c)
@@ -273,6 +285,38 @@ impl Cluster {
         for i in (0..self.primaries).filter(|i| *i != to) {
             self.setslot(i, slot, "NODE", &id);
         }
+    }
+
+    /// Moves `slot` from node `from` to node `to` with Valkey 9's atomic slot migration
+    /// (`CLUSTER MIGRATESLOTS`), and waits until both nodes see `to` as its owner and `from`
+    /// has dropped its copies of the slot's keys. `Err`: the source refused the command.
+    pub fn migrate_slot_atomically(&self, slot: u16, from: usize, to: usize) -> Result<(), String> {
+        let mut c = self.nodes[from].connection();
+        let _: () = redis::cmd("CLUSTER")
+            .arg("MIGRATESLOTS")
+            .arg("SLOTSRANGE")
+            .arg(slot)
+            .arg(slot)
+            .arg("NODE")
+            .arg(self.node_id(to))
+            .query(&mut c)
+            .map_err(|e| e.to_string())?;
+        wait_for(
+            Duration::from_secs(30),
+            "atomic slot migration done",
+            || {
+                let owned = [from, to]
+                    .iter()
+                    .all(|&n| self.slot_owner_seen_by(n, slot) == to);
+                let left: i64 = redis::cmd("CLUSTER")
+                    .arg("COUNTKEYSINSLOT")
+                    .arg(slot)
+                    .query(&mut c)
+                    .ok()?;
+                (owned && left == 0).then_some(())
+            },
+        );
+        Ok(())
     }
 
     fn setslot(&self, node: usize, slot: u16, what: &str, id: &str) {

@@ -17,11 +17,14 @@
 //! - `REDIS_SERVER`: the server binary (default `redis-server`; `make test-matrix` runs the
 //!   suite once per server of the matrix). `version` tells tests which server it is.
 //! - `DLOCK_MODULE`: path of the module (default `<workspace>/target/release/libdlock.so`,
-//!   which `make test` builds first).
+//!   which `make test` builds first; [`module_path`] refuses that one when it is older than
+//!   its sources).
+#![forbid(unsafe_code)]
 
 pub mod cluster;
 pub mod info;
 pub mod keys;
+mod module_build;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
@@ -31,12 +34,21 @@ pub mod workers;
 pub use cluster::Cluster;
 pub use info::{info_field, info_int, info_section, used_memory};
 pub use keys::{hgetall, pttl};
+pub use module_build::module_path;
 pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, ReplicaSet};
 pub use sentinel::Sentinels;
-pub use server::{free_port, module_path, server_binary, Server, ServerBuilder};
-pub use version::{server_version, skip, Flavor, ServerVersion};
+pub use server::{free_port, server_binary, Server, ServerBuilder};
+pub use version::{server_version, skip, valkey9_binary, Flavor, ServerVersion};
 
 use std::time::{Duration, Instant};
+
+/// How late a test may see an event that the module or the client times to the millisecond
+/// (a hand-off when a lease ends, a WAIT time-out, a lost-lease signal). They are punctual on
+/// an idle machine (figures in the tests' output), but with two test suites on two cores a
+/// process can wait hundreds of ms for a core (267 ms seen). Still far below the seconds after
+/// which a missing hand-off shows (a WAIT time-out, or none at all). "Not before" bounds
+/// need no slack: they are exact.
+pub const LATENESS_BOUND: Duration = Duration::from_secs(1);
 
 /// Poll `f` every 5 ms until it returns `Some`, or panic after `timeout` with `what`.
 /// For states the server reaches on its own (a replica catching up, a lease running out);

@@ -6,14 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Path of the built module.
-pub fn module_path() -> PathBuf {
-    if let Ok(p) = std::env::var("DLOCK_MODULE") {
-        return PathBuf::from(p);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    root.join("target/release/libdlock.so")
-}
+use crate::module_build::module_path;
 
 /// The server binary to run.
 pub fn server_binary() -> String {
@@ -42,6 +35,8 @@ pub struct ServerBuilder {
     wrapper: Vec<String>,
     /// Port of the primary to replicate (`--replicaof`).
     primary: Option<u16>,
+    /// The server binary, when not [`server_binary`].
+    binary: Option<String>,
 }
 
 impl Default for ServerBuilder {
@@ -54,6 +49,7 @@ impl Default for ServerBuilder {
             port: None,
             wrapper: vec![],
             primary: None,
+            binary: None,
         }
     }
 }
@@ -96,6 +92,12 @@ impl ServerBuilder {
         self.primary = Some(primary.port());
         self
     }
+    /// Run this server binary instead of [`server_binary`] (e.g. a Valkey 9 for a test of
+    /// atomic slot migration, see [`crate::valkey9_binary`]).
+    pub fn binary(mut self, path: &str) -> Self {
+        self.binary = Some(path.to_string());
+        self
+    }
     /// Start the server and wait until it answers PING. Panics with the server log on failure.
     pub fn start(self) -> Server {
         self.try_start().unwrap_or_else(|e| panic!("{e}"))
@@ -117,13 +119,14 @@ impl ServerBuilder {
         let tmp = tempfile::tempdir().expect("tempdir");
         let dir = self.dir.clone().unwrap_or_else(|| tmp.path().to_path_buf());
         let log = tmp.path().join("server.log");
+        let binary = self.binary.clone().unwrap_or_else(server_binary);
         let mut cmd = match self.wrapper.split_first() {
             Some((program, args)) => {
                 let mut c = Command::new(program);
-                c.args(args).arg(server_binary());
+                c.args(args).arg(&binary);
                 c
             }
-            None => Command::new(server_binary()),
+            None => Command::new(&binary),
         };
         cmd.arg("--port")
             .arg(port.to_string())
@@ -154,7 +157,7 @@ impl ServerBuilder {
             .stderr(Stdio::null());
         let child = cmd
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", server_binary()))?;
+            .map_err(|e| format!("cannot run {binary}: {e}"))?;
         let mut server = Server {
             child,
             port,

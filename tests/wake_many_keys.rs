@@ -1,0 +1,104 @@
+//! Every wake source with clients queued on 1,000 keys at once: the cost of watching for
+//! DEL/RENAME/MOVE/overwrite does not depend on how many keys are waited on, and nothing is
+//! left once the waiters have gone.
+
+mod common;
+use common::*;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+const KEYS: usize = 1000;
+
+/// A waiter on its own connection, written raw (1,000 blocked clients without 1,000 threads).
+struct RawWaiter {
+    reader: BufReader<TcpStream>,
+}
+
+impl RawWaiter {
+    fn start(port: u16, args: &[&str]) -> RawWaiter {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let parts: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+        s.write_all(&resp_encode(&parts)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        RawWaiter {
+            reader: BufReader::new(s),
+        }
+    }
+
+    /// The first line of the reply (`:1`, `-WRONGTYPE ...`, `_`/`*-1` for null).
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.reader.read_line(&mut l).expect("a reply");
+        l.trim_end().to_string()
+    }
+}
+
+fn key(i: usize) -> String {
+    format!("many:{i}")
+}
+
+#[test]
+fn wake_sources_with_a_thousand_queued_keys() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let mut p = redis::pipe();
+    for i in 0..KEYS {
+        p.cmd("DLOCK.ACQUIRE").arg(key(i)).arg("h").arg(60_000);
+    }
+    let _: Vec<i64> = p.query(&mut c).unwrap();
+    let mut waiters: Vec<RawWaiter> = (0..KEYS)
+        .map(|i| {
+            RawWaiter::start(
+                srv.port(),
+                &["DLOCK.ACQUIRE", &key(i), "w", "60000", "WAIT", "30000"],
+            )
+        })
+        .collect();
+    wait_for(Duration::from_secs(20), "1,000 waiters queued", || {
+        (info_dlock(&mut c)["dlock_waiters"] == KEYS as i64).then_some(())
+    });
+
+    // One wake source per key, each far from the others in the set of waited keys.
+    let mut lat = vec![];
+    let mut timed = |i: usize, expect: &str, act: &mut dyn FnMut(&mut Connection)| {
+        let t = Instant::now();
+        act(&mut c);
+        let got = waiters[i].line();
+        assert!(got.starts_with(expect), "waiter {i}: {got}");
+        lat.push((i, t.elapsed()));
+    };
+    timed(10, ":1", &mut |c| {
+        let _: i64 = redis::cmd("DEL").arg(key(10)).query(c).unwrap();
+    });
+    timed(333, ":1", &mut |c| {
+        let _: () = redis::cmd("RENAME").arg(key(333)).arg("elsewhere").query(c).unwrap();
+    });
+    timed(500, ":1", &mut |c| assert_eq!(release(c, &key(500), "h"), Reply::Int(1)));
+    timed(777, "-WRONGTYPE", &mut |c| {
+        let _: () = redis::cmd("SET").arg(key(777)).arg("v").query(c).unwrap();
+    });
+    timed(999, ":1", &mut |c| {
+        let _: i64 = redis::cmd("PEXPIRE").arg(key(999)).arg(1).query(c).unwrap();
+    });
+    for (i, d) in &lat {
+        println!("waiter {i} answered {d:?} after its key changed");
+        assert!(*d < Duration::from_secs(2), "waiter {i}: {d:?}");
+    }
+
+    // Every other waiter leaves (disconnects): nothing queued is left behind.
+    drop(waiters);
+    wait_for(Duration::from_secs(20), "the waiters to be gone", || {
+        (info_dlock(&mut c)["dlock_waiters"] == 0).then_some(())
+    });
+    // The module still serves a new wait on one key.
+    let w = enqueue(
+        &srv,
+        &mut c,
+        &key(1),
+        &["DLOCK.ACQUIRE", &key(1), "w2", "1000", "WAIT", "10000"],
+        1,
+    );
+    let _: i64 = redis::cmd("DEL").arg(key(1)).query(&mut c).unwrap();
+    assert_eq!(w.reply(), Reply::Int(1));
+}
