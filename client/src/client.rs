@@ -1,45 +1,17 @@
 //! [`Client`]: connects (single node, Sentinel, Cluster), picks the backend, hands out
 //! lock handles and runs the watchdog task.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 
-use crate::backend::Engine;
+use crate::backend::ActiveBackend;
 use crate::config::Target;
-use crate::conn::cluster::SlotMap;
-use crate::conn::pool::WaitPool;
-use crate::conn::sentinel::SentinelConn;
-use crate::conn::single::Single;
-use crate::conn::{ConnKind, Connection};
-use crate::lease::Registry;
+use crate::conn::{Connection, Link};
 use crate::owner::next_owner_number;
-use crate::{watchdog, ClientBuilder, Config, Error, Lock, LockKind, Owner, Result, RwLock};
-
-pub(crate) struct Inner {
-    /// The single node, the master found at connect time, or the first cluster seed.
-    pub(crate) redis: redis::Client,
-    /// What [`Client::connection`] hands out.
-    manager: ConnectionManager,
-    pub(crate) conn: Connection,
-    pub(crate) config: Config,
-    pub(crate) engine: Engine,
-    prefix: String,
-    /// The server's name for ordering and its address for messages ([`Target::names`]).
-    names: (String, String),
-    pub(crate) registry: Registry,
-    pub(crate) pool: WaitPool,
-    pub(crate) runtime: tokio::runtime::Handle,
-    watchdog: Mutex<Option<tokio::task::AbortHandle>>,
-}
-
-impl Drop for Inner {
-    fn drop(&mut self) {
-        if let Some(h) = self.watchdog.lock().unwrap().take() {
-            h.abort();
-        }
-    }
-}
+use crate::shared::Inner;
+use crate::waiters::{self, Waiter};
+use crate::{watchdog, ClientBuilder, Error, Owner, Result};
 
 /// A connection to one Redis deployment, shared by all locks it hands out. Cheap to clone.
 /// One background task per client (the watchdog) renews every watchdog-held lock.
@@ -53,20 +25,17 @@ impl Drop for Inner {
 #[derive(Clone)]
 pub struct Client {
     pub(crate) inner: Arc<Inner>,
+    /// The backend in use (chosen at connect time).
+    pub(crate) backend: Arc<ActiveBackend>,
 }
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
-            .field("native", &self.inner.engine.is_native())
+            .field("native", &self.backend.is_native())
             .field("prefix", &self.inner.prefix)
             .finish()
     }
-}
-
-/// `host:port` of a client's node, for messages.
-fn addr_of(c: &redis::Client) -> String {
-    c.get_connection_info().addr.to_string()
 }
 
 impl Client {
@@ -137,109 +106,21 @@ impl Client {
         ClientBuilder::new(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
     }
 
-    pub(crate) async fn connect(target: Target, config: Config) -> Result<Client> {
-        let connect_timeout = config.response_timeout;
+    async fn connect(target: Target, config: crate::Config) -> Result<Client> {
         let names = target.names()?;
-        let (redis, conn) = match &target {
-            Target::Single(url) => {
-                let c = redis::Client::open(url.as_str())
-                    .map_err(|e| Error::Config(format!("{url}: {e}")))?;
-                // One attempt: a refused port or a bad host answers at once with its cause
-                // and address.
-                let single = Single::connect(c.clone(), connect_timeout, config.retry).await?;
-                (
-                    c,
-                    Connection {
-                        kind: ConnKind::Single(single),
-                    },
-                )
-            }
-            Target::Sentinel { sentinels, service } => {
-                let s = redis::sentinel::Sentinel::build(sentinels.clone())
-                    .map_err(|e| Error::Config(e.to_string()))?;
-                let sc = Arc::new(SentinelConn {
-                    sentinel: tokio::sync::Mutex::new(s),
-                    service: service.clone(),
-                    current: Mutex::new(None),
-                    timeout: config.response_timeout,
-                });
-                let (c, _) = sc
-                    .master()
-                    .await
-                    .map_err(|e| Error::connect(&sentinels.join(","), e))?;
-                (
-                    c,
-                    Connection {
-                        kind: ConnKind::Sentinel(sc),
-                    },
-                )
-            }
-            Target::Cluster(nodes) => {
-                let first = nodes
-                    .first()
-                    .ok_or_else(|| Error::Config("no cluster node given".into()))?;
-                let seed = redis::Client::open(first.as_str())
-                    .map_err(|e| Error::Config(format!("{first}: {e}")))?;
-                let cc = redis::cluster::ClusterClient::builder(nodes.clone())
-                    .connection_timeout(config.response_timeout)
-                    .response_timeout(config.response_timeout)
-                    .retries(config.retry.attempts().max(1))
-                    .build()
-                    .map_err(|e| Error::Config(e.to_string()))?;
-                let all = nodes.join(",");
-                let limit = config.response_timeout.saturating_mul(2);
-                let mut c = tokio::time::timeout(limit, cc.get_async_connection())
-                    .await
-                    .map_err(|_| Error::connect_timeout(&all, limit))?
-                    .map_err(|e| Error::connect(&all, e))?;
-                let slots = Arc::new(SlotMap::default());
-                slots.refresh(&mut c).await;
-                (
-                    seed,
-                    Connection {
-                        kind: ConnKind::Cluster(c, slots),
-                    },
-                )
-            }
-        };
-        let r = config.retry;
-        let mgr_cfg = ConnectionManagerConfig::new()
-            .set_number_of_retries(r.attempts() as usize)
-            .set_factor(r.delay(0).as_millis().max(1) as u64)
-            .set_exponent_base(2)
-            .set_max_delay(r.delay(u32::MAX).as_millis().max(1) as u64)
-            .set_connection_timeout(config.response_timeout)
-            .set_response_timeout(config.response_timeout);
-        let addr = addr_of(&redis);
-        let limit = config.response_timeout.saturating_mul(2);
-        let manager = tokio::time::timeout(
-            limit,
-            ConnectionManager::new_with_config(redis.clone(), mgr_cfg),
-        )
-        .await
-        .map_err(|_| Error::connect_timeout(&addr, limit))?
-        .map_err(|e| Error::connect(&addr, e))?;
-        let engine = Engine::detect(config.backend, &conn).await?;
+        let link = Link::connect(&target, config.response_timeout, config.retry).await?;
+        let backend = Arc::new(ActiveBackend::detect(config.backend, link.shared()).await?);
         let prefix = config.owner_prefix.clone().unwrap_or_else(|| {
             let v: u128 = rand::random();
             format!("{v:032x}")
         });
-        let inner = Arc::new(Inner {
-            redis,
-            manager,
-            conn,
-            engine,
-            prefix,
-            names,
-            registry: Registry::default(),
-            pool: WaitPool::default(),
-            runtime: tokio::runtime::Handle::current(),
-            watchdog: Mutex::new(None),
-            config,
-        });
-        let task = tokio::spawn(watchdog::run(Arc::downgrade(&inner)));
+        let inner = Arc::new(Inner::new(link, config, prefix, names));
+        let task = tokio::spawn(watchdog::run(
+            Arc::downgrade(&inner),
+            Arc::downgrade(&backend),
+        ));
         *inner.watchdog.lock().unwrap() = Some(task.abort_handle());
-        Ok(Client { inner })
+        Ok(Client { inner, backend })
     }
 
     /// True when the client uses the dlock module's commands.
@@ -249,11 +130,11 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn is_native(&self) -> bool {
-        self.inner.engine.is_native()
+        self.backend.is_native()
     }
 
     /// The configuration in force.
-    pub fn config(&self) -> &Config {
+    pub fn config(&self) -> &crate::Config {
         &self.inner.config
     }
 
@@ -278,36 +159,6 @@ impl Client {
         Owner::from_id(format!("{}:{n}", self.inner.prefix))
     }
 
-    /// A lock handle on `name` with its own new owner: acquiring twice through this handle
-    /// (or its clones) is reentrant; another handle from `lock(name)` is another owner.
-    /// ```no_run
-    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
-    /// let a = client.lock("k");
-    /// let b = client.lock("k");
-    /// assert_ne!(a.owner(), b.owner());
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self, name: impl Into<String>) -> Lock {
-        self.lock_as(name, &self.owner())
-    }
-
-    /// A lock handle on `name` acting for `owner` (reentrant across every handle of that owner).
-    /// ```no_run
-    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
-    /// let owner = client.owner();
-    /// let g = client.lock_as("k", &owner).acquire().await?;
-    /// assert_eq!(g.owner_id(), owner.id());
-    /// # Ok(()) }
-    /// ```
-    pub fn lock_as(&self, name: impl Into<String>, owner: &Owner) -> Lock {
-        Lock::new(
-            self.clone(),
-            name.into(),
-            owner.clone(),
-            LockKind::Exclusive,
-        )
-    }
-
     /// Number of locks the watchdog currently renews.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
@@ -316,9 +167,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn watched_locks(&self) -> usize {
-        crate::lease::entries(&self.inner.registry.lock())
-            .filter(|e| e.is_watched())
-            .count()
+        self.inner.registry.watched_count()
     }
 
     /// The underlying connection (multiplexed, reconnecting), e.g. for the data the lock protects.
@@ -334,7 +183,7 @@ impl Client {
     /// time / the first seed node, which does not follow failovers or redirections: use
     /// [`shared_connection`](Self::shared_connection) there.
     pub fn connection(&self) -> ConnectionManager {
-        self.inner.manager.clone()
+        self.inner.link.manager()
     }
 
     /// The connection the client's own commands use: single node, Sentinel master or
@@ -346,7 +195,7 @@ impl Client {
     /// # let _ = pong; Ok(()) }
     /// ```
     pub fn shared_connection(&self) -> Connection {
-        self.inner.conn.clone()
+        self.inner.link.shared().clone()
     }
 
     /// True for a Redis Cluster client ([`Client::cluster_builder`]).
@@ -356,31 +205,7 @@ impl Client {
     /// # Ok(()) }
     /// ```
     pub fn is_cluster(&self) -> bool {
-        self.inner.conn.is_cluster()
-    }
-
-    /// A read-write lock handle on `name` with a new owner (see [`RwLock`]).
-    /// ```no_run
-    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
-    /// let rw = client.rwlock("config");
-    /// let r = rw.read().acquire().await?;
-    /// r.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
-        self.rwlock_as(name, &self.owner())
-    }
-
-    /// A read-write lock handle on `name` acting for `owner`.
-    /// ```no_run
-    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
-    /// let owner = client.owner();
-    /// let w = client.rwlock_as("config", &owner).write().acquire().await?;
-    /// assert_eq!(w.owner_id(), owner.id());
-    /// # Ok(()) }
-    /// ```
-    pub fn rwlock_as(&self, name: impl Into<String>, owner: &Owner) -> RwLock {
-        RwLock::new(self.clone(), name.into(), owner.clone())
+        self.inner.link.shared().is_cluster()
     }
 
     /// A stable name of the server (or cluster) this client talks to, for ordering.
@@ -394,43 +219,56 @@ impl Client {
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
-        &self.inner.runtime
+        self.inner.link.runtime()
+    }
+
+    /// The clients waiting on lock `name` (any kind: lock, read-write lock, semaphore), in
+    /// FIFO order: the module's `DLOCK.WAITERS`. Empty when nobody waits or there is no
+    /// such key; [`Error::WrongType`] when the key holds something that is not a lock.
+    ///
+    /// Native backend only: plain Redis keeps no queue (the script backend's waiters retry
+    /// on their own), so there this answers [`Error::Unsupported`].
+    ///
+    /// Cancel safety: cancel-safe (read only).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let queue = client.waiters("pool").await?;
+    /// if let Some(first) = queue.first() {
+    ///     println!("next in line: {} ({:?})", first.owner, first.request);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn waiters(&self, name: &str) -> Result<Vec<Waiter>> {
+        if !self.is_native() {
+            return Err(Error::Unsupported(
+                "waiters() needs the dlock module: plain Redis keeps no queue",
+            ));
+        }
+        waiters::query(&mut self.inner.link.shared().clone(), name).await
     }
 }
 
-impl Inner {
-    /// A client for the node that owns `key` (single node, current Sentinel master, or the
-    /// cluster node serving the key's slot, from the cached slot map).
-    pub(crate) async fn node_client(&self, key: &str) -> Result<redis::Client> {
-        match &self.conn.kind {
-            ConnKind::Single(_) => Ok(self.redis.clone()),
-            ConnKind::Sentinel(s) => s
-                .master()
-                .await
-                .map(|(c, _)| c)
-                .map_err(|e| Error::from_redis(key, e)),
-            ConnKind::Cluster(_, slots) => match slots.addr_for(key) {
-                Some(addr) => redis::Client::open(format!("redis://{addr}/"))
-                    .map_err(|e| Error::Config(e.to_string())),
-                // Unknown: the seed node will redirect us.
-                None => Ok(self.redis.clone()),
-            },
-        }
-    }
-
-    /// The client the script backend's unlock-channel subscriptions for `key` use: the
-    /// node serving `key` (pub/sub messages of a cluster reach every node, but the
-    /// subscription belongs with the key).
-    pub(crate) async fn pubsub_client(&self, key: &str) -> redis::Client {
-        self.node_client(key)
-            .await
-            .unwrap_or_else(|_| self.redis.clone())
-    }
-
-    /// The cluster's slot map changed (a `MOVED` reply): read it again.
-    pub(crate) async fn slots_moved(&self) {
-        if let ConnKind::Cluster(c, slots) = &self.conn.kind {
-            slots.refresh(&mut c.clone()).await;
-        }
+impl ClientBuilder {
+    /// Check the settings, connect, pick the backend and start the watchdog task (on the
+    /// current tokio runtime).
+    ///
+    /// Errors: [`Error::Config`] for settings that cannot work (lease 0, renew interval not
+    /// shorter than the lease, a bad URL, [`Backend::Native`](crate::Backend::Native) on a server without the
+    /// module); [`Error::Connect`] naming the address and the cause when the server cannot
+    /// be reached.
+    ///
+    /// Cancel safety: cancel-safe (nothing is held before it returns).
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// let client = dlock_client::Client::builder("redis://127.0.0.1:6379/").build().await?;
+    /// # let _ = client; Ok(()) }
+    /// ```
+    pub async fn build(mut self) -> Result<Client> {
+        // Duration::MAX (no limit) is the module's longest lease.
+        let max = std::time::Duration::from_millis(crate::config::MAX_MS);
+        self.config.lease = self.config.lease.min(max);
+        self.config.renew_interval = self.config.renew_interval.map(|r| r.min(max));
+        self.config.validate()?;
+        Client::connect(self.target, self.config).await
     }
 }

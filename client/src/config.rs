@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{Client, Error, Result};
+use crate::{Error, Result};
 
 /// The longest lease or wait the module accepts (ten years, in ms); longer durations,
 /// [`Duration::MAX`] included, mean "no limit" and are sent as this (a lease) or as "wait
@@ -177,7 +177,7 @@ impl Config {
     }
 
     /// Refuse settings that cannot work.
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.lease.is_zero() {
             return Err(Error::Config("lease must be > 0".into()));
         }
@@ -352,26 +352,63 @@ impl ClientBuilder {
         self.config.min_replicas = (n > 0).then_some((n, timeout));
         self
     }
-    /// Check the settings, connect, pick the backend and start the watchdog task (on the
-    /// current tokio runtime).
-    ///
-    /// Errors: [`Error::Config`] for settings that cannot work (lease 0, renew interval not
-    /// shorter than the lease, a bad URL, [`Backend::Native`] on a server without the
-    /// module); [`Error::Connect`] naming the address and the cause when the server cannot
-    /// be reached.
-    ///
-    /// Cancel safety: cancel-safe (nothing is held before it returns).
-    /// ```no_run
-    /// # async fn demo() -> dlock_client::Result<()> {
-    /// let client = dlock_client::Client::builder("redis://127.0.0.1:6379/").build().await?;
-    /// # let _ = client; Ok(()) }
-    /// ```
-    pub async fn build(mut self) -> Result<Client> {
-        // Duration::MAX (no limit) is the module's longest lease.
-        let max = Duration::from_millis(MAX_MS);
-        self.config.lease = self.config.lease.min(max);
-        self.config.renew_interval = self.config.renew_interval.map(|r| r.min(max));
-        self.config.validate()?;
-        Client::connect(self.target, self.config).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_ms_is_whole_ms_between_1_and_the_maximum() {
+        assert_eq!(wire_ms(Duration::ZERO), 1);
+        assert_eq!(wire_ms(Duration::from_micros(1500)), 1);
+        assert_eq!(wire_ms(Duration::from_millis(30_000)), 30_000);
+        assert_eq!(wire_ms(Duration::MAX), MAX_MS);
+        assert_eq!(wire_ms(Duration::from_millis(MAX_MS + 1)), MAX_MS);
+    }
+
+    #[test]
+    fn unlimited_from_the_maximum_on() {
+        assert!(!unlimited(Duration::from_millis(MAX_MS - 1)));
+        assert!(unlimited(Duration::from_millis(MAX_MS)));
+        assert!(unlimited(Duration::MAX));
+    }
+
+    #[test]
+    fn validate_refuses_what_cannot_work() {
+        let ok = Config::default();
+        assert!(ok.validate().is_ok());
+        let c = Config {
+            lease: Duration::ZERO,
+            ..Config::default()
+        };
+        assert!(matches!(c.validate(), Err(Error::Config(_))));
+        let c = Config {
+            renew_interval: Some(Duration::from_secs(30)),
+            ..Config::default()
+        };
+        assert!(matches!(c.validate(), Err(Error::Config(m)) if m.contains("renew interval")));
+        let c = Config {
+            min_replicas: Some((1, Duration::from_secs(5))),
+            ..Config::default()
+        };
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn renew_interval_defaults_to_a_third_of_the_lease() {
+        assert_eq!(Config::default().renew_interval(), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn target_names() {
+        let t = Target::Single("redis://127.0.0.1:7001/3".into());
+        assert_eq!(
+            t.names().unwrap(),
+            ("127.0.0.1:7001/3".to_string(), "127.0.0.1:7001".to_string())
+        );
+        assert!(Target::Single("not a url".into()).names().is_err());
+        let c = Target::Cluster(vec!["redis://a:1/".into(), "redis://b:2/".into()]);
+        assert_eq!(c.names().unwrap().0, "cluster:redis://a:1/,redis://b:2/");
     }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use redis::Value;
 
-use crate::lease::{remove_entry, Entry};
+use crate::lease::Entry;
 use crate::{Client, Error, LostReason, LostSignal, Result};
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in the
@@ -161,21 +161,14 @@ impl Drop for LockGuard {
 /// Give back `count` holds of `entry` (1, or a semaphore guard's permits).
 async fn release(client: &Client, entry: &Arc<Entry>, count: u64) -> Result<()> {
     let inner = &client.inner;
-    // Stop renewing before the release goes out if this was our last hold, so a renewal
-    // racing with it cannot be mistaken for a loss.
-    let last = {
-        let _map = inner.registry.lock();
-        let mut st = entry.state.lock().unwrap();
-        st.holds = st.holds.saturating_sub(count);
-        st.holds == 0
-    };
-    if last {
-        entry.deactivate();
-        remove_entry(&inner.registry, entry);
-    }
+    let _flight = inner
+        .in_flight
+        .start(&entry.key, &entry.owner, entry.kind)
+        .await;
+    let last = inner.registry.give_back(entry, count);
     let key = &entry.key;
-    let v = inner
-        .engine
+    let v = client
+        .backend
         .release(inner, entry, count)
         .await
         .map_err(|e| Error::from_redis(key, e))?;
@@ -186,7 +179,7 @@ async fn release(client: &Client, entry: &Arc<Entry>, count: u64) -> Result<()> 
                 entry.mark(LostReason::Released);
             } else {
                 entry.mark(LostReason::NotHeld);
-                remove_entry(&inner.registry, entry);
+                inner.registry.forget(entry);
             }
             Ok(())
         }
@@ -198,7 +191,7 @@ async fn release(client: &Client, entry: &Arc<Entry>, count: u64) -> Result<()> 
         }
         Value::Nil => {
             entry.mark(LostReason::NotHeld);
-            remove_entry(&inner.registry, entry);
+            inner.registry.forget(entry);
             Err(Error::NotHeld(key.to_string()))
         }
         Value::ServerError(e) => Err(Error::from_server_value(key, e)),

@@ -1,5 +1,6 @@
 //! What the client knows about the locks it holds: one [`Entry`] per held (key, owner, kind),
-//! kept in the client's [`Registry`] while held, renewed by the watchdog, and watched
+//! kept in the client's [`Registry`] while held (its map private behind methods that
+//! keep its lock order), renewed by the watchdog, and watched
 //! through a [`LostSignal`].
 
 use std::collections::HashMap;
@@ -12,7 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LockKind;
+use crate::kind::LockKind;
 
 /// Why a held lock is no longer held (the output of [`LostSignal`]).
 ///
@@ -37,46 +38,147 @@ pub enum LostReason {
     NotReplicated,
 }
 
-/// Every lock this client holds: by key, then one entry per (owner, kind). Looked up with
-/// borrowed strings, so the acquire/release path allocates no keys.
-pub(crate) type Held = HashMap<Arc<str>, Vec<Arc<Entry>>>;
-
-/// The client's [`Held`] map behind its lock.
+/// Every lock this client holds, by key, then one entry per (owner, kind): what the
+/// watchdog renews and what a cancelled acquire's clean-up compares with the server.
+/// Looked up with borrowed strings, so the acquire/release path allocates no keys.
+///
+/// **Lock order.** The registry's map, then an entry's `state`, then its `status`; never
+/// the other way round. Holding the map while a hold count changes is what makes "find or
+/// replace the entry, then count the hold" one step against a concurrent release or sweep.
 #[derive(Default)]
 pub(crate) struct Registry {
-    map: Mutex<Held>,
+    map: Mutex<HashMap<Arc<str>, Vec<Arc<Entry>>>>,
+}
+
+/// What [`Registry::hold`] records: which lock, for whom, and how.
+pub(crate) struct NewHold<'a> {
+    pub(crate) key: &'a Arc<str>,
+    pub(crate) owner: &'a Arc<str>,
+    pub(crate) kind: LockKind,
+    /// The lease a renewal sets.
+    pub(crate) lease: Duration,
+    pub(crate) watched: bool,
+    /// The lease deadline the grant set on the server.
+    pub(crate) deadline: Instant,
+    /// Holds (1, or a semaphore's permits) the grant stands for.
+    pub(crate) count: u64,
 }
 
 impl Registry {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Held> {
+    fn map(&self) -> MutexGuard<'_, HashMap<Arc<str>, Vec<Arc<Entry>>>> {
         self.map.lock().unwrap()
     }
-}
 
-/// The entry of (key, owner, kind), if held.
-pub(crate) fn find(map: &Held, key: &str, owner: &str, kind: LockKind) -> Option<Arc<Entry>> {
-    map.get(key)?
-        .iter()
-        .find(|e| e.kind == kind && &*e.owner == owner)
-        .cloned()
-}
-
-/// Store `e`, replacing the entry of the same (key, owner, kind).
-pub(crate) fn insert(map: &mut Held, e: Arc<Entry>) {
-    match map.get_mut(&*e.key) {
-        Some(v) => {
-            v.retain(|x| !(x.kind == e.kind && x.owner == e.owner));
-            v.push(e);
+    /// Count a grant: the live entry of (key, owner, kind) gets `count` more holds, or (none,
+    /// or one whose lease ran out) a new entry is stored. Answers the entry and the owner's
+    /// holds after it.
+    pub(crate) fn hold(&self, h: NewHold<'_>) -> (Arc<Entry>, u64) {
+        let now = Instant::now();
+        let mut map = self.map();
+        let found = map.get(&**h.key).and_then(|v| {
+            v.iter()
+                .find(|e| e.kind == h.kind && e.owner == *h.owner)
+                .cloned()
+        });
+        let entry = match found {
+            Some(e) if e.is_active() && e.deadline() > now => e,
+            old => {
+                if let Some(o) = old {
+                    o.mark(LostReason::LeaseExpired);
+                }
+                let e = Arc::new(Entry::new(
+                    h.key.clone(),
+                    h.owner.clone(),
+                    h.kind,
+                    h.lease,
+                    h.watched,
+                    h.deadline,
+                ));
+                let v = map.entry(h.key.clone()).or_default();
+                v.retain(|x| !(x.kind == e.kind && x.owner == e.owner));
+                v.push(e.clone());
+                e
+            }
+        };
+        let holds = {
+            let mut st = entry.state.lock().unwrap();
+            st.holds += h.count;
+            st.watched |= h.watched;
+            st.holds
+        };
+        drop(map);
+        if holds > h.count {
+            // A reentrant acquire reset the lease on the server.
+            entry.set_deadline(h.deadline);
         }
-        None => {
-            map.insert(e.key.clone(), vec![e]);
+        (entry, holds)
+    }
+
+    /// Take `count` holds off `entry` before its release is sent; true when it was the last
+    /// (then the entry stops being renewed and leaves the registry, so a renewal racing
+    /// with the release cannot be mistaken for a loss).
+    pub(crate) fn give_back(&self, entry: &Arc<Entry>, count: u64) -> bool {
+        let mut map = self.map();
+        let last = {
+            let mut st = entry.state.lock().unwrap();
+            st.holds = st.holds.saturating_sub(count);
+            st.holds == 0
+        };
+        if last {
+            entry.deactivate();
+            Self::remove(&mut map, entry);
+        }
+        last
+    }
+
+    /// Drop `e` (if it is still the entry stored for its key). The key's (maybe now empty)
+    /// list stays for the next acquire of that key to reuse; [`watched`](Self::watched)
+    /// sweeps empty lists.
+    pub(crate) fn forget(&self, e: &Arc<Entry>) {
+        Self::remove(&mut self.map(), e);
+    }
+
+    fn remove(map: &mut HashMap<Arc<str>, Vec<Arc<Entry>>>, e: &Arc<Entry>) {
+        if let Some(v) = map.get_mut(&*e.key) {
+            v.retain(|x| !Arc::ptr_eq(x, e));
         }
     }
-}
 
-/// Every entry.
-pub(crate) fn entries(map: &Held) -> impl Iterator<Item = &Arc<Entry>> {
-    map.values().flatten()
+    /// The watchdog's round: sweep entries no longer active (and keys left with none), and
+    /// answer the ones to renew.
+    pub(crate) fn watched(&self) -> Vec<Arc<Entry>> {
+        let mut map = self.map();
+        for v in map.values_mut() {
+            v.retain(|e| e.is_active());
+        }
+        map.retain(|_, v| !v.is_empty());
+        map.values()
+            .flatten()
+            .filter(|e| e.is_watched())
+            .cloned()
+            .collect()
+    }
+
+    /// How many locks the watchdog renews.
+    pub(crate) fn watched_count(&self) -> usize {
+        self.map()
+            .values()
+            .flatten()
+            .filter(|e| e.is_watched())
+            .count()
+    }
+
+    /// How many holds (permits) this client believes `owner` has on (key, kind).
+    pub(crate) fn holds_of(&self, key: &str, owner: &str, kind: LockKind) -> u64 {
+        let map = self.map();
+        let found = map
+            .get(key)
+            .and_then(|v| v.iter().find(|e| e.kind == kind && &*e.owner == owner));
+        match found {
+            Some(e) if e.is_active() => e.state.lock().unwrap().holds,
+            _ => 0,
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -92,7 +194,7 @@ pub(crate) struct Entry {
     pub(crate) kind: LockKind,
     /// The lease a renewal sets (the client's lease for watched locks).
     pub(crate) lease: Duration,
-    pub(crate) state: Mutex<EntryState>,
+    state: Mutex<EntryState>,
     active: AtomicBool,
     status: Mutex<Status>,
     /// Woken when the entry is marked lost. A renewal does not wake anyone: a waiter
@@ -103,9 +205,9 @@ pub(crate) struct Entry {
     changed: Notify,
 }
 
-pub(crate) struct EntryState {
-    pub(crate) holds: u64,
-    pub(crate) watched: bool,
+struct EntryState {
+    holds: u64,
+    watched: bool,
 }
 
 impl Entry {
@@ -135,7 +237,7 @@ impl Entry {
         self.active.load(Ordering::Acquire)
     }
     /// Stop renewing (the last hold is being released).
-    pub(crate) fn deactivate(&self) {
+    fn deactivate(&self) {
         self.active.store(false, Ordering::Release);
     }
     pub(crate) fn is_watched(&self) -> bool {
@@ -145,7 +247,7 @@ impl Entry {
         self.status.lock().unwrap().deadline
     }
     /// A reentrant grant reset the lease on the server: its deadline is `deadline`.
-    pub(crate) fn set_deadline(&self, deadline: Instant) {
+    fn set_deadline(&self, deadline: Instant) {
         self.status.lock().unwrap().deadline = deadline;
     }
     /// A renewal sent at `sent` succeeded.
@@ -182,25 +284,6 @@ impl Entry {
             return Some(LostReason::LeaseExpired);
         }
         None
-    }
-}
-
-/// Drop `e` from the registry (if it is still the entry stored for its key). The key's
-/// (now maybe empty) list stays for the next acquire of that key to reuse; the watchdog
-/// sweeps empty lists each round.
-pub(crate) fn remove_entry(reg: &Registry, e: &Arc<Entry>) {
-    let mut map = reg.lock();
-    if let Some(v) = map.get_mut(&*e.key) {
-        v.retain(|x| !Arc::ptr_eq(x, e));
-    }
-}
-
-/// How many holds this client believes `owner` has on (key, kind): what a cancelled
-/// acquire's clean-up compares with the server's count.
-pub(crate) fn local_holds(reg: &Registry, key: &str, owner: &str, kind: LockKind) -> u64 {
-    match find(&reg.lock(), key, owner, kind) {
-        Some(e) if e.is_active() => e.state.lock().unwrap().holds,
-        _ => 0,
     }
 }
 
@@ -273,5 +356,60 @@ impl IntoFuture for LostSignal {
     type IntoFuture = Pin<Box<dyn Future<Output = LostReason> + Send>>;
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.wait())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hold(r: &Registry, key: &Arc<str>, owner: &Arc<str>, watched: bool) -> (Arc<Entry>, u64) {
+        r.hold(NewHold {
+            key,
+            owner,
+            kind: LockKind::Exclusive,
+            lease: Duration::from_secs(30),
+            watched,
+            deadline: Instant::now() + Duration::from_secs(30),
+            count: 1,
+        })
+    }
+
+    #[test]
+    fn registry_counts_reentrant_holds_and_forgets_the_last() {
+        let r = Registry::default();
+        let (k, o) = (Arc::from("k"), Arc::from("o"));
+        let (e1, n1) = hold(&r, &k, &o, false);
+        let (e2, n2) = hold(&r, &k, &o, true);
+        assert!(Arc::ptr_eq(&e1, &e2));
+        assert_eq!((n1, n2), (1, 2));
+        assert_eq!(r.holds_of("k", "o", LockKind::Exclusive), 2);
+        assert_eq!(r.holds_of("k", "o", LockKind::Read), 0);
+        // One watched hold makes the entry watched.
+        assert_eq!(r.watched_count(), 1);
+        assert!(!r.give_back(&e1, 1));
+        assert!(r.give_back(&e1, 1));
+        assert!(!e1.is_active());
+        assert_eq!(r.holds_of("k", "o", LockKind::Exclusive), 0);
+        assert!(r.watched().is_empty());
+    }
+
+    #[test]
+    fn a_lapsed_entry_is_replaced_and_marked_lost() {
+        let r = Registry::default();
+        let (k, o) = (Arc::from("k"), Arc::from("o"));
+        let (old, _) = r.hold(NewHold {
+            key: &k,
+            owner: &o,
+            kind: LockKind::Exclusive,
+            lease: Duration::from_millis(1),
+            watched: false,
+            deadline: Instant::now(),
+            count: 1,
+        });
+        let (new, n) = hold(&r, &k, &o, false);
+        assert!(!Arc::ptr_eq(&old, &new));
+        assert_eq!(n, 1);
+        assert_eq!(old.lost_now(), Some(LostReason::LeaseExpired));
     }
 }

@@ -40,6 +40,7 @@
 //! server of a multi-lock or RedLock, up or down), `multilock`, `redlock`, `blocking`.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 #![cfg_attr(doctest, doc = include_str!("../README.md"))]
 
 mod backend;
@@ -49,6 +50,8 @@ mod config;
 mod conn;
 mod error;
 mod guard;
+mod inflight;
+mod kind;
 mod lease;
 mod lock;
 pub mod multilock;
@@ -57,6 +60,7 @@ mod owner;
 pub mod redlock;
 pub mod rwlock;
 mod semaphore;
+mod shared;
 mod waiters;
 mod watchdog;
 
@@ -66,8 +70,9 @@ pub use config::{Backend, ClientBuilder, Config, Retry};
 pub use conn::Connection;
 pub use error::{ConnectReason, Error, Result};
 pub use guard::LockGuard;
+pub use kind::LockKind;
 pub use lease::{LostReason, LostSignal};
-pub use lock::{Lock, LockKind};
+pub use lock::Lock;
 pub use multilock::{MultiLock, MultiLockGuard};
 pub use node::Node;
 pub use owner::Owner;

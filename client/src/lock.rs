@@ -8,67 +8,9 @@ use tokio::time::Instant;
 
 use crate::backend::{Grant, Permits, Request, Wait};
 use crate::config::wire_ms;
-use crate::lease::{find, insert, Entry};
-use crate::{Client, Error, LockGuard, LostReason, Owner, Result};
-
-/// Which lock a [`Lock`] handle takes.
-///
-/// ```
-/// assert_ne!(dlock_client::LockKind::Read, dlock_client::LockKind::Write);
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LockKind {
-    /// An exclusive lock (`DLOCK.ACQUIRE`, Redisson's `RLock`).
-    Exclusive,
-    /// The read side of a read-write lock (`DLOCK.RWLOCK ... READ`).
-    Read,
-    /// The write side of a read-write lock (`DLOCK.RWLOCK ... WRITE`).
-    Write,
-    /// Permits of a counting semaphore (`DLOCK.SEMAPHORE`, see
-    /// [`Semaphore`](crate::Semaphore)).
-    Semaphore,
-}
-
-impl LockKind {
-    /// The mode word of the module's commands (`READ`/`WRITE`), none for exclusive locks.
-    pub(crate) fn word(self) -> Option<&'static str> {
-        match self {
-            LockKind::Exclusive | LockKind::Semaphore => None,
-            LockKind::Read => Some("READ"),
-            LockKind::Write => Some("WRITE"),
-        }
-    }
-    /// The mode argument of the read-write Lua scripts.
-    pub(crate) fn script_word(self) -> &'static str {
-        match self {
-            LockKind::Exclusive | LockKind::Semaphore => "",
-            LockKind::Read => "read",
-            LockKind::Write => "write",
-        }
-    }
-    /// The hash field holding `owner`'s hold count (or permits) for this kind (the layout
-    /// is dlock-core's, shared with the module).
-    pub(crate) fn field(self, owner: &str) -> Vec<u8> {
-        use dlock_core::model::{PERMITS_PREFIX, READ_PREFIX, WRITE_PREFIX};
-        let prefix: &[u8] = match self {
-            LockKind::Exclusive => b"",
-            LockKind::Read => READ_PREFIX,
-            LockKind::Write => WRITE_PREFIX,
-            LockKind::Semaphore => PERMITS_PREFIX,
-        };
-        [prefix, owner.as_bytes()].concat()
-    }
-    /// Rank in a multi-lock's canonical order.
-    pub(crate) fn rank(self) -> u8 {
-        match self {
-            LockKind::Exclusive => 0,
-            LockKind::Read => 1,
-            LockKind::Write => 2,
-            LockKind::Semaphore => 3,
-        }
-    }
-}
+use crate::kind::LockKind;
+use crate::lease::NewHold;
+use crate::{Client, Error, LockGuard, Owner, Result};
 
 /// A handle on one lock name for one owner. Cheap to clone. Nothing is sent until you call
 /// a method.
@@ -286,8 +228,10 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
-        let inner = &self.client.inner;
-        inner.engine.force_unlock(inner, &self.name).await
+        self.client
+            .backend
+            .force_unlock(&self.client.inner, &self.name)
+            .await
     }
 
     /// Whether anyone holds the lock (`EXISTS`).
@@ -337,7 +281,7 @@ impl Lock {
     }
 
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        cmd.query_async(&mut self.client.inner.conn.clone())
+        cmd.query_async(&mut self.client.inner.link.shared().clone())
             .await
             .map_err(|e| Error::from_redis(&self.name, e))
     }
@@ -346,7 +290,7 @@ impl Lock {
     /// clean-up on nodes whose answer was lost). Errors are ignored.
     pub(crate) async fn release_blind(&self, limit: Duration) {
         let inner = &self.client.inner;
-        let cmd = inner.engine.release_cmd(
+        let cmd = self.client.backend.release_cmd(
             inner,
             &self.name,
             self.owner.id(),
@@ -354,7 +298,7 @@ impl Lock {
             inner.config.lease,
             self.count(),
         );
-        let mut conn = inner.conn.clone();
+        let mut conn = inner.link.shared().clone();
         let _ = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)).await;
     }
 
@@ -364,8 +308,9 @@ impl Lock {
         lease: Option<Duration>,
     ) -> Result<Option<LockGuard>> {
         let inner = &self.client.inner;
+        let backend = &self.client.backend;
         if self.fence {
-            inner.engine.check_fencing()?;
+            backend.check_fencing()?;
         }
         let watched = lease.is_none();
         // Duration::MAX (no limit) is the module's longest lease.
@@ -382,11 +327,17 @@ impl Lock {
             wait,
             started: Instant::now(),
         };
+        // In flight until registered (declared before the abandon guard, so dropped after
+        // it: a clean-up never waits for its own acquire).
+        let _flight = inner
+            .in_flight
+            .start(&self.name, self.owner.arc_ref(), self.kind)
+            .await;
         // Until the reply is in hand and registered, a drop (cancellation) or a lost reply
         // leaves the server's answer unknown: the abandon guard then checks and gives back
         // a grant nobody will use.
         let abandon = Abandon::arm(self, lease);
-        let grant = match inner.engine.acquire(inner, &req).await {
+        let grant = match backend.acquire(inner, &req).await {
             Ok(Some(g)) => g,
             Ok(None) => {
                 abandon.disarm();
@@ -419,41 +370,16 @@ impl Lock {
     /// Record a grant in the registry (the watchdog's list) and make its guard.
     fn register(&self, lease: Duration, watched: bool, grant: Grant) -> LockGuard {
         let inner = &self.client.inner;
-        let owner = self.owner.id();
-        let now = Instant::now();
-        let deadline = grant.at + lease;
-        let mut map = inner.registry.lock();
-        let entry = match find(&map, &self.name, owner, self.kind) {
-            Some(e) if e.is_active() && e.deadline() > now => e,
-            old => {
-                if let Some(o) = old {
-                    o.mark(LostReason::LeaseExpired);
-                }
-                let lease_for_entry = if watched { inner.config.lease } else { lease };
-                let e = Arc::new(Entry::new(
-                    self.name.clone(),
-                    self.owner.arc(),
-                    self.kind,
-                    lease_for_entry,
-                    watched,
-                    deadline,
-                ));
-                insert(&mut map, e.clone());
-                e
-            }
-        };
         let count = self.count();
-        let holds = {
-            let mut st = entry.state.lock().unwrap();
-            st.holds += count;
-            st.watched |= watched;
-            st.holds
-        };
-        drop(map);
-        if holds > count {
-            // A reentrant acquire reset the lease on the server.
-            entry.set_deadline(deadline);
-        }
+        let (entry, holds) = inner.registry.hold(NewHold {
+            key: &self.name,
+            owner: self.owner.arc_ref(),
+            kind: self.kind,
+            lease: if watched { inner.config.lease } else { lease },
+            watched,
+            deadline: grant.at + lease,
+            count,
+        });
         LockGuard::new(
             self.client.clone(),
             entry,
@@ -494,32 +420,71 @@ impl Drop for Abandon<'_> {
     }
 }
 
-/// After an abandoned acquire: once the server is done with the request, compare the
-/// owner's hold count (permits) on the server with the holds this client knows of; a surplus
-/// is the abandoned grant, released once (up to the permits it asked for). (An acquire of the same owner running concurrently in
-/// another task could be mistaken for it; owners are meant to acquire one at a time.)
+/// After an abandoned acquire: once no other acquire or release of the same owner on this
+/// lock is in flight (see [`InFlight`](crate::inflight::InFlight)) and the server is done
+/// with the request, compare the owner's hold count (permits) on the server with the holds
+/// this client knows of; a surplus is the abandoned grant, released once (up to the
+/// permits it asked for). When another operation of the owner stays in flight for longer
+/// than twice the response time-out (a long wait), nothing is released: the abandoned
+/// grant, if any, is not renewed and lapses with its lease.
 async fn give_back_abandoned(lock: Lock, lease: Duration) {
     let inner = &lock.client.inner;
+    let backend = &lock.client.backend;
     let owner = lock.owner.id();
-    inner
-        .engine
-        .settle_abandoned(inner, &lock.name, owner)
-        .await;
+    let within = inner.config.response_timeout.saturating_mul(2);
+    let Some(_quiet) = inner
+        .in_flight
+        .quiet(&lock.name, lock.owner.arc_ref(), lock.kind, within)
+        .await
+    else {
+        return;
+    };
+    backend.settle_abandoned(inner, &lock.name, owner).await;
     let field = lock.kind.field(owner);
     let on_server: redis::RedisResult<Option<u64>> = redis::cmd("HGET")
         .arg(&*lock.name)
         .arg(field)
-        .query_async(&mut inner.conn.clone())
+        .query_async(&mut inner.link.shared().clone())
         .await;
     let Ok(Some(on_server)) = on_server else {
         return;
     };
-    let known = crate::lease::local_holds(&inner.registry, &lock.name, owner, lock.kind);
+    let known = inner.registry.holds_of(&lock.name, owner, lock.kind);
     if on_server > known {
         let surplus = (on_server - known).min(lock.count());
-        let cmd = inner
-            .engine
-            .release_cmd(inner, &lock.name, owner, lock.kind, lease, surplus);
-        let _: redis::RedisResult<Value> = cmd.query_async(&mut inner.conn.clone()).await;
+        let cmd = backend.release_cmd(inner, &lock.name, owner, lock.kind, lease, surplus);
+        let _: redis::RedisResult<Value> = cmd.query_async(&mut inner.link.shared().clone()).await;
+    }
+}
+
+impl Client {
+    /// A lock handle on `name` with its own new owner: acquiring twice through this handle
+    /// (or its clones) is reentrant; another handle from `lock(name)` is another owner.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let a = client.lock("k");
+    /// let b = client.lock("k");
+    /// assert_ne!(a.owner(), b.owner());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: impl Into<String>) -> Lock {
+        self.lock_as(name, &self.owner())
+    }
+
+    /// A lock handle on `name` acting for `owner` (reentrant across every handle of that owner).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// let g = client.lock_as("k", &owner).acquire().await?;
+    /// assert_eq!(g.owner_id(), owner.id());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_as(&self, name: impl Into<String>, owner: &Owner) -> Lock {
+        Lock::new(
+            self.clone(),
+            name.into(),
+            owner.clone(),
+            LockKind::Exclusive,
+        )
     }
 }

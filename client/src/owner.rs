@@ -51,7 +51,7 @@ impl Owner {
         &self.id
     }
     /// The id, shared.
-    pub(crate) fn arc(&self) -> Arc<str> {
-        self.id.clone()
+    pub(crate) fn arc_ref(&self) -> &Arc<str> {
+        &self.id
     }
 }

@@ -118,7 +118,7 @@ impl RwLock {
     /// # Ok(()) }
     /// ```
     pub async fn mode(&self) -> Result<Option<LockKind>> {
-        let mut conn = self.client.inner.conn.clone();
+        let mut conn = self.client.inner.link.shared().clone();
         let m: Option<String> = redis::cmd("HGET")
             .arg(&self.name)
             .arg("mode")
@@ -150,5 +150,31 @@ impl RwLock {
     /// ```
     pub async fn is_locked(&self) -> Result<bool> {
         self.read().is_locked().await
+    }
+}
+
+impl Client {
+    /// A read-write lock handle on `name` with a new owner (see [`RwLock`]).
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let rw = client.rwlock("config");
+    /// let r = rw.read().acquire().await?;
+    /// r.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn rwlock(&self, name: impl Into<String>) -> RwLock {
+        self.rwlock_as(name, &self.owner())
+    }
+
+    /// A read-write lock handle on `name` acting for `owner`.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let owner = client.owner();
+    /// let w = client.rwlock_as("config", &owner).write().acquire().await?;
+    /// assert_eq!(w.owner_id(), owner.id());
+    /// # Ok(()) }
+    /// ```
+    pub fn rwlock_as(&self, name: impl Into<String>, owner: &Owner) -> RwLock {
+        RwLock::new(self.clone(), name.into(), owner.clone())
     }
 }

@@ -253,7 +253,7 @@ impl Semaphore {
     /// ```
     pub async fn held_by_owner(&self) -> Result<u32> {
         let field = LockKind::Semaphore.field(self.owner().id());
-        let mut conn = self.base.client.inner.conn.clone();
+        let mut conn = self.base.client.inner.link.shared().clone();
         let n: Option<u32> = redis::cmd("HGET")
             .arg(self.name())
             .arg(field)

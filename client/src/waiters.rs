@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::Value;
 
-use crate::{Client, Error, Result};
+use crate::{Error, Result};
 
 /// What a queued client asks for (the `request` of `DLOCK.WAITERS`).
 ///
@@ -105,32 +105,5 @@ pub(crate) async fn query(conn: &mut crate::Connection, key: &str) -> Result<Vec
         other => Err(Error::Protocol(format!(
             "DLOCK.WAITERS {key} answered {other:?}"
         ))),
-    }
-}
-
-impl Client {
-    /// The clients waiting on lock `name` (any kind: lock, read-write lock, semaphore), in
-    /// FIFO order: the module's `DLOCK.WAITERS`. Empty when nobody waits or there is no
-    /// such key; [`Error::WrongType`] when the key holds something that is not a lock.
-    ///
-    /// Native backend only: plain Redis keeps no queue (the script backend's waiters retry
-    /// on their own), so there this answers [`Error::Unsupported`].
-    ///
-    /// Cancel safety: cancel-safe (read only).
-    /// ```no_run
-    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
-    /// let queue = client.waiters("pool").await?;
-    /// if let Some(first) = queue.first() {
-    ///     println!("next in line: {} ({:?})", first.owner, first.request);
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub async fn waiters(&self, name: &str) -> Result<Vec<Waiter>> {
-        if !self.is_native() {
-            return Err(Error::Unsupported(
-                "waiters() needs the dlock module: plain Redis keeps no queue",
-            ));
-        }
-        query(&mut self.inner.conn.clone(), name).await
     }
 }

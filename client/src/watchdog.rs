@@ -5,9 +5,10 @@ use std::sync::{Arc, Weak};
 use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::client::Inner;
+use crate::backend::ActiveBackend;
 use crate::conn::Connection;
-use crate::lease::{remove_entry, Entry};
+use crate::lease::Entry;
+use crate::shared::Inner;
 use crate::LostReason;
 
 /// Send a pipeline and get every reply (errors stay inline as `Value::ServerError`).
@@ -20,7 +21,8 @@ async fn send_pipeline(
     conn.req_packed_commands(pipe, 0, n).await
 }
 
-pub(crate) async fn run(weak: Weak<Inner>) {
+/// Renew every watched lock each renew interval until the client is gone.
+pub(crate) async fn run(weak: Weak<Inner>, backend: Weak<ActiveBackend>) {
     let interval = match weak.upgrade() {
         Some(i) => i.config.renew_interval(),
         None => return,
@@ -30,23 +32,26 @@ pub(crate) async fn run(weak: Weak<Inner>) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        let Some(inner) = weak.upgrade() else { return };
-        renew_all(&inner).await;
+        let (Some(inner), Some(backend)) = (weak.upgrade(), backend.upgrade()) else {
+            return;
+        };
+        renew_all(&Renewer {
+            inner: &inner,
+            backend: &backend,
+        })
+        .await;
     }
 }
 
-async fn renew_all(inner: &Inner) {
-    let entries: Vec<Arc<Entry>> = {
-        let mut map = inner.registry.lock();
-        for v in map.values_mut() {
-            v.retain(|e| e.is_active());
-        }
-        map.retain(|_, v| !v.is_empty());
-        crate::lease::entries(&map)
-            .filter(|e| e.is_watched())
-            .cloned()
-            .collect()
-    };
+/// What a renewal round works with.
+struct Renewer<'a> {
+    inner: &'a Inner,
+    backend: &'a ActiveBackend,
+}
+
+async fn renew_all(r: &Renewer<'_>) {
+    let inner = r.inner;
+    let entries = inner.registry.watched();
     if entries.is_empty() {
         return;
     }
@@ -56,14 +61,14 @@ async fn renew_all(inner: &Inner) {
         if e.deadline() <= now {
             // No successful renewal within the lease: it may have expired on the server.
             e.mark(LostReason::LeaseExpired);
-            remove_entry(&inner.registry, &e);
+            inner.registry.forget(&e);
         } else {
             live.push(e);
         }
     }
     let futs = live
         .chunks(inner.config.renew_batch.max(1))
-        .map(|c| renew_chunk(inner, c));
+        .map(|c| renew_chunk(r, c));
     futures::future::join_all(futs).await;
 }
 
@@ -73,18 +78,18 @@ fn apply(inner: &Inner, e: &Arc<Entry>, v: Value, sent: Instant, replicated: boo
         Value::Int(1) if !replicated && e.is_active() => {
             // Held, but the failover guard's WAIT got too few acknowledgements.
             e.mark(LostReason::NotReplicated);
-            remove_entry(&inner.registry, e);
+            inner.registry.forget(e);
         }
         Value::Int(1) => e.renewed(sent),
         Value::Int(0) if e.is_active() => {
             e.mark(LostReason::NotHeld);
-            remove_entry(&inner.registry, e);
+            inner.registry.forget(e);
         }
         Value::ServerError(se) if se.code() == "NOSCRIPT" => return true,
         // The key was overwritten with something that is not a lock.
         Value::ServerError(se) if se.code() == "WRONGTYPE" && e.is_active() => {
             e.mark(LostReason::NotHeld);
-            remove_entry(&inner.registry, e);
+            inner.registry.forget(e);
         }
         _ => {}
     }
@@ -98,14 +103,15 @@ fn acked(inner: &Inner, v: Option<&Value>) -> bool {
     }
 }
 
-async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
+async fn renew_chunk(r: &Renewer<'_>, chunk: &[Arc<Entry>]) {
+    let inner = r.inner;
     let guard = inner.config.min_replicas;
     let limit = inner
         .config
         .response_timeout
         .min(inner.config.renew_interval())
         .saturating_add(guard.map_or(std::time::Duration::ZERO, |(_, t)| t));
-    let mut conn = inner.conn.clone();
+    let mut conn = inner.link.shared().clone();
     for _attempt in 0..2 {
         let sent = Instant::now();
         let mut noscript = false;
@@ -116,7 +122,7 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
             let futs = chunk.iter().map(|e| {
                 let mut c = conn.clone();
                 let mut pipe = redis::pipe();
-                pipe.add_command(inner.engine.renew_cmd(e));
+                pipe.add_command(r.backend.renew_cmd(e));
                 if let Some((n, t)) = guard {
                     pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
                 }
@@ -136,7 +142,7 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
                     Ok(Err(err)) if err.code() == Some("NOSCRIPT") => noscript = true,
                     Ok(Err(err)) if err.code() == Some("WRONGTYPE") && e.is_active() => {
                         e.mark(LostReason::NotHeld);
-                        remove_entry(&inner.registry, e);
+                        inner.registry.forget(e);
                     }
                     _ => {}
                 }
@@ -144,7 +150,7 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
         } else {
             let mut pipe = redis::pipe();
             for e in chunk {
-                pipe.add_command(inner.engine.renew_cmd(e));
+                pipe.add_command(r.backend.renew_cmd(e));
             }
             if let Some((n, t)) = guard {
                 // On the same connection: WAIT covers every renewal above.
@@ -166,6 +172,6 @@ async fn renew_chunk(inner: &Inner, chunk: &[Arc<Entry>]) {
             return;
         }
         // The server forgot a script (restart, SCRIPT FLUSH): load them and redo the batch.
-        inner.engine.reload_scripts(&mut conn).await;
+        r.backend.reload_scripts(&mut conn).await;
     }
 }

@@ -193,7 +193,7 @@ async fn duration_max_means_no_limit(b: Backend) {
         .unwrap()
         .expect("free");
     g.release().await.unwrap();
-    let red = RedLock::on(&[c.clone()], "r")
+    let red = RedLock::on(std::slice::from_ref(&c), "r")
         .node_timeout(Duration::MAX)
         .retry_delay(Duration::MAX);
     let g = red

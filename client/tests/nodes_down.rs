@@ -76,8 +76,8 @@ async fn redlock_builds_with_nodes_down_and_uses_them_when_back() {
 
     // All three back on their ports: every node is used again (the two never connected
     // connect in the background; the third's client reconnects).
-    for i in 0..3 {
-        restart(&mut servers[i]);
+    for s in servers.iter_mut().take(3) {
+        restart(s);
     }
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {

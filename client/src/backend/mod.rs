@@ -1,4 +1,5 @@
-//! The two ways of talking to the server behind one interface, [`Engine`]:
+//! The two ways of talking to the server behind one interface, [`ActiveBackend`] (the one a client
+//! chose at connect time; [`Backend`](crate::Backend) is the user's wish):
 //! - [`native`]: the dlock module's `DLOCK.*` commands (server-side FIFO waiting, fencing);
 //! - [`script`]: Redisson's Lua scripts ([`lua`]) on plain Redis, waiting through the
 //!   unlock channel ([`subscriber`]).
@@ -16,11 +17,12 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use crate::client::Inner;
-use crate::config::unlimited;
+use crate::config::{unlimited, Backend};
 use crate::conn::Connection;
+use crate::kind::LockKind;
 use crate::lease::Entry;
-use crate::{Backend, Error, LockKind, Result};
+use crate::shared::Inner;
+use crate::{Error, Result};
 
 /// How long to wait for a lock held by someone else.
 #[derive(Clone, Copy, Debug)]
@@ -80,16 +82,16 @@ pub(crate) struct Grant {
 }
 
 /// The backend in use.
-pub(crate) enum Engine {
+pub(crate) enum ActiveBackend {
     Native(native::Native),
     /// Boxed: a dozen script handles, against the native backend's nothing.
     Script(Box<script::Script>),
 }
 
-impl Engine {
+impl ActiveBackend {
     /// The backend `wanted` on the server behind `conn`: `Auto` asks the server whether it
     /// knows the `DLOCK.*` commands; `Native` insists on them.
-    pub(crate) async fn detect(wanted: Backend, conn: &Connection) -> Result<Engine> {
+    pub(crate) async fn detect(wanted: Backend, conn: &Connection) -> Result<ActiveBackend> {
         let native = match wanted {
             Backend::Script => false,
             Backend::Native => {
@@ -104,21 +106,21 @@ impl Engine {
             Backend::Auto => native::has_module(conn).await?,
         };
         Ok(if native {
-            Engine::Native(native::Native)
+            ActiveBackend::Native(native::Native)
         } else {
-            Engine::Script(Box::new(script::Script::new()))
+            ActiveBackend::Script(Box::new(script::Script::new()))
         })
     }
 
     pub(crate) fn is_native(&self) -> bool {
-        matches!(self, Engine::Native(_))
+        matches!(self, ActiveBackend::Native(_))
     }
 
     /// Try (and with `req.wait`, wait) for the lock.
     pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
         match self {
-            Engine::Native(n) => n.acquire(inner, req).await,
-            Engine::Script(s) => s.acquire(inner, req).await,
+            ActiveBackend::Native(n) => n.acquire(inner, req).await,
+            ActiveBackend::Script(s) => s.acquire(inner, req).await,
         }
     }
 
@@ -134,8 +136,8 @@ impl Engine {
         count: u64,
     ) -> redis::Cmd {
         match self {
-            Engine::Native(_) => native::release_cmd(key, owner, kind, count),
-            Engine::Script(_) => script::release_cmd(inner, key, owner, kind, lease, count),
+            ActiveBackend::Native(_) => native::release_cmd(key, owner, kind, count),
+            ActiveBackend::Script(_) => script::release_cmd(inner, key, owner, kind, lease, count),
         }
     }
 
@@ -147,27 +149,28 @@ impl Engine {
         count: u64,
     ) -> redis::RedisResult<Value> {
         match self {
-            Engine::Native(_) => {
+            ActiveBackend::Native(_) => {
                 inner
-                    .conn
+                    .link
+                    .shared()
                     .send(&native::release_cmd(&e.key, &e.owner, e.kind, count))
                     .await
             }
-            Engine::Script(s) => s.release(inner, e, count).await,
+            ActiveBackend::Script(s) => s.release(inner, e, count).await,
         }
     }
 
     /// The watchdog's renewal of `e`.
     pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
         match self {
-            Engine::Native(_) => native::renew_cmd(e),
-            Engine::Script(s) => s.renew_cmd(e),
+            ActiveBackend::Native(_) => native::renew_cmd(e),
+            ActiveBackend::Script(s) => s.renew_cmd(e),
         }
     }
 
     /// The server answered NOSCRIPT to a renewal: load the scripts again.
     pub(crate) async fn reload_scripts(&self, conn: &mut Connection) {
-        if let Engine::Script(_) = self {
+        if let ActiveBackend::Script(_) = self {
             script::reload_scripts(conn).await
         }
     }
@@ -175,13 +178,13 @@ impl Engine {
     /// Delete the lock whoever holds it; true if there was one.
     pub(crate) async fn force_unlock(&self, inner: &Inner, key: &str) -> Result<bool> {
         let r: i64 = match self {
-            Engine::Native(_) => {
+            ActiveBackend::Native(_) => {
                 redis::cmd("DEL")
                     .arg(key)
-                    .query_async(&mut inner.conn.clone())
+                    .query_async(&mut inner.link.shared().clone())
                     .await
             }
-            Engine::Script(s) => s.force_unlock(inner, key).await,
+            ActiveBackend::Script(s) => s.force_unlock(inner, key).await,
         }
         .map_err(|e| Error::from_redis(key, e))?;
         Ok(r == 1)
@@ -191,7 +194,7 @@ impl Engine {
     /// connection failed): return once the server is done with it, so that its hash shows
     /// whether it was granted.
     pub(crate) async fn settle_abandoned(&self, inner: &Inner, key: &str, owner: &str) {
-        if let Engine::Native(_) = self {
+        if let ActiveBackend::Native(_) = self {
             native::wait_not_queued(inner, key, owner).await
         }
         // Script: the attempt was one EVAL on the shared connection (or a pooled one with
@@ -201,8 +204,32 @@ impl Engine {
     /// Whether this backend gives fencing tokens.
     pub(crate) fn check_fencing(&self) -> Result<()> {
         match self {
-            Engine::Native(_) => Ok(()),
-            Engine::Script(_) => Err(Error::Unsupported("fencing tokens need the dlock module")),
+            ActiveBackend::Native(_) => Ok(()),
+            ActiveBackend::Script(_) => {
+                Err(Error::Unsupported("fencing tokens need the dlock module"))
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_from_duration() {
+        assert!(matches!(Wait::from_duration(Duration::ZERO), Wait::No));
+        assert!(matches!(
+            Wait::from_duration(Duration::from_millis(1)),
+            Wait::For(d) if d == Duration::from_millis(1)
+        ));
+        assert!(matches!(Wait::from_duration(Duration::MAX), Wait::Forever));
+        // The module's longest wait and beyond mean "no limit".
+        let max = Duration::from_millis(crate::config::MAX_MS);
+        assert!(matches!(Wait::from_duration(max), Wait::Forever));
+        assert!(matches!(
+            Wait::from_duration(max - Duration::from_millis(1)),
+            Wait::For(_)
+        ));
     }
 }

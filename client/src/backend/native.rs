@@ -6,10 +6,11 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::{Grant, Request, Wait};
-use crate::client::Inner;
-use crate::conn::{pool, Connection};
+use crate::conn::{call, Connection};
+use crate::kind::LockKind;
 use crate::lease::Entry;
-use crate::{Error, LockKind, Result};
+use crate::shared::Inner;
+use crate::{Error, Result};
 
 pub(crate) struct Native;
 
@@ -57,10 +58,11 @@ impl Native {
             let cmd = grant_cmd(req, None);
             let sent = Instant::now();
             let (v, acks) = if guard.is_some() {
-                pool::guarded_call(inner, req.key, &cmd).await?
+                call::guarded_call(&inner.link, req.key, &cmd, guard).await?
             } else {
                 let v = inner
-                    .conn
+                    .link
+                    .shared()
                     .send(&cmd)
                     .await
                     .map_err(|e| Error::from_redis(req.key, e))?;
@@ -81,14 +83,14 @@ impl Native {
         // place in the server's queue until granted (the link is watched meanwhile). A
         // wait with a limit gets the server's answer at its end, plus slack.
         let limit = if wait_ms == 0 {
-            pool::Limit::Unlimited
+            call::Limit::Unlimited
         } else {
-            pool::Limit::Within(
+            call::Limit::Within(
                 std::time::Duration::from_millis(wait_ms)
                     .saturating_add(inner.config.response_timeout.saturating_mul(2)),
             )
         };
-        let (v, acks) = pool::node_call(inner, req.key, &cmd, guard, limit).await?;
+        let (v, acks) = call::node_call(&inner.link, req.key, &cmd, guard, limit).await?;
         // The grant happened between send and receipt; the lease is counted from receipt
         // (later than the truth by at most the reply's one-way latency).
         let got = Instant::now();
@@ -182,7 +184,7 @@ fn parse_grant(key: &str, v: Value) -> Result<Option<(u64, Option<u64>)>> {
 /// closed connection's request, or granted it), for at most twice the response time-out.
 pub(crate) async fn wait_not_queued(inner: &Inner, key: &str, owner: &str) {
     let deadline = Instant::now() + inner.config.response_timeout.saturating_mul(2);
-    let mut conn = inner.conn.clone();
+    let mut conn = inner.link.shared().clone();
     while Instant::now() < deadline {
         let Ok(waiters) = crate::waiters::query(&mut conn, key).await else {
             return;
@@ -191,5 +193,92 @@ pub(crate) async fn wait_not_queued(inner: &Inner, key: &str, owner: &str) {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_grant_replies() {
+        assert_eq!(parse_grant("k", Value::Nil).unwrap(), None);
+        assert_eq!(parse_grant("k", Value::Int(2)).unwrap(), Some((2, None)));
+        let fenced = Value::Array(vec![Value::Int(1), Value::Int(42)]);
+        assert_eq!(parse_grant("k", fenced).unwrap(), Some((1, Some(42))));
+        let odd = Value::Array(vec![Value::Int(1)]);
+        assert!(matches!(parse_grant("k", odd), Err(Error::Protocol(_))));
+        let bad = Value::Array(vec![Value::Int(1), Value::Nil]);
+        assert!(matches!(parse_grant("k", bad), Err(Error::Protocol(_))));
+        assert!(matches!(
+            parse_grant("k", Value::Okay),
+            Err(Error::Protocol(_))
+        ));
+    }
+
+    #[test]
+    fn an_unknown_command_means_no_module() {
+        assert!(is_unknown_command(
+            Some("ERR"),
+            Some("unknown command 'DLOCK.INFO', with args beginning with: 'x'")
+        ));
+        assert!(!is_unknown_command(
+            Some("WRONGTYPE"),
+            Some("Operation against a key")
+        ));
+        assert!(!is_unknown_command(Some("NOPERM"), Some("No permissions")));
+        assert!(!is_unknown_command(Some("ERR"), Some("syntax error")));
+    }
+
+    #[test]
+    fn commands_on_the_wire() {
+        let req = Request {
+            key: "k",
+            owner: "o",
+            kind: LockKind::Write,
+            permits: None,
+            lease_ms: 500,
+            fence: true,
+            wait: Wait::No,
+            started: Instant::now(),
+        };
+        let words = |c: &redis::Cmd| {
+            c.args_iter()
+                .map(|a| match a {
+                    redis::Arg::Simple(b) => String::from_utf8_lossy(b).into_owned(),
+                    redis::Arg::Cursor => "<cursor>".into(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            words(&grant_cmd(&req, Some(100))),
+            "DLOCK.RWLOCK k o WRITE 500 WAIT 100 FENCE"
+        );
+        let sem = Request {
+            kind: LockKind::Semaphore,
+            permits: Some(super::super::Permits {
+                capacity: 5,
+                count: 2,
+            }),
+            fence: false,
+            ..req
+        };
+        assert_eq!(
+            words(&grant_cmd(&sem, None)),
+            "DLOCK.SEMAPHORE k o 5 500 COUNT 2"
+        );
+        assert_eq!(
+            words(&release_cmd("k", "o", LockKind::Read, 1)),
+            "DLOCK.RELEASE k o READ"
+        );
+        assert_eq!(
+            words(&release_cmd("k", "o", LockKind::Semaphore, 3)),
+            "DLOCK.RELEASE k o COUNT 3"
+        );
+        assert_eq!(
+            words(&release_cmd("k", "o", LockKind::Exclusive, 1)),
+            "DLOCK.RELEASE k o"
+        );
     }
 }

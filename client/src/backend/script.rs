@@ -9,10 +9,11 @@ use tokio::time::Instant;
 
 use super::subscriber::Subscribers;
 use super::{lua, Grant, Request, Wait};
-use crate::client::Inner;
-use crate::conn::{pool, Connection};
+use crate::conn::{call, Connection};
+use crate::kind::LockKind;
 use crate::lease::Entry;
-use crate::{Error, LockKind, Result};
+use crate::shared::Inner;
+use crate::{Error, Result};
 use dlock_core::error::LockError;
 
 pub(crate) struct Script {
@@ -51,9 +52,15 @@ impl Script {
     async fn try_once(&self, inner: &Inner, req: &Request<'_>) -> Result<Result<Grant, i64>> {
         let sent = Instant::now();
         let (v, acks) = if inner.config.min_replicas.is_some() {
-            pool::guarded_call(inner, req.key, &grant_cmd(req)).await?
+            call::guarded_call(
+                &inner.link,
+                req.key,
+                &grant_cmd(req),
+                inner.config.min_replicas,
+            )
+            .await?
         } else {
-            let mut conn = inner.conn.clone();
+            let mut conn = inner.link.shared().clone();
             let mut inv = match req.kind {
                 LockKind::Exclusive => self.lock.key(req.key),
                 LockKind::Semaphore => self.sem_acquire.key(req.key),
@@ -119,9 +126,9 @@ impl Script {
         let sub = self
             .subscribers
             .subscribe(
-                &inner.pubsub_client(req.key).await,
+                &inner.link.pubsub_client(req.key).await,
                 &channel,
-                &inner.runtime,
+                inner.link.runtime(),
             )
             .await;
         loop {
@@ -161,7 +168,7 @@ impl Script {
         e: &Entry,
         count: u64,
     ) -> redis::RedisResult<Value> {
-        let mut conn = inner.conn.clone();
+        let mut conn = inner.link.shared().clone();
         let channel = lua::channel_name(&inner.config.channel_prefix, &e.key);
         if e.kind == LockKind::Semaphore {
             let v = self
@@ -215,7 +222,7 @@ impl Script {
             .key(key)
             .key(lua::channel_name(&inner.config.channel_prefix, key))
             .arg(lua::UNLOCK_MESSAGE)
-            .invoke_async(&mut inner.conn.clone())
+            .invoke_async(&mut inner.link.shared().clone())
             .await
     }
 }

@@ -1,11 +1,16 @@
-//! Connections: the client's shared connection ([`Connection`]: one Redis node, a master
-//! found through Sentinel, or a Redis Cluster), the cluster's slot map, and the pool of
-//! dedicated connections that carry waiting commands.
+//! The transport: [`Link`] (what a client talks to the deployment with), the shared
+//! connection ([`Connection`]: one Redis node, a master found through Sentinel, or a
+//! Redis Cluster), the cluster's slot map, and the pool of dedicated connections that
+//! carry waiting commands. Nothing here knows about locks.
 
-pub(crate) mod cluster;
-pub(crate) mod pool;
-pub(crate) mod sentinel;
-pub(crate) mod single;
+pub(crate) mod call;
+mod cluster;
+mod link;
+mod pool;
+mod sentinel;
+mod single;
+
+pub(crate) use link::Link;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -18,7 +18,8 @@ use redis::aio::MultiplexedConnection;
 use redis::{Cmd, Pipeline, RedisResult, Value};
 use tokio::task::AbortHandle;
 
-use crate::{Error, Result, Retry};
+use crate::config::Retry;
+use crate::{Error, Result};
 
 pub(crate) struct Single {
     client: redis::Client,

@@ -1,0 +1,60 @@
+//! Blocking facade for threads without async: the same locks, reentrant **per thread**
+//! like Redisson (owner `<prefix>:<thread number>`).
+//!
+//! The facade runs its own small tokio runtime (2 worker threads) for the connection and
+//! the watchdog. Do not call it from inside an async task (it blocks the thread).
+//!
+//! It mirrors the async API: [`Client`], [`Lock`] and [`RwLock`] handles, [`MultiLock`],
+//! [`RedLock`], and [`Node`] for servers that may be down.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+//! let lock = client.lock("nightly-report");
+//! let g = lock.acquire()?;                     // this thread's owner
+//! let again = lock.try_acquire()?.unwrap();    // reentrant on the same thread
+//! assert_eq!(again.hold_count(), 2);
+//! again.release()?;
+//! g.release()?;
+//! # Ok::<(), dlock_client::Error>(())
+//! ```
+
+mod client;
+mod group;
+mod lock;
+mod multilock;
+mod node;
+mod redlock;
+mod semaphore;
+
+pub use client::Client;
+pub use lock::{Lock, LockGuard, RwLock};
+pub use multilock::{MultiLock, MultiLockGuard};
+pub use node::Node;
+pub use redlock::{RedLock, RedLockGuard};
+pub use semaphore::{Semaphore, SemaphoreGuard};
+
+use std::sync::Arc;
+
+use crate::Result;
+
+/// The facade's own runtime: 2 worker threads for the connection and the watchdog.
+pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("dlock-client")
+        .enable_all()
+        .build()
+        .map_err(|e| crate::Error::Config(format!("cannot start a runtime: {e}")))
+}
+
+/// Run `f` on `rt`, or (no members, so no runtime) right here.
+pub(super) fn block_on<F: std::future::Future>(
+    rt: &Option<Arc<tokio::runtime::Runtime>>,
+    f: F,
+) -> F::Output {
+    match rt {
+        Some(rt) => rt.block_on(f),
+        None => futures::executor::block_on(f),
+    }
+}
