@@ -62,7 +62,7 @@ fn owner(arg: &[u8]) -> Result<&[u8], LockError> {
 #[inline]
 fn parse_i64(arg: &[u8]) -> Option<i64> {
     // Redis integers: optional '-', digits, no '+', no spaces, no leading zeros are fine.
-    crate::model::decimal(arg)
+    crate::number::decimal(arg)
 }
 
 /// A numeric argument as written: a value, digits beyond `i64` (too large, not malformed),

@@ -13,6 +13,7 @@
 //! - [`rules`]: the grant rules of docs/COMMANDS.md as pure functions over a decoded lock.
 //! - [`waits`]: who a waiting request waits for (the edges deadlock detection walks).
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
+//! - [`number`]: the one decimal-integer parser (hash fields as Redis writes them, arguments).
 
 #![forbid(unsafe_code)]
 
@@ -23,5 +24,6 @@ pub mod error;
 pub mod limits;
 pub mod model;
 pub mod names;
+pub mod number;
 pub mod rules;
 pub mod waits;

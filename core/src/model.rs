@@ -8,6 +8,7 @@
 //! Semaphore: `mode -> semaphore`, `capacity -> permits`, `permits:<owner> -> count`,
 //! `lease:<owner> -> absolute deadline (unix ms)`; the key's expiry is the latest deadline.
 
+use crate::number::{decimal, positive};
 use std::collections::BTreeMap;
 
 pub type Owner = Vec<u8>;
@@ -258,41 +259,6 @@ pub const CAPACITY_FIELD: &[u8] = b"capacity";
 /// `lease:<owner>`, as for read-write locks).
 pub const PERMITS_PREFIX: &[u8] = b"permits:";
 
-/// A positive decimal integer as Redis writes it (HINCRBY results): a hold count or a
-/// deadline; anything else makes the hash not a lock.
-#[inline]
-pub fn positive(value: &[u8]) -> Option<i64> {
-    decimal(value).filter(|n| *n > 0)
-}
-
-/// A decimal `i64`: an optional `-`, then one or more digits (leading zeros allowed), nothing
-/// else; `None` on overflow. What `str::parse::<i64>` accepts, minus a leading `+`, without
-/// its UTF-8 check (this runs on every command).
-#[inline]
-pub fn decimal(bytes: &[u8]) -> Option<i64> {
-    let (negative, digits) = match bytes.split_first()? {
-        (b'-', rest) => (true, rest),
-        _ => (false, bytes),
-    };
-    if digits.is_empty() {
-        return None;
-    }
-    let mut n: i64 = 0;
-    for &b in digits {
-        let d = b.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        // Accumulate negatively so that i64::MIN parses too.
-        n = n.checked_mul(10)?.checked_sub(d as i64)?;
-    }
-    if negative {
-        Some(n)
-    } else {
-        n.checked_neg()
-    }
-}
-
 impl LockValue {
     pub fn decode(stored: Stored) -> LockValue {
         match stored {
@@ -524,7 +490,12 @@ mod tests {
             e.sort();
             e
         });
-        let rw = f(&[("mode", "write"), ("write:w", "1"), ("lease:w", "5"), ("", "3")]);
+        let rw = f(&[
+            ("mode", "write"),
+            ("write:w", "1"),
+            ("lease:w", "5"),
+            ("", "3"),
+        ]);
         let v = LockValue::decode(Stored::Hash {
             fields: &rw,
             expire_at: None,
@@ -554,35 +525,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(v.encode().into_iter().collect::<Vec<_>>(), fields);
-    }
-
-    #[test]
-    fn decimal_matches_str_parse_without_plus() {
-        for text in [
-            "0",
-            "7",
-            "-7",
-            "007",
-            "-0",
-            "+5",
-            "",
-            "-",
-            "1.5",
-            " 1",
-            "1 ",
-            "x",
-            "9223372036854775807",
-            "9223372036854775808",
-            "-9223372036854775808",
-            "-9223372036854775809",
-            "99999999999999999999",
-        ] {
-            let expected = text.parse::<i64>().ok().filter(|_| !text.starts_with('+'));
-            assert_eq!(decimal(text.as_bytes()), expected, "{text:?}");
-        }
-        assert_eq!(decimal(&[0xff, b'1']), None);
-        assert_eq!(positive(b"0"), None);
-        assert_eq!(positive(b"12"), Some(12));
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! the rules change it. A lock that never had LOCKDELAY costs one existence check.
 
 use dlock_core::delay::{self, Delay, State};
-use dlock_core::model::{positive, LockValue};
+use dlock_core::model::LockValue;
+use dlock_core::number::{decimal, positive};
 use dlock_core::names;
 
 use crate::ffi::key::{Key, KeyKind};
@@ -41,7 +42,7 @@ impl LockDelay {
         key.hash_scan(|f, v| match f {
             delay::OWNER_FIELD => owner = Some(v.to_vec()),
             delay::UNTIL_FIELD => until = positive(v),
-            delay::DELAY_FIELD => delay_ms = dlock_core::model::decimal(v),
+            delay::DELAY_FIELD => delay_ms = decimal(v),
             delay::BEGUN_FIELD => begun = true,
             _ => {}
         });

@@ -127,7 +127,7 @@ impl<'k> LockKey<'k> {
                     .filter(|_| handle.len() == 1)
                     .and_then(|(_, field)| {
                         let got = handle.hash_get(ctx, field)?;
-                        Some(dlock_core::model::positive(got.bytes()))
+                        Some(dlock_core::number::positive(got.bytes()))
                     });
                 if single.is_none() {
                     handle.hash_scan(|f, v| fields.push((f.to_vec(), v.to_vec())));
@@ -374,7 +374,7 @@ fn read_counter(ctx: Ctx, name: &RStr) -> Result<Option<i64>, LockError> {
     match key.kind() {
         KeyKind::Empty => Ok(None),
         KeyKind::String => key
-            .with_string_value(dlock_core::model::decimal)
+            .with_string_value(dlock_core::number::decimal)
             .map(Some)
             .ok_or_else(corrupt),
         KeyKind::Hash | KeyKind::Other => Err(corrupt()),
