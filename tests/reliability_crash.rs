@@ -364,7 +364,8 @@ fn holder_kill9_with_bind_hands_on_after_the_grace_not_the_lease() {
             }
             let killed = Instant::now();
             holder.kill9();
-            let mut last_token = 2; // the holder's grant took 2
+            // init's grant took 1; the holder's grant, without FENCE, takes no token.
+            let mut last_token = 1;
             for (i, (owner, p)) in waiters.iter().enumerate() {
                 let (r, _, at) = p.wait_at(Duration::from_secs(10));
                 if i == 0 {
@@ -379,10 +380,11 @@ fn holder_kill9_with_bind_hands_on_after_the_grace_not_the_lease() {
                     "{owner}'s token {token} after {last_token}"
                 );
                 last_token = token;
+                let token_field = token.to_string();
                 assert_eq!(
                     hgetall(&mut c, &key),
-                    map(&[(owner.as_str(), "1")]),
-                    "only {owner}"
+                    map(&[(owner.as_str(), "1"), ("", token_field.as_str())]),
+                    "only {owner}, with its token"
                 );
                 for (o2, p2) in &waiters[i + 1..] {
                     assert!(
