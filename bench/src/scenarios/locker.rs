@@ -26,7 +26,8 @@ pub(super) enum Locker {
     Client {
         _client: Client,
         lock: Lock,
-        conn: ConnectionManager,
+        // Boxed: the client's types make this variant much larger than `Raw`.
+        conn: Box<ConnectionManager>,
         guard: Option<LockGuard>,
         counter: String,
     },
@@ -82,7 +83,7 @@ impl Locker {
                     .expect("dlock client");
                 Locker::Client {
                     lock: client.lock(key),
-                    conn: client.connection(),
+                    conn: Box::new(client.connection()),
                     _client: client,
                     guard: None,
                     counter: counter.to_string(),
@@ -159,6 +160,7 @@ impl Locker {
                 }
             }
             Locker::Client { conn, counter, .. } => {
+                let conn = &mut **conn;
                 let v: Option<i64> = redis::cmd("GET")
                     .arg(&*counter)
                     .query_async(conn)
