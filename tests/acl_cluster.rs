@@ -151,7 +151,10 @@ fn cluster_routing_moved_and_fence_in_slot() {
             &mut ca
         };
         let fk = slot_fence_key(&k);
-        let next = *tokens.entry(fk.clone()).and_modify(|t| *t += 1).or_insert(1);
+        let next = *tokens
+            .entry(fk.clone())
+            .and_modify(|t| *t += 1)
+            .or_insert(1);
         let r = cmd(node, &["DLOCK.ACQUIRE", &k, "o", "10000", "FENCE"]);
         assert_eq!(r, Reply::Arr(vec![Reply::Int(1), Reply::Int(next)]), "{k}");
         let n: i64 = redis::cmd("CLUSTER")

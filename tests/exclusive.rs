@@ -272,9 +272,16 @@ fn fence_counters_stay_in_the_lock_slot_one_per_slot() {
         assert_eq!(release(&mut c, k, "o"), Reply::Int(1));
     }
     assert_eq!(tokens[&slot_fence_key("user:{42}:other")], 2, "shared slot");
-    let mut keys: Vec<String> = redis::cmd("KEYS").arg("dlock:fence*").query(&mut c).unwrap();
+    let mut keys: Vec<String> = redis::cmd("KEYS")
+        .arg("dlock:fence*")
+        .query(&mut c)
+        .unwrap();
     keys.sort();
-    assert_eq!(keys, tokens.into_keys().collect::<Vec<_>>(), "one key per slot");
+    assert_eq!(
+        keys,
+        tokens.into_keys().collect::<Vec<_>>(),
+        "one key per slot"
+    );
 }
 
 #[test]

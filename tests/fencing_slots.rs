@@ -32,7 +32,11 @@ fn many_fenced_names_leave_one_counter_per_slot() {
         for chunk in names.chunks(1000) {
             let mut p = redis::pipe();
             for k in chunk {
-                p.cmd("DLOCK.ACQUIRE").arg(k).arg("o").arg(60_000).arg("FENCE");
+                p.cmd("DLOCK.ACQUIRE")
+                    .arg(k)
+                    .arg("o")
+                    .arg(60_000)
+                    .arg("FENCE");
                 p.cmd("DLOCK.RELEASE").arg(k).arg("o");
             }
             let replies: Vec<redis::Value> = p.query(&mut c).unwrap();
@@ -40,7 +44,10 @@ fn many_fenced_names_leave_one_counter_per_slot() {
                 let got = token(&to_reply(pair[0].clone()));
                 assert_eq!(to_reply(pair[1].clone()), Reply::Int(1), "{k} released");
                 if let Some(before) = last.insert(k, got) {
-                    assert!(got > before, "{k}: token {got} after {before} (round {round})");
+                    assert!(
+                        got > before,
+                        "{k}: token {got} after {before} (round {round})"
+                    );
                 }
             }
         }
@@ -65,34 +72,59 @@ fn legacy_per_lock_counters_are_absorbed_and_replicated() {
     // What an earlier version left: per-lock counters, one far above the slot's own counter.
     let (old, other) = ("order:7", "{order:7}:rw");
     for (k, v) in [(old, 41), (other, 9)] {
-        let _: () = redis::cmd("SET").arg(legacy_fence_key(k)).arg(v).query(&mut m).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(legacy_fence_key(k))
+            .arg(v)
+            .query(&mut m)
+            .unwrap();
     }
     let counter = slot_fence_key(old);
     assert_eq!(counter, slot_fence_key(other), "same slot");
 
     // READ reads the old counter without advancing; the old key is absorbed all the same.
-    let r1 = cmd(&mut m, &["DLOCK.RWLOCK", other, "r", "READ", "60000", "FENCE"]);
+    let r1 = cmd(
+        &mut m,
+        &["DLOCK.RWLOCK", other, "r", "READ", "60000", "FENCE"],
+    );
     assert_eq!(r1, Reply::Arr(vec![Reply::Int(1), Reply::Int(9)]));
     assert!(!exists(&mut m, &legacy_fence_key(other)), "absorbed");
     assert_eq!(get_int(&mut m, &counter), Some(9));
 
     // A grant goes above the old per-lock counter, which is then deleted.
-    assert_eq!(fenced(&mut m, old, "a"), Reply::Arr(vec![Reply::Int(1), Reply::Int(42)]));
+    assert_eq!(
+        fenced(&mut m, old, "a"),
+        Reply::Arr(vec![Reply::Int(1), Reply::Int(42)])
+    );
     assert!(!exists(&mut m, &legacy_fence_key(old)));
     assert_eq!(get_int(&mut m, &counter), Some(42));
     assert_mirrored(
         &mut m,
         &mut r,
-        &[old, &counter, &legacy_fence_key(old), &legacy_fence_key(other)],
+        &[
+            old,
+            &counter,
+            &legacy_fence_key(old),
+            &legacy_fence_key(other),
+        ],
     );
-    assert_eq!(fence_keys(&mut r), vec![counter.clone()], "replica: one counter");
+    assert_eq!(
+        fence_keys(&mut r),
+        vec![counter.clone()],
+        "replica: one counter"
+    );
 
     // And on from there, for every lock of the slot.
     assert_eq!(release(&mut m, old, "a"), Reply::Int(1));
-    assert_eq!(fenced(&mut m, old, "b"), Reply::Arr(vec![Reply::Int(1), Reply::Int(43)]));
+    assert_eq!(
+        fenced(&mut m, old, "b"),
+        Reply::Arr(vec![Reply::Int(1), Reply::Int(43)])
+    );
     let w = cmd(&mut m, &["DLOCK.RELEASE", other, "r"]);
     assert_eq!(w, Reply::Int(1));
-    let w = cmd(&mut m, &["DLOCK.RWLOCK", other, "w", "WRITE", "60000", "FENCE"]);
+    let w = cmd(
+        &mut m,
+        &["DLOCK.RWLOCK", other, "w", "WRITE", "60000", "FENCE"],
+    );
     assert_eq!(w, Reply::Arr(vec![Reply::Int(1), Reply::Int(44)]));
 }
 
@@ -114,14 +146,20 @@ fn corrupt_counters_refuse_and_change_nothing() {
         ))
     );
     assert!(!exists(&mut c, "k"), "the grant is undone");
-    let _: () = redis::cmd("DEL").arg(legacy_fence_key("k")).query(&mut c).unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg(legacy_fence_key("k"))
+        .query(&mut c)
+        .unwrap();
     let _: () = redis::cmd("HSET")
         .arg(slot_fence_key("k"))
         .arg("f")
         .arg("1")
         .query(&mut c)
         .unwrap();
-    assert_err(&fenced(&mut c, "k", "a"), "ERR fencing counter 'dlock:fences:{");
+    assert_err(
+        &fenced(&mut c, "k", "a"),
+        "ERR fencing counter 'dlock:fences:{",
+    );
     assert!(!exists(&mut c, "k"));
     // A grant without FENCE never reads the counter.
     assert_eq!(acquire(&mut c, "k", "a", 1000), Reply::Int(1));

@@ -486,7 +486,10 @@ fn compare(c: &mut Connection, m: &Model, key: usize) -> Result<(), String> {
     let counter = slot_fence_key(k);
     let fence = get_int(c, &counter);
     if fence != m.fences.get(&counter).copied() {
-        return Err(format!("fence {fence:?}, model {:?}", m.fences.get(&counter)));
+        return Err(format!(
+            "fence {fence:?}, model {:?}",
+            m.fences.get(&counter)
+        ));
     }
     let r = cmd(c, &["DLOCK.INFO", k]);
     if let Lock::WrongType = m.locks[key] {

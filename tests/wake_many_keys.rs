@@ -72,9 +72,15 @@ fn wake_sources_with_a_thousand_queued_keys() {
         let _: i64 = redis::cmd("DEL").arg(key(10)).query(c).unwrap();
     });
     timed(333, ":1", &mut |c| {
-        let _: () = redis::cmd("RENAME").arg(key(333)).arg("elsewhere").query(c).unwrap();
+        let _: () = redis::cmd("RENAME")
+            .arg(key(333))
+            .arg("elsewhere")
+            .query(c)
+            .unwrap();
     });
-    timed(500, ":1", &mut |c| assert_eq!(release(c, &key(500), "h"), Reply::Int(1)));
+    timed(500, ":1", &mut |c| {
+        assert_eq!(release(c, &key(500), "h"), Reply::Int(1))
+    });
     timed(777, "-WRONGTYPE", &mut |c| {
         let _: () = redis::cmd("SET").arg(key(777)).arg("v").query(c).unwrap();
     });

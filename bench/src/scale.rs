@@ -317,7 +317,11 @@ fn fencing_state(s: &Sizes, rows: &mut Vec<Row>) {
     let before = used_memory(&mut c);
     pipelined(&mut c, s.fence_names, |p, i| {
         let k = format!("entity:{i}");
-        p.cmd("DLOCK.ACQUIRE").arg(&k).arg("o").arg(60_000).arg("FENCE");
+        p.cmd("DLOCK.ACQUIRE")
+            .arg(&k)
+            .arg("o")
+            .arg(60_000)
+            .arg("FENCE");
         p.cmd("DLOCK.RELEASE").arg(&k).arg("o");
     });
     let keys = dbsize(&mut c);
@@ -348,13 +352,19 @@ fn renewals(s: &Sizes, rows: &mut Vec<Row>) {
     let srv = Server::start();
     let mut c = srv.connection();
     pipelined(&mut c, s.renews, |p, i| {
-        p.cmd("DLOCK.ACQUIRE").arg(format!("r:{i}")).arg(OWNER).arg(30_000);
+        p.cmd("DLOCK.ACQUIRE")
+            .arg(format!("r:{i}"))
+            .arg(OWNER)
+            .arg(30_000);
     });
     let mut v = vec![];
     for _ in 0..s.reps.max(3) {
         let t = cpu(&srv);
         pipelined(&mut c, s.renews, |p, i| {
-            p.cmd("DLOCK.RENEW").arg(format!("r:{i}")).arg(OWNER).arg(30_000);
+            p.cmd("DLOCK.RENEW")
+                .arg(format!("r:{i}"))
+                .arg(OWNER)
+                .arg(30_000);
         });
         v.push((cpu(&srv) - t).as_secs_f64() * 1e3);
     }

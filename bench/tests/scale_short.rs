@@ -14,5 +14,8 @@ fn bench_scale_quick_holds_its_bounds() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(text.contains("fencing keys after 10000 fenced names"), "{text}");
+    assert!(
+        text.contains("fencing keys after 10000 fenced names"),
+        "{text}"
+    );
 }

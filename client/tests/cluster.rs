@@ -180,10 +180,7 @@ async fn follows_moved_from_a_non_owner_seed() {
     // The slot's fencing counter lives in the same slot (on the new owner).
     let mut newc = cl.nodes[to].connection();
     let counter = dlock_core::names::slot_fence_key(key.as_bytes());
-    let f: Option<i64> = redis::cmd("GET")
-        .arg(counter)
-        .query(&mut newc)
-        .unwrap();
+    let f: Option<i64> = redis::cmd("GET").arg(counter).query(&mut newc).unwrap();
     assert_eq!(f, Some(1));
     // A server-side wait on the moved slot goes to the new owner too.
     let c2 = c.clone();

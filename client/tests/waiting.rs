@@ -155,7 +155,10 @@ async fn same_owner_cancel_keeps_the_other_hold(b: Backend) {
     stop.store(true, Ordering::Relaxed);
     canceller.await.unwrap();
     let r = raw(&s).await;
-    until(Duration::from_secs(5), "no hold left", || {
+    // Normally gone at once; on a loaded machine a clean-up that found another operation of the
+    // owner in flight for too long releases nothing, and the abandoned grant then lapses with
+    // its 30 s lease (documented client behaviour): allow for that, not a flake.
+    until(Duration::from_secs(35), "no hold left", || {
         let mut r = r.clone();
         async move { !exists(&mut r, "same").await }
     })

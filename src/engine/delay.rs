@@ -4,8 +4,8 @@
 
 use dlock_core::delay::{self, Delay, State};
 use dlock_core::model::LockValue;
-use dlock_core::number::{decimal, positive};
 use dlock_core::names;
+use dlock_core::number::{decimal, positive};
 
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::notify::signal_modified;

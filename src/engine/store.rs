@@ -328,9 +328,7 @@ impl<'a> FenceCounter<'a> {
     /// unless an old counter is absorbed). Changes are replicated as `SET`/`DEL`.
     pub fn token(&self, ctx: Ctx, advance: bool) -> Result<i64, LockError> {
         let slot = RStr::written(ctx, |out| names::write_slot_fence_key(self.lock_key, out));
-        let legacy = RStr::written(ctx, |out| {
-            names::write_legacy_fence_key(self.lock_key, out)
-        });
+        let legacy = RStr::written(ctx, |out| names::write_legacy_fence_key(self.lock_key, out));
         let current = read_counter(ctx, &slot)?;
         let old = read_counter(ctx, &legacy)?;
         // While the slot migrates, the counter may already have moved to the other node (or not

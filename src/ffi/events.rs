@@ -73,7 +73,9 @@ pub fn subscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx, classes: Classes) -> Res
 impl Classes {
     fn mask(self) -> c_int {
         (match self {
-            Classes::ExpiredEvicted => raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED,
+            Classes::ExpiredEvicted => {
+                raw::REDISMODULE_NOTIFY_EXPIRED | raw::REDISMODULE_NOTIFY_EVICTED
+            }
             Classes::Generic => raw::REDISMODULE_NOTIFY_GENERIC,
         }) as c_int
     }
