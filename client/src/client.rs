@@ -109,7 +109,10 @@ impl Client {
     async fn connect(target: Target, config: crate::Config) -> Result<Client> {
         let names = target.names()?;
         let link = Link::connect(&target, config.response_timeout, config.retry).await?;
-        let backend = Arc::new(ActiveBackend::detect(config.backend, link.shared()).await?);
+        let backend = Arc::new({
+            let grace = config.effective_bind_grace(link.shared().closed_signal().is_some());
+            ActiveBackend::detect(config.backend, link.shared(), grace).await?
+        });
         let prefix = config.owner_prefix.clone().unwrap_or_else(|| {
             let v: u128 = rand::random();
             format!("{v:032x}")

@@ -122,7 +122,13 @@ pub struct Config {
     pub(crate) response_timeout: Duration,
     pub(crate) renew_batch: usize,
     pub(crate) min_replicas: Option<(u32, Duration)>,
+    pub(crate) bind_grace: Option<Duration>,
 }
+
+/// The default [`ClientBuilder::bind_grace`]: 2 s, long enough for a client to notice a
+/// closed connection, connect again and rebind (a few round trips), short against the 30 s
+/// lease a crashed holder would otherwise keep.
+pub const DEFAULT_BIND_GRACE: Duration = Duration::from_secs(2);
 
 impl Default for Config {
     fn default() -> Self {
@@ -136,6 +142,7 @@ impl Default for Config {
             response_timeout: Duration::from_secs(5),
             renew_batch: 1000,
             min_replicas: None,
+            bind_grace: Some(DEFAULT_BIND_GRACE),
         }
     }
 }
@@ -174,6 +181,26 @@ impl Config {
     /// The failover guard, `(replicas, time-out)`, when set.
     pub fn min_replicas(&self) -> Option<(u32, Duration)> {
         self.min_replicas
+    }
+
+    /// The grace of `BIND` (native backend), `None` when holds are not bound; see
+    /// [`ClientBuilder::bind_grace`].
+    pub fn bind_grace(&self) -> Option<Duration> {
+        self.bind_grace
+    }
+
+    /// The grace sent with `BIND`. Where the client notices its shared connection close
+    /// (`notices_close`: a single node) and rebinds at once, the grace asked for; else
+    /// (Sentinel, Cluster: a close shows only at the next command) at least a renew interval
+    /// plus a response time-out, so the watchdog's next renewal rebinds before the cut lease
+    /// lapses.
+    pub(crate) fn effective_bind_grace(&self, notices_close: bool) -> Option<Duration> {
+        let floor = if notices_close {
+            Duration::ZERO
+        } else {
+            self.renew_interval().saturating_add(self.response_timeout)
+        };
+        self.bind_grace.map(|g| g.max(floor))
     }
 
     /// Refuse settings that cannot work.
@@ -354,6 +381,43 @@ impl ClientBuilder {
     }
 }
 
+impl ClientBuilder {
+    /// Bind every hold to this client's connection (`BIND grace-ms`, native backend;
+    /// default [`DEFAULT_BIND_GRACE`], 2 s): when the server sees the connection close (the
+    /// process crashed or was killed, the socket was reset), the hold's lease is cut to
+    /// `grace` and the lock frees after it instead of after the lease. `None` (or
+    /// [`no_bind`](Self::no_bind)) binds nothing: a dead holder keeps its locks until their
+    /// lease ends.
+    ///
+    /// Holds stay bound to the client's shared connection (a grant from a waiting queue,
+    /// which arrives on a dedicated connection, is rebound to it at once), and the watchdog's
+    /// every renewal rebinds them (`DLOCK.RENEW ... BIND`). When the shared connection of a
+    /// single node closes, the client connects again and rebinds every watched hold at once,
+    /// within the grace; on Sentinel and Cluster the rebind comes with the next renewal (set
+    /// a grace above the renew interval there, or turn binding off). A hold with a lease of
+    /// its own (no watchdog) is rebound by nobody: a connection loss frees it after the
+    /// grace. The grace is sent as at most the command's lease. The script backend (plain
+    /// Redis) cannot bind and sends no `BIND`.
+    /// ```
+    /// use std::time::Duration;
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").bind_grace(Some(Duration::from_secs(5)));
+    /// # let _ = b;
+    /// ```
+    pub fn bind_grace(mut self, grace: Option<Duration>) -> Self {
+        self.config.bind_grace = grace;
+        self
+    }
+
+    /// Bind nothing: [`bind_grace(None)`](Self::bind_grace).
+    /// ```
+    /// let b = dlock_client::Client::builder("redis://127.0.0.1/").no_bind();
+    /// # let _ = b;
+    /// ```
+    pub fn no_bind(self) -> Self {
+        self.bind_grace(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,6 +457,20 @@ mod tests {
             ..Config::default()
         };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn the_bind_grace_covers_a_renewal_where_closes_go_unnoticed() {
+        let c = Config::default();
+        assert_eq!(c.bind_grace(), Some(DEFAULT_BIND_GRACE));
+        assert_eq!(c.effective_bind_grace(true), Some(DEFAULT_BIND_GRACE));
+        assert_eq!(c.effective_bind_grace(false), Some(Duration::from_secs(15)));
+        let off = Config {
+            bind_grace: None,
+            ..Config::default()
+        };
+        assert_eq!(off.effective_bind_grace(true), None);
+        assert_eq!(off.effective_bind_grace(false), None);
     }
 
     #[test]

@@ -57,6 +57,29 @@ pub enum Error {
         /// Replicas required.
         wanted: u32,
     },
+    /// The server refused a wait for `key` because it would close a cycle of owners waiting
+    /// for each other on that node (`DEADLOCK ...`, native backend). The request changed
+    /// nothing: it did not queue, and the other owners keep waiting. Not worth a retry as
+    /// it is: one owner of the cycle must give something up first (e.g. release what it
+    /// holds and start again).
+    ///
+    /// ```
+    /// let e = dlock_client::Error::Deadlock {
+    ///     key: "k1".into(),
+    ///     cycle: "b waits for k1 held by a, a waits for k2 held by b".into(),
+    /// };
+    /// assert!(!e.is_connection());
+    /// assert!(e.to_string().contains("a waits for k2"));
+    /// ```
+    #[error("lock {key:?}: deadlock: {cycle}")]
+    Deadlock {
+        /// The lock key the refused request was for.
+        key: String,
+        /// The server's description of the cycle, from the requester round to itself:
+        /// `<owner> waits for <key> held by <owner>, ...` (a step through a queue reads
+        /// `<owner> waits for <key> behind <owner>`); see docs/COMMANDS.md.
+        cycle: String,
+    },
     /// A bad URL or configuration value.
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -131,6 +154,12 @@ impl Error {
         {
             return Error::Connection(e);
         }
+        if e.code() == Some(DEADLOCK) {
+            return Error::Deadlock {
+                key: key.to_string(),
+                cycle: e.detail().unwrap_or("").to_string(),
+            };
+        }
         let msg = server_message(&e);
         if msg.contains("WRONGTYPE") {
             return Error::WrongType {
@@ -145,6 +174,9 @@ impl Error {
         Error::from_redis(key, e.into())
     }
 }
+
+/// The error code of the server's answer to a wait that would close a cycle of owners.
+const DEADLOCK: &str = "DEADLOCK";
 
 /// `CODE detail` as the server sent it.
 fn server_message(e: &redis::RedisError) -> String {
@@ -184,5 +216,34 @@ impl std::fmt::Display for ConnectReason {
             ConnectReason::Auth => "authentication failed",
             ConnectReason::Other => "failed",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadlock_reply_is_typed_and_not_retryable() {
+        let cycle = "b waits for k1 held by a, a waits for k2 held by b";
+        let e = redis::RedisError::from((
+            redis::ErrorKind::ExtensionError,
+            "DEADLOCK",
+            cycle.to_string(),
+        ));
+        assert_eq!(e.code(), Some("DEADLOCK"));
+        match Error::from_redis("k1", e) {
+            Error::Deadlock { key, cycle: c } => {
+                assert_eq!(key, "k1");
+                assert_eq!(c, cycle);
+            }
+            other => panic!("{other:?}"),
+        }
+        let other = redis::RedisError::from((
+            redis::ErrorKind::ResponseError,
+            "ERR",
+            "syntax error".to_string(),
+        ));
+        assert!(matches!(Error::from_redis("k", other), Error::Server(_)));
     }
 }

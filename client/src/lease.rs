@@ -250,6 +250,17 @@ impl Entry {
     fn set_deadline(&self, deadline: Instant) {
         self.status.lock().unwrap().deadline = deadline;
     }
+    /// The server may end the hold by `d` (its connection closed and the lease was cut to
+    /// the bind grace): the deadline becomes `d` if sooner, until a renewal moves it again.
+    pub(crate) fn cap_deadline(&self, d: Instant) {
+        let mut s = self.status.lock().unwrap();
+        if d < s.deadline {
+            s.deadline = d;
+            drop(s);
+            // A LostSignal sleeping until the old deadline must sleep until this one.
+            self.changed.notify_waiters();
+        }
+    }
     /// A renewal sent at `sent` succeeded.
     pub(crate) fn renewed(&self, sent: Instant) {
         if !self.is_active() {

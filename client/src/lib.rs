@@ -57,6 +57,7 @@ mod lock;
 pub mod multilock;
 mod node;
 mod owner;
+mod rebind;
 pub mod redlock;
 pub mod rwlock;
 mod semaphore;
@@ -66,7 +67,7 @@ mod watchdog;
 
 pub use backend::lua as scripts;
 pub use client::Client;
-pub use config::{Backend, ClientBuilder, Config, Retry};
+pub use config::{Backend, ClientBuilder, Config, Retry, DEFAULT_BIND_GRACE};
 pub use conn::Connection;
 pub use error::{ConnectReason, Error, Result};
 pub use guard::LockGuard;

@@ -12,6 +12,10 @@ use crate::kind::LockKind;
 use crate::lease::NewHold;
 use crate::{Client, Error, LockGuard, Owner, Result};
 
+/// The longest `LOCKDELAY` the module accepts.
+const MAX_LOCK_DELAY: Duration =
+    Duration::from_millis(dlock_core::limits::MAX_LOCK_DELAY_MS as u64);
+
 /// A handle on one lock name for one owner. Cheap to clone. Nothing is sent until you call
 /// a method.
 ///
@@ -37,6 +41,8 @@ pub struct Lock {
     name: Arc<str>,
     owner: Owner,
     fence: bool,
+    /// `LOCKDELAY` on every grant (exclusive and WRITE only).
+    lock_delay: Option<Duration>,
     kind: LockKind,
     /// What a semaphore handle asks for (kind [`LockKind::Semaphore`]).
     permits: Option<Permits>,
@@ -49,6 +55,7 @@ impl Lock {
             name: Arc::from(name),
             owner,
             fence: false,
+            lock_delay: None,
             kind,
             permits: None,
         }
@@ -101,6 +108,55 @@ impl Lock {
 
     pub(crate) fn is_fenced(&self) -> bool {
         self.fence
+    }
+
+    /// The same lock with a lock-delay (`LOCKDELAY`, native backend): when a hold of this
+    /// handle ends **without a release** (its lease lapsed, e.g. a paused process whose
+    /// watchdog could not renew, or a lease cut by [`bind_grace`](crate::ClientBuilder::bind_grace)
+    /// after its connection closed), the server grants the lock to nobody for `delay`, so a
+    /// holder that was only paused and may still be writing does not meet the next one.
+    /// Waiters keep their place and are served when the delay ends; a release ends the hold
+    /// without any delay. At most 60 s (whole milliseconds).
+    ///
+    /// For exclusive locks and the write side of a read-write lock only: an acquire of a
+    /// read side or of a semaphore with a lock-delay answers [`Error::Config`]; on the
+    /// script backend [`Error::Unsupported`].
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let g = client.lock("ledger").lock_delay(Duration::from_secs(5)).acquire().await?;
+    /// g.release().await?; // released: no delay
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_delay(mut self, delay: Duration) -> Lock {
+        self.lock_delay = Some(delay);
+        self
+    }
+
+    /// The lock-delay this handle asks for, if any.
+    pub(crate) fn lock_delay_of(&self) -> Option<Duration> {
+        self.lock_delay
+    }
+
+    /// `LOCKDELAY ms` for the wire; [`Error::Config`] where the server has no such option.
+    fn lock_delay_ms(&self) -> Result<Option<u64>> {
+        let Some(d) = self.lock_delay else {
+            return Ok(None);
+        };
+        if !matches!(self.kind, LockKind::Exclusive | LockKind::Write) {
+            return Err(Error::Config(format!(
+                "lock_delay is for exclusive locks and write locks, not {:?}",
+                self.kind
+            )));
+        }
+        if d > MAX_LOCK_DELAY {
+            return Err(Error::Config(format!(
+                "lock_delay {d:?} is above the server's maximum {MAX_LOCK_DELAY:?}"
+            )));
+        }
+        self.client.backend.check_lock_delay()?;
+        Ok(Some(d.as_millis() as u64))
     }
 
     /// Which lock this handle takes: exclusive, or a side of a read-write lock.
@@ -312,6 +368,7 @@ impl Lock {
         if self.fence {
             backend.check_fencing()?;
         }
+        let lock_delay_ms = self.lock_delay_ms()?;
         let watched = lease.is_none();
         // Duration::MAX (no limit) is the module's longest lease.
         let lease = lease
@@ -324,6 +381,8 @@ impl Lock {
             permits: self.permits,
             lease_ms: wire_ms(lease),
             fence: self.fence,
+            bind: watched,
+            lock_delay_ms,
             wait,
             started: Instant::now(),
         };

@@ -277,6 +277,7 @@ pub(crate) struct Member {
     pub(crate) owner: Owner,
     pub(crate) kind: LockKind,
     pub(crate) fence: bool,
+    pub(crate) lock_delay: Option<Duration>,
 }
 
 impl Member {
@@ -288,6 +289,7 @@ impl Member {
             owner: lock.owner().clone(),
             kind: lock.kind(),
             fence: lock.is_fenced(),
+            lock_delay: lock.lock_delay_of(),
         }
     }
 
@@ -299,6 +301,7 @@ impl Member {
             owner,
             kind: LockKind::Exclusive,
             fence: false,
+            lock_delay: None,
         }
     }
 
@@ -306,7 +309,11 @@ impl Member {
     pub(crate) async fn lock(&self, limit: Option<Duration>) -> Result<Lock> {
         let client = self.node.client_within(limit).await?;
         let l = Lock::new(client, self.name.clone(), self.owner.clone(), self.kind);
-        Ok(if self.fence { l.fenced() } else { l })
+        let l = if self.fence { l.fenced() } else { l };
+        Ok(match self.lock_delay {
+            Some(d) => l.lock_delay(d),
+            None => l,
+        })
     }
 
     /// Canonical order: server, then key, then kind.

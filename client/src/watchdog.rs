@@ -27,14 +27,29 @@ pub(crate) async fn run(weak: Weak<Inner>, backend: Weak<ActiveBackend>) {
         Some(i) => i.config.renew_interval(),
         None => return,
     };
+    let closed = weak
+        .upgrade()
+        .and_then(|i| i.link.shared().closed_signal());
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     tick.tick().await;
     loop {
-        tick.tick().await;
+        let rebind = match &closed {
+            Some(closed) => tokio::select! {
+                _ = tick.tick() => false,
+                _ = closed.notified() => true,
+            },
+            None => {
+                tick.tick().await;
+                false
+            }
+        };
         let (Some(inner), Some(backend)) = (weak.upgrade(), backend.upgrade()) else {
             return;
         };
+        if rebind {
+            crate::rebind::connection_closed(&inner, &backend);
+        }
         renew_all(&Renewer {
             inner: &inner,
             backend: &backend,

@@ -67,6 +67,11 @@ pub(crate) struct Request<'a> {
     pub(crate) permits: Option<Permits>,
     pub(crate) lease_ms: u64,
     pub(crate) fence: bool,
+    /// Bind the hold to the connection (`BIND`, native backend with a grace): watchdog-held
+    /// locks only, the ones the client rebinds when its connection changes.
+    pub(crate) bind: bool,
+    /// `LOCKDELAY` of an exclusive or WRITE grant (native backend).
+    pub(crate) lock_delay_ms: Option<u64>,
     pub(crate) wait: Wait,
     pub(crate) started: Instant,
 }
@@ -90,8 +95,13 @@ pub(crate) enum ActiveBackend {
 
 impl ActiveBackend {
     /// The backend `wanted` on the server behind `conn`: `Auto` asks the server whether it
-    /// knows the `DLOCK.*` commands; `Native` insists on them.
-    pub(crate) async fn detect(wanted: Backend, conn: &Connection) -> Result<ActiveBackend> {
+    /// knows the `DLOCK.*` commands; `Native` insists on them. `bind`: the grace the native
+    /// backend binds holds with (the script backend cannot bind).
+    pub(crate) async fn detect(
+        wanted: Backend,
+        conn: &Connection,
+        bind: Option<Duration>,
+    ) -> Result<ActiveBackend> {
         let native = match wanted {
             Backend::Script => false,
             Backend::Native => {
@@ -106,7 +116,7 @@ impl ActiveBackend {
             Backend::Auto => native::has_module(conn).await?,
         };
         Ok(if native {
-            ActiveBackend::Native(native::Native)
+            ActiveBackend::Native(native::Native::new(bind))
         } else {
             ActiveBackend::Script(Box::new(script::Script::new()))
         })
@@ -163,7 +173,7 @@ impl ActiveBackend {
     /// The watchdog's renewal of `e`.
     pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
         match self {
-            ActiveBackend::Native(_) => native::renew_cmd(e),
+            ActiveBackend::Native(n) => n.renew_cmd(e),
             ActiveBackend::Script(s) => s.renew_cmd(e),
         }
     }
@@ -199,6 +209,22 @@ impl ActiveBackend {
         }
         // Script: the attempt was one EVAL on the shared connection (or a pooled one with
         // the failover guard), which the server runs before anything sent after it.
+    }
+
+    /// The grace holds are bound with (native backend), if any.
+    pub(crate) fn bind_grace(&self) -> Option<Duration> {
+        match self {
+            ActiveBackend::Native(n) => n.bind_grace(),
+            ActiveBackend::Script(_) => None,
+        }
+    }
+
+    /// Whether this backend can keep the next holder out after a lapse (`LOCKDELAY`).
+    pub(crate) fn check_lock_delay(&self) -> Result<()> {
+        match self {
+            ActiveBackend::Native(_) => Ok(()),
+            ActiveBackend::Script(_) => Err(Error::Unsupported("lock-delay needs the dlock module")),
+        }
     }
 
     /// Whether this backend gives fencing tokens.

@@ -12,7 +12,10 @@ use crate::lease::Entry;
 use crate::shared::Inner;
 use crate::{Error, Result};
 
-pub(crate) struct Native;
+/// `bind`: the grace every grant and renewal binds the hold with (`BIND`), if any.
+pub(crate) struct Native {
+    bind: Option<std::time::Duration>,
+}
 
 /// Does the server know the module's commands? Asked with `DLOCK.INFO` on a key, which
 /// every user allowed to lock may run (unlike `MODULE LIST`, an admin command).
@@ -43,6 +46,24 @@ fn is_unknown_command(code: Option<&str>, detail: Option<&str>) -> bool {
 }
 
 impl Native {
+    pub(crate) fn new(bind: Option<std::time::Duration>) -> Native {
+        Native { bind }
+    }
+
+    pub(crate) fn bind_grace(&self) -> Option<std::time::Duration> {
+        self.bind
+    }
+
+    /// `BIND grace-ms` for a command whose lease is `lease_ms` (the grace may not exceed it).
+    fn bind_ms(&self, lease_ms: u64) -> Option<u64> {
+        self.bind.map(|g| (g.as_millis() as u64).min(lease_ms))
+    }
+
+    /// `BIND grace-ms` for the grant of `req`, if it is to be bound.
+    fn grant_bind_ms(&self, req: &Request<'_>) -> Option<u64> {
+        self.bind_ms(req.lease_ms).filter(|_| req.bind)
+    }
+
     pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
         let guard = inner.config.min_replicas;
         let wait_ms = match req.wait {
@@ -55,7 +76,7 @@ impl Native {
         };
         let Some(wait_ms) = wait_ms else {
             // No wait: one try on the shared connection.
-            let cmd = grant_cmd(req, None);
+            let cmd = grant_cmd(req, None, self.grant_bind_ms(req));
             let sent = Instant::now();
             let (v, acks) = if guard.is_some() {
                 call::guarded_call(&inner.link, req.key, &cmd, guard).await?
@@ -68,7 +89,12 @@ impl Native {
                     .map_err(|e| Error::from_redis(req.key, e))?;
                 (v, None)
             };
-            return Ok(parse_grant(req.key, v)?.map(|(count, token)| Grant {
+            let grant = parse_grant(req.key, v)?;
+            if grant.is_some() && guard.is_some() {
+                // Granted on a dedicated connection (with its replication WAIT).
+                self.rebind(inner, req, sent).await;
+            }
+            return Ok(grant.map(|(count, token)| Grant {
                 at: sent,
                 count: Some(count),
                 token,
@@ -78,7 +104,7 @@ impl Native {
         // With a wait, one command does it all: the server grants at once when it can, else
         // queues the request. It goes on a dedicated connection to the key's node: a blocked
         // reply would stall the shared one.
-        let cmd = grant_cmd(req, Some(wait_ms));
+        let cmd = grant_cmd(req, Some(wait_ms), self.grant_bind_ms(req));
         // A wait without limit has no client-side time-out either: the request keeps its
         // place in the server's queue until granted (the link is watched meanwhile). A
         // wait with a limit gets the server's answer at its end, plus slack.
@@ -94,12 +120,43 @@ impl Native {
         // The grant happened between send and receipt; the lease is counted from receipt
         // (later than the truth by at most the reply's one-way latency).
         let got = Instant::now();
-        Ok(parse_grant(req.key, v)?.map(|(count, token)| Grant {
+        let grant = parse_grant(req.key, v)?;
+        if grant.is_some() {
+            self.rebind(inner, req, got).await;
+        }
+        Ok(grant.map(|(count, token)| Grant {
             at: got,
             count: Some(count),
             token,
             acks,
         }))
+    }
+}
+
+impl Native {
+    /// A grant that came on a dedicated connection is bound to it (the server binds a hold
+    /// to the connection that sent the acquire, or that waited for it); that connection
+    /// goes back to the pool, where it may be closed (a cancelled wait, an overfull pool)
+    /// and cut the hold. Bind the hold to the shared connection instead, which lives as long
+    /// as the client, keeping the lease the grant set (counted from `at`). A failure leaves
+    /// the binding where it is, and the watchdog's next renewal rebinds.
+    async fn rebind(&self, inner: &Inner, req: &Request<'_>, at: Instant) {
+        if self.grant_bind_ms(req).is_none() {
+            return;
+        }
+        let left = req.lease_ms.saturating_sub(at.elapsed().as_millis() as u64);
+        let Some(grace) = self.bind_ms(left.max(1)) else {
+            return;
+        };
+        let cmd = renew_with(req.key, req.owner, left.max(1), Some(grace));
+        let _ = tokio::time::timeout(inner.config.response_timeout, inner.link.shared().send(&cmd))
+            .await;
+    }
+
+    /// The watchdog's renewal of `e`, rebinding it to the connection that sends it.
+    pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
+        let lease_ms = crate::config::wire_ms(e.lease);
+        renew_with(&e.key, &e.owner, lease_ms, self.bind_ms(lease_ms))
     }
 }
 
@@ -112,9 +169,10 @@ fn command(name: &str, args: usize, data: usize) -> redis::Cmd {
 }
 
 /// The module's grant command for the request's kind.
-fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>) -> redis::Cmd {
-    // key, owner, [mode | capacity], lease, [COUNT n], [WAIT ms], [FENCE]; 20 bytes a number.
-    let data = req.key.len() + req.owner.len() + 20 + 20 + 5 + 20 + 4 + 20 + 5;
+fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>, bind_ms: Option<u64>) -> redis::Cmd {
+    // key, owner, [mode | capacity], lease, [COUNT n], [WAIT ms], [FENCE], [BIND ms],
+    // [LOCKDELAY ms]; 20 bytes a number.
+    let data = req.key.len() + req.owner.len() + 20 + 20 + 5 + 20 + 4 + 20 + 5 + 24 + 29;
     let mut cmd = match (req.permits, req.kind.word()) {
         (Some(p), _) => {
             let mut c = command("DLOCK.SEMAPHORE", 9, data);
@@ -143,6 +201,12 @@ fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>) -> redis::Cmd {
     if req.fence {
         cmd.arg("FENCE");
     }
+    if let Some(ms) = bind_ms {
+        cmd.arg("BIND").arg(ms);
+    }
+    if let Some(ms) = req.lock_delay_ms {
+        cmd.arg("LOCKDELAY").arg(ms);
+    }
     cmd
 }
 
@@ -158,11 +222,13 @@ pub(crate) fn release_cmd(key: &str, owner: &str, kind: LockKind, count: u64) ->
     c
 }
 
-pub(crate) fn renew_cmd(e: &Entry) -> redis::Cmd {
-    let mut c = redis::cmd("DLOCK.RENEW");
-    c.arg(&*e.key)
-        .arg(&*e.owner)
-        .arg(crate::config::wire_ms(e.lease));
+/// `DLOCK.RENEW key owner lease-ms [BIND grace-ms]`.
+fn renew_with(key: &str, owner: &str, lease_ms: u64, bind_ms: Option<u64>) -> redis::Cmd {
+    let mut c = command("DLOCK.RENEW", 5, key.len() + owner.len() + 45);
+    c.arg(key).arg(owner).arg(lease_ms);
+    if let Some(ms) = bind_ms {
+        c.arg("BIND").arg(ms);
+    }
     c
 }
 
@@ -239,6 +305,8 @@ mod tests {
             permits: None,
             lease_ms: 500,
             fence: true,
+            bind: true,
+            lock_delay_ms: None,
             wait: Wait::No,
             started: Instant::now(),
         };
@@ -252,8 +320,16 @@ mod tests {
                 .join(" ")
         };
         assert_eq!(
-            words(&grant_cmd(&req, Some(100))),
+            words(&grant_cmd(&req, Some(100), None)),
             "DLOCK.RWLOCK k o WRITE 500 WAIT 100 FENCE"
+        );
+        let delayed = Request {
+            lock_delay_ms: Some(250),
+            ..req
+        };
+        assert_eq!(
+            words(&grant_cmd(&delayed, None, Some(200))),
+            "DLOCK.RWLOCK k o WRITE 500 FENCE BIND 200 LOCKDELAY 250"
         );
         let sem = Request {
             kind: LockKind::Semaphore,
@@ -265,7 +341,7 @@ mod tests {
             ..req
         };
         assert_eq!(
-            words(&grant_cmd(&sem, None)),
+            words(&grant_cmd(&sem, None, None)),
             "DLOCK.SEMAPHORE k o 5 500 COUNT 2"
         );
         assert_eq!(
@@ -280,5 +356,15 @@ mod tests {
             words(&release_cmd("k", "o", LockKind::Exclusive, 1)),
             "DLOCK.RELEASE k o"
         );
+        // The grace is sent as at most the command's lease; none without binding.
+        let bound = Native::new(Some(std::time::Duration::from_secs(2)));
+        assert_eq!(bound.bind_ms(30_000), Some(2000));
+        assert_eq!(bound.bind_ms(500), Some(500));
+        assert_eq!(Native::new(None).bind_ms(500), None);
+        assert_eq!(
+            words(&renew_with("k", "o", 500, Some(200))),
+            "DLOCK.RENEW k o 500 BIND 200"
+        );
+        assert_eq!(words(&renew_with("k", "o", 500, None)), "DLOCK.RENEW k o 500");
     }
 }

@@ -68,6 +68,15 @@ impl Connection {
         matches!(self.kind, ConnKind::Cluster(..))
     }
 
+    /// On a single node, signalled when the shared link closes (the holds bound to it need
+    /// rebinding); `None` where closes are noticed only by the next command.
+    pub(crate) fn closed_signal(&self) -> Option<Arc<tokio::sync::Notify>> {
+        match &self.kind {
+            ConnKind::Single(s) => Some(s.closed()),
+            _ => None,
+        }
+    }
+
     /// Send one command and get its reply (an error reply stays inline as
     /// `Value::ServerError`). On a single node this skips the boxed future and the clone of
     /// the [`ConnectionLike`] path: it carries the lock's hot path (try-acquire, release).

@@ -22,6 +22,10 @@ use crate::config::Retry;
 use crate::{Error, Result};
 
 pub(crate) struct Single {
+    me: Weak<Single>,
+    /// Signalled (one stored permit) when a link closes or is dropped: the holds bound to
+    /// it must be rebound on a new one (see [`Single::closed`]).
+    closed: Arc<tokio::sync::Notify>,
     client: redis::Client,
     timeout: Duration,
     retry: Retry,
@@ -66,7 +70,9 @@ impl Single {
         retry: Retry,
     ) -> Result<Arc<Single>> {
         let addr = client.get_connection_info().addr.to_string();
-        let s = Arc::new(Single {
+        let s = Arc::new_cyclic(|me| Single {
+            me: me.clone(),
+            closed: Arc::default(),
             client,
             timeout,
             retry,
@@ -92,7 +98,18 @@ impl Single {
         driver: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> (u64, MultiplexedConnection) {
         let id = self.next_link.fetch_add(1, Relaxed);
-        let driver = self.runtime.spawn(driver).abort_handle();
+        // The driver ends when the server closes the socket (`CLIENT KILL`, a restart):
+        // drop the link at once, so the next request (the watchdog's rebind) connects again.
+        let me = self.me.clone();
+        let driver = self
+            .runtime
+            .spawn(async move {
+                driver.await;
+                if let Some(s) = me.upgrade() {
+                    s.drop_link(id);
+                }
+            })
+            .abort_handle();
         let out = (id, conn.clone());
         *self.current.lock().unwrap() = Some(Link { id, conn, driver });
         out
@@ -144,7 +161,13 @@ impl Single {
         let mut cur = self.current.lock().unwrap();
         if cur.as_ref().is_some_and(|l| l.id == id) {
             *cur = None;
+            self.closed.notify_one();
         }
+    }
+
+    /// Signalled when a link closed or was dropped since the last wait on it.
+    pub(crate) fn closed(&self) -> Arc<tokio::sync::Notify> {
+        self.closed.clone()
     }
 
     pub(crate) async fn command(&self, cmd: &Cmd) -> RedisResult<Value> {
