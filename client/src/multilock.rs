@@ -34,6 +34,13 @@ use crate::{Error, Lock, LockGuard, LostReason, LostSignal, Result};
 /// - Built with [`on_nodes`](Self::on_nodes), it needs no server to be up: a member whose
 ///   [`Node`] is down makes an acquire fail with [`Error::Connect`] naming that node (after
 ///   releasing what it took); once the node answers again it is used again.
+/// - **Deadlocks.** The server answers a wait that would close a cycle of owners with
+///   [`Error::Deadlock`](crate::Error::Deadlock) (native backend), but it sees only its own
+///   keys: a cycle through members on **different servers** (or different cluster nodes)
+///   is not detected and waits out its time-outs. The canonical order prevents such cycles
+///   between multi-locks; a cycle formed with locks taken outside one is the caller's to
+///   avoid (give waits a limit). A member refused with `Error::Deadlock` fails the acquire
+///   like any error: what was taken is released.
 ///
 /// ```no_run
 /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {

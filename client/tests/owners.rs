@@ -306,3 +306,42 @@ async fn a_two_owner_cycle_is_a_deadlock_error() {
     g.release().await.unwrap();
     a1.release().await.unwrap();
 }
+
+#[test]
+fn the_blocking_api_sends_lock_delay_and_binds() {
+    let srv = Server::start();
+    let client = dlock_client::blocking::Client::build(
+        Client::builder(srv.url()).bind_grace(Some(GRACE)),
+    )
+    .unwrap();
+    let lease = Duration::from_millis(200);
+    let g = client
+        .lock("bl")
+        .lock_delay(Duration::from_secs(5))
+        .try_acquire_for(Duration::ZERO, Some(lease))
+        .unwrap();
+    assert!(g.is_some());
+    let mut c = srv.connection();
+    // The lease lapses; the delay then runs (DLOCK.INFO's delay-ms).
+    wait_for(Duration::from_secs(5), "the lock-delay running", || {
+        let v: redis::Value = redis::cmd("DLOCK.INFO").arg("bl").query(&mut c).ok()?;
+        (info_field(&v, "delay-ms")? > 1000).then_some(())
+    });
+    assert!(client.lock("bl").try_acquire().unwrap().is_none());
+    // A watchdog-held blocking lock is bound: its lease is cut when the connection closes.
+    let held = client.lock("held").acquire().unwrap();
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut c)
+        .unwrap();
+    assert!(killed >= 1);
+    wait_for(Duration::from_secs(5), "the cut counted", || {
+        let info: String = redis::cmd("INFO").arg("dlock").query(&mut c).ok()?;
+        info.contains("dlock_leases_cut:1").then_some(())
+    });
+    held.release().unwrap();
+}

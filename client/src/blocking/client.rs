@@ -60,6 +60,7 @@ impl Client {
             client: self.clone(),
             name: name.into(),
             fence: false,
+            lock_delay: None,
             kind: LockKind::Exclusive,
         }
     }

@@ -25,6 +25,7 @@ pub struct Lock {
     pub(super) client: Client,
     pub(super) name: String,
     pub(super) fence: bool,
+    pub(super) lock_delay: Option<Duration>,
     pub(super) kind: LockKind,
 }
 
@@ -68,6 +69,7 @@ impl RwLock {
             client: self.client.clone(),
             name: self.name.clone(),
             fence: false,
+            lock_delay: None,
             kind,
         }
     }
@@ -83,10 +85,10 @@ impl Lock {
             LockKind::Write => self.client.inner.rwlock_as(name, &owner).write(),
             LockKind::Semaphore => unreachable!("semaphores have their own handle"),
         };
-        if self.fence {
-            l.fenced()
-        } else {
-            l
+        let l = if self.fence { l.fenced() } else { l };
+        match self.lock_delay {
+            Some(d) => l.lock_delay(d),
+            None => l,
         }
     }
     fn run(&self, wait: Wait, lease: Option<Duration>) -> Result<Option<LockGuard>> {
@@ -118,6 +120,18 @@ impl Lock {
     /// ```
     pub fn fenced(mut self) -> Lock {
         self.fence = true;
+        self
+    }
+    /// A lock-delay after a hold that ends without a release (native backend; exclusive
+    /// and write locks): see [`crate::Lock::lock_delay`].
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// let g = client.lock("k").lock_delay(std::time::Duration::from_secs(5)).acquire()?;
+    /// g.release()?;
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn lock_delay(mut self, delay: Duration) -> Lock {
+        self.lock_delay = Some(delay);
         self
     }
     /// Wait as long as it takes; watchdog on.
