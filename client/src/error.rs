@@ -226,11 +226,12 @@ mod tests {
     #[test]
     fn a_deadlock_reply_is_typed_and_not_retryable() {
         let cycle = "b waits for k1 held by a, a waits for k2 held by b";
-        let e = redis::RedisError::from((
-            redis::ErrorKind::ExtensionError,
-            "DEADLOCK",
-            cycle.to_string(),
-        ));
+        // As redis-rs reads the reply `-DEADLOCK <cycle>`.
+        let e = match redis::parse_redis_value(format!("-DEADLOCK {cycle}\r\n").as_bytes()) {
+            Ok(redis::Value::ServerError(se)) => redis::RedisError::from(se),
+            Err(e) => e,
+            other => panic!("{other:?}"),
+        };
         assert_eq!(e.code(), Some("DEADLOCK"));
         match Error::from_redis("k1", e) {
             Error::Deadlock { key, cycle: c } => {

@@ -27,9 +27,7 @@ pub(crate) async fn run(weak: Weak<Inner>, backend: Weak<ActiveBackend>) {
         Some(i) => i.config.renew_interval(),
         None => return,
     };
-    let closed = weak
-        .upgrade()
-        .and_then(|i| i.link.shared().closed_signal());
+    let closed = weak.upgrade().and_then(|i| i.link.shared().closed_signal());
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     tick.tick().await;

@@ -133,7 +133,11 @@ async fn a_killed_holder_process_frees_its_locks_after_the_grace_not_the_lease()
     // The dedicated connection the queued grant came on is closed now; the hold was rebound
     // to the shared connection, so nothing was cut and both holds outlive the grace.
     tokio::time::sleep(GRACE * 3).await;
-    assert_eq!(leases_cut(&mut c).await, 0, "a hold was cut while its client lives");
+    assert_eq!(
+        leases_cut(&mut c).await,
+        0,
+        "a hold was cut while its client lives"
+    );
     assert!(exists(&mut c, "direct").await && exists(&mut c, "queued").await);
     assert!(pttl(&mut c, "queued").await > GRACE.as_millis() as i64 * 4);
 
@@ -172,10 +176,10 @@ fn info_field(v: &redis::Value, field: &str) -> Option<i64> {
     let redis::Value::Array(a) = v else {
         return None;
     };
-    let i = a.iter().position(
-        |x| matches!(x, redis::Value::BulkString(b) if b == field.as_bytes())
-            || matches!(x, redis::Value::SimpleString(s) if s == field),
-    )?;
+    let i = a.iter().position(|x| {
+        matches!(x, redis::Value::BulkString(b) if b == field.as_bytes())
+            || matches!(x, redis::Value::SimpleString(s) if s == field)
+    })?;
     redis::from_redis_value(a.get(i + 1)?).ok()
 }
 
@@ -241,7 +245,10 @@ async fn a_lapsed_hold_with_lock_delay_keeps_the_next_holder_out() {
     let delay = Duration::from_millis(1000);
     let lock = client.lock("ld").lock_delay(delay);
     let held = Instant::now();
-    let g = lock.try_acquire_for(Duration::ZERO, Some(lease)).await.unwrap();
+    let g = lock
+        .try_acquire_for(Duration::ZERO, Some(lease))
+        .await
+        .unwrap();
     assert!(g.is_some());
     // Another owner waits; the hold lapses (no release), then the delay keeps it out.
     let next = client.lock("ld");
@@ -310,10 +317,9 @@ async fn a_two_owner_cycle_is_a_deadlock_error() {
 #[test]
 fn the_blocking_api_sends_lock_delay_and_binds() {
     let srv = Server::start();
-    let client = dlock_client::blocking::Client::build(
-        Client::builder(srv.url()).bind_grace(Some(GRACE)),
-    )
-    .unwrap();
+    let client =
+        dlock_client::blocking::Client::build(Client::builder(srv.url()).bind_grace(Some(GRACE)))
+            .unwrap();
     let lease = Duration::from_millis(200);
     let g = client
         .lock("bl")

@@ -223,7 +223,9 @@ impl ActiveBackend {
     pub(crate) fn check_lock_delay(&self) -> Result<()> {
         match self {
             ActiveBackend::Native(_) => Ok(()),
-            ActiveBackend::Script(_) => Err(Error::Unsupported("lock-delay needs the dlock module")),
+            ActiveBackend::Script(_) => {
+                Err(Error::Unsupported("lock-delay needs the dlock module"))
+            }
         }
     }
 

@@ -149,8 +149,11 @@ impl Native {
             return;
         };
         let cmd = renew_with(req.key, req.owner, left.max(1), Some(grace));
-        let _ = tokio::time::timeout(inner.config.response_timeout, inner.link.shared().send(&cmd))
-            .await;
+        let _ = tokio::time::timeout(
+            inner.config.response_timeout,
+            inner.link.shared().send(&cmd),
+        )
+        .await;
     }
 
     /// The watchdog's renewal of `e`, rebinding it to the connection that sends it.
@@ -365,6 +368,9 @@ mod tests {
             words(&renew_with("k", "o", 500, Some(200))),
             "DLOCK.RENEW k o 500 BIND 200"
         );
-        assert_eq!(words(&renew_with("k", "o", 500, None)), "DLOCK.RENEW k o 500");
+        assert_eq!(
+            words(&renew_with("k", "o", 500, None)),
+            "DLOCK.RENEW k o 500"
+        );
     }
 }
