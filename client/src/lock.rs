@@ -186,7 +186,10 @@ impl Lock {
     ///
     /// On the native backend the wait is one `DLOCK.ACQUIRE ... WAIT 0` on a dedicated
     /// connection with no client-side time-out: the request keeps its FIFO place for the
-    /// whole wait, however long. Connection failures are retried per [`Retry`](crate::Retry).
+    /// whole wait, however long. (With [`bind_grace`](crate::ClientBuilder::bind_grace) on,
+    /// the default, one try on the shared connection comes first, so that a lock free at
+    /// once is bound to the client's long-lived connection; see the README's *Owners that
+    /// fail*.) Connection failures are retried per [`Retry`](crate::Retry).
     ///
     /// Cancel safety: cancel-safe (see [`Lock`]).
     /// ```no_run

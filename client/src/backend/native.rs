@@ -75,32 +75,15 @@ impl Native {
             Wait::Forever => Some(0),
         };
         let Some(wait_ms) = wait_ms else {
-            // No wait: one try on the shared connection.
-            let cmd = grant_cmd(req, None, self.grant_bind_ms(req));
-            let sent = Instant::now();
-            let (v, acks) = if guard.is_some() {
-                call::guarded_call(&inner.link, req.key, &cmd, guard).await?
-            } else {
-                let v = inner
-                    .link
-                    .shared()
-                    .send(&cmd)
-                    .await
-                    .map_err(|e| Error::from_redis(req.key, e))?;
-                (v, None)
-            };
-            let grant = parse_grant(req.key, v)?;
-            if grant.is_some() && guard.is_some() {
-                // Granted on a dedicated connection (with its replication WAIT).
-                self.rebind(inner, req, sent).await;
-            }
-            return Ok(grant.map(|(count, token)| Grant {
-                at: sent,
-                count: Some(count),
-                token,
-                acks,
-            }));
+            return self.try_once(inner, req).await;
         };
+        if guard.is_none() && self.grant_bind_ms(req).is_some() {
+            // A bound hold: a try on the shared connection first binds an immediate grant
+            // where it belongs (no rebind, no dedicated connection); only a busy lock queues.
+            if let Some(g) = self.try_once(inner, req).await? {
+                return Ok(Some(g));
+            }
+        }
         // With a wait, one command does it all: the server grants at once when it can, else
         // queues the request. It goes on a dedicated connection to the key's node: a blocked
         // reply would stall the shared one.
@@ -134,6 +117,36 @@ impl Native {
 }
 
 impl Native {
+    /// One try without waiting: on the shared connection, or with the failover guard on a
+    /// dedicated one (followed by its replication `WAIT`).
+    async fn try_once(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
+        let guard = inner.config.min_replicas;
+        let cmd = grant_cmd(req, None, self.grant_bind_ms(req));
+        let sent = Instant::now();
+        let (v, acks) = if guard.is_some() {
+            call::guarded_call(&inner.link, req.key, &cmd, guard).await?
+        } else {
+            let v = inner
+                .link
+                .shared()
+                .send(&cmd)
+                .await
+                .map_err(|e| Error::from_redis(req.key, e))?;
+            (v, None)
+        };
+        let grant = parse_grant(req.key, v)?;
+        if grant.is_some() && guard.is_some() {
+            // Granted on a dedicated connection (with its replication WAIT).
+            self.rebind(inner, req, sent).await;
+        }
+        Ok(grant.map(|(count, token)| Grant {
+            at: sent,
+            count: Some(count),
+            token,
+            acks,
+        }))
+    }
+
     /// A grant that came on a dedicated connection is bound to it (the server binds a hold
     /// to the connection that sent the acquire, or that waited for it); that connection
     /// goes back to the pool, where it may be closed (a cancelled wait, an overfull pool)
