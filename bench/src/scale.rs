@@ -35,16 +35,16 @@ struct Row {
     unit: &'static str,
 }
 
-/// Server CPU time (user + system) so far, from /proc.
+/// Server CPU time so far, all threads, in nanoseconds from the scheduler
+/// (`/proc/<pid>/task/*/schedstat`; `/proc/<pid>/stat` counts 10 ms ticks, too coarse for an
+/// idle server and biased by periodic wake-ups).
 fn cpu(srv: &Server) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", srv.pid())).expect("/proc stat");
-    // Fields after the command name (which is in parentheses): utime is the 14th field.
-    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Duration::from_micros(ticks * 1_000_000 / hz)
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", srv.pid())).expect("/proc tasks");
+    let ns: u64 = tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
 }
 
 fn used_memory(c: &mut redis::Connection) -> i64 {
