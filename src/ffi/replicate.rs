@@ -85,11 +85,10 @@ pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
 }
 
 /// PUBLISHes `message` on `channel`, and propagates the PUBLISH to replicas only (not to the
-/// AOF), as Redis's own PUBLISH does. It goes in the command's own MULTI/EXEC with the DEL:
-/// sending it from a timer instead saved ~1.3k instructions per release in a pipelined
-/// benchmark but cost ~2.8k more per release when each command is its own event-loop turn
-/// (docs/DESIGN.md, Replication).
-pub fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
+/// AOF), as Redis's own PUBLISH does, in the running command's propagation (after a release's
+/// DEL: see [`propagate_del_and_publish`]; docs/DESIGN.md, Replication, on why not from a
+/// timer).
+fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
     publish_here(ctx, channel, message);
     if targets::get(ctx).replicas {
         replicate_to(ctx, c"PUBLISH", c"A", &[channel, message]);
