@@ -315,3 +315,24 @@ fn replica_and_aof_get_hold_release_and_message() {
         }
     }
 }
+
+/// `rename-command EVAL ""` on the master (a hardened configuration): the hold and the
+/// release reach the replica as separate commands instead of one EVAL.
+#[test]
+fn replica_gets_hold_and_release_when_eval_is_renamed_away() {
+    let master = Server::builder().args(["--rename-command", "EVAL", ""]).start();
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
+    let mut m = master.connection();
+    let mut r = replica.connection();
+    let mut sub = subscriber(&replica, &channel("k"));
+    assert_eq!(acquire(&mut m, "k", "o1", 600_000), Reply::Int(1));
+    assert_mirrored(&mut m, &mut r, &["k"]);
+    assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
+    assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
+    let msg = sub.get_message().expect("the unlock message on the replica");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert!(!exists(&mut r, "k"), "the release reached the replica");
+}

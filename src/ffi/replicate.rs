@@ -43,8 +43,9 @@ pub fn replicate(ctx: Ctx, cmd: &CStr, args: &[&RStr]) {
 }
 
 /// [`replicate`] with Redis's target flags (`flags`: "" for both, "A" for replicas only),
-/// without the targets check.
-fn replicate_to(ctx: Ctx, cmd: &CStr, flags: &CStr, args: &[&RStr]) {
+/// without the targets check. False when Redis refused it: `cmd` is unknown there (a
+/// `rename-command EVAL ""` in the configuration).
+fn replicate_to(ctx: Ctx, cmd: &CStr, flags: &CStr, args: &[&RStr]) -> bool {
     let mut format = [0u8; 8];
     let fixed = args.len() <= 6;
     let n = if fixed { args.len() } else { 1 };
@@ -57,7 +58,7 @@ fn replicate_to(ctx: Ctx, cmd: &CStr, flags: &CStr, args: &[&RStr]) {
     // SAFETY: (every arm) a live context; `cmd` and the format are NUL-terminated; the
     // variadic arguments are as many live strings as the format says ("v": an array of `len`
     // live strings, which `args` keeps alive for the call; the flags take no argument).
-    unsafe {
+    let status = unsafe {
         let rm = api!(RedisModule_Replicate);
         match args.len() {
             1 => rm(c, p, f, s(0)),
@@ -71,8 +72,9 @@ fn replicate_to(ctx: Ctx, cmd: &CStr, flags: &CStr, args: &[&RStr]) {
                     args.iter().map(|a| a.as_ptr()).collect();
                 rm(c, p, f, ptrs.as_ptr(), ptrs.len())
             }
-        };
-    }
+        }
+    };
+    status == raw::REDISMODULE_OK as i32
 }
 
 /// Propagates `cmd key n`, the number as a string made here ("ss"): Redis's own "l" format
@@ -108,7 +110,11 @@ pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr
         let script = HSET_PEXPIREAT.get(ctx);
         let at = RStr::number(ctx, at);
         let one = RStr::number(ctx, 1);
-        replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, field, value, &at]);
+        if !replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, field, value, &at]) {
+            // EVAL renamed away: the two writes as they are (Redis wraps them in MULTI/EXEC).
+            replicate(ctx, CoreWrite::Hset.command(), &[key, field, value]);
+            replicate(ctx, CoreWrite::PexpireAt.command(), &[key, &at]);
+        }
     }
     for write in [CoreWrite::Hset, CoreWrite::PexpireAt] {
         let (class, event) = write.event();
@@ -121,10 +127,13 @@ pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr
 /// Redis's own PUBLISH, never gets the message, so with the AOF on they go apart.
 pub fn propagate_del_and_publish(ctx: Ctx, key: &RStr, channel: &RStr, message: &RStr) {
     let t = targets::get(ctx);
-    if t.replicas && !t.aof {
+    let as_one = || {
         let script = DEL_PUBLISH.get(ctx);
         let one = RStr::number(ctx, 1);
-        replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, channel, message]);
+        replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, channel, message])
+    };
+    // EVAL renamed away (`as_one` false): the `else` branch, two commands in MULTI/EXEC.
+    if t.replicas && !t.aof && as_one() {
         let (class, event) = CoreWrite::Del.event();
         notify::keyspace_event(ctx, class, event, key);
         publish_here(ctx, channel, message);
