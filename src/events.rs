@@ -26,6 +26,9 @@ impl KeyspaceHandler for Gone {
     fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
         let db = ctx.selected_db();
         stats::on_key_gone(db, key, event == b"expired");
+        if dlock_core::names::is_delay_key(key) {
+            engine::delay_keys::gone(db, key);
+        }
         if engine::waiting() > 0 {
             wake::mark_dirty(ctx, db, Some(key));
         }
@@ -37,6 +40,7 @@ impl ServerEventHandler for Gone {
     /// (`repl-diskless-load swapdb`): forget the old keys, re-examine every queued key.
     fn on_keyspace_replaced(ctx: Ctx) {
         stats::forget_held();
+        engine::delay_keys::arrived(ctx);
         if engine::waiting() > 0 {
             wake::mark_dirty(ctx, 0, None);
         }
@@ -64,6 +68,7 @@ impl events::ClientCloseHandler for Closed {
 /// `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     wake::init(events::key_unlinks_supported());
+    engine::delay_keys::init(ctx);
     events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
     events::subscribe_server::<Gone>(ctx)?;
     events::subscribe_client_close::<Closed>(ctx)

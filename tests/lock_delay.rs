@@ -213,3 +213,56 @@ fn a_promoted_replica_honours_the_delay() {
     );
     assert!(delay_ms(&mut r, "k") > 50_000);
 }
+
+/// A server whose walk found no lock-delay key (so it stops looking) learns of those that
+/// arrive by replication: it turns replica of a master with a running delay, then master.
+#[test]
+fn a_master_turned_replica_then_master_honours_its_old_masters_delay() {
+    let a = Server::start();
+    let b = Server::start();
+    let mut ca = a.connection();
+    let mut cb = b.connection();
+    // b has looked at its (empty) data set and found no delay anywhere.
+    assert_eq!(acquire(&mut cb, "k", "x", 1000), Reply::Int(1));
+    assert_eq!(release(&mut cb, "k", "x"), Reply::Int(1));
+    let got = cmd(
+        &mut ca,
+        &["DLOCK.ACQUIRE", "k", "a", "50", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(got, Reply::Int(1));
+    wait_lapsed(&mut ca, "k");
+    let port = a.port().to_string();
+    cmd(&mut cb, &["REPLICAOF", "127.0.0.1", &port]);
+    wait_for(Duration::from_secs(10), "b in sync with a", || {
+        (dlock_testutil::info_field(&mut cb, "replication", "master_link_status").as_deref()
+            == Some("up"))
+        .then_some(())
+    });
+    sync_replicas(&mut ca);
+    cmd(&mut cb, &["REPLICAOF", "NO", "ONE"]);
+    assert_eq!(
+        acquire(&mut cb, "k", "b", 1000),
+        Reply::Nil,
+        "the delay came with the data set"
+    );
+    assert!(delay_ms(&mut cb, "k") > 50_000);
+}
+
+/// SWAPDB moves a running delay to another database with its lock.
+#[test]
+fn swapdb_moves_the_delay_with_the_lock() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    cmd(&mut c, &["SELECT", "1"]);
+    let got = cmd(
+        &mut c,
+        &["DLOCK.ACQUIRE", "k", "a", "50", "LOCKDELAY", "60000"],
+    );
+    assert_eq!(got, Reply::Int(1));
+    wait_lapsed(&mut c, "k");
+    cmd(&mut c, &["SWAPDB", "0", "1"]);
+    cmd(&mut c, &["SELECT", "0"]);
+    assert_eq!(acquire(&mut c, "k", "b", 1000), Reply::Nil, "delayed in db 0");
+    cmd(&mut c, &["SELECT", "1"]);
+    assert_eq!(acquire(&mut c, "k", "b", 1000), Reply::Int(1), "db 1 has none");
+}

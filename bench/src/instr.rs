@@ -270,9 +270,15 @@ fn waiters(c: &mut redis::Connection) -> i64 {
         .unwrap_or(0)
 }
 
-/// Instructions the server spends on `n` operations of `w` (and nothing else).
-fn run_once(w: &Workload, n: usize, dir: &Path) -> u64 {
-    let out = dir.join(format!("callgrind.{n}.out"));
+/// Instructions the server spends on `n` operations of `w` (and nothing else). `start`: which
+/// of the [`STARTS`] servers (names the output file).
+fn run_once(w: &Workload, n: usize, dir: &Path, start: usize) -> u64 {
+    let file: String = w
+        .name
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let out = dir.join(format!("callgrind.{file}.{start}.out"));
     let mut b = Server::builder()
         .wrapper([
             "valgrind".to_string(),
@@ -374,7 +380,7 @@ const STARTS: usize = 3;
 /// highest.
 fn measure(w: &Workload, dir: &Path) -> (f64, f64, f64) {
     let mut per_op: Vec<f64> = (0..STARTS)
-        .map(|_| run_once(w, N, dir) as f64 / N as f64)
+        .map(|start| run_once(w, N, dir, start) as f64 / N as f64)
         .collect();
     per_op.sort_by(f64::total_cmp);
     (per_op[STARTS / 2], per_op[0], per_op[STARTS - 1])
@@ -385,12 +391,17 @@ fn k(n: f64) -> String {
 }
 
 /// Runs every workload (or those whose name contains one of `only`) and prints the table.
+/// `DLOCK_INSTR_KEEP=dir` keeps callgrind's output files there (one per workload and server
+/// start) for `callgrind_annotate`; otherwise they go with a temporary directory.
 pub fn run(only: &[String]) {
     if Command::new("valgrind").arg("--version").output().is_err() {
         eprintln!("valgrind is missing (apt-get install valgrind)");
         std::process::exit(2);
     }
-    let dir: PathBuf = std::env::temp_dir().join(format!("dlock-instr-{}", std::process::id()));
+    let keep = std::env::var_os("DLOCK_INSTR_KEEP").map(PathBuf::from);
+    let dir: PathBuf = keep
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("dlock-instr-{}", std::process::id())));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let shas: &'static Shas = Box::leak(Box::new(script_shas()));
     let mut results: Vec<(&str, f64)> = vec![];
@@ -406,7 +417,9 @@ pub fn run(only: &[String]) {
         let _ = std::io::stdout().flush();
         results.push((w.name, per_op));
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if keep.is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     let get = |name: &str| results.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
     println!("\n| workload | dlock | Redisson Lua | SET NX PX + Lua | raw commands |");
     println!("|---|---|---|---|---|");

@@ -96,6 +96,11 @@ pub fn write_delay_key<W: Write + ?Sized>(key: &[u8], out: &mut W) -> io::Result
     write_companion_key(DELAY_PREFIX, key, out)
 }
 
+/// Whether `name` is named like a lock-delay key (see [`write_delay_key`]).
+pub fn is_delay_key(name: &[u8]) -> bool {
+    name.starts_with(DELAY_PREFIX)
+}
+
 /// `prefix` + a form of `key` in `key`'s cluster slot (see [`legacy_fence_key`]).
 fn write_companion_key<W: Write + ?Sized>(
     prefix: &[u8],

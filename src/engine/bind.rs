@@ -44,10 +44,50 @@ struct Bound {
     grace_ms: i64,
 }
 
+/// A hold in a client's set, known by its address: it is the allocation `by_hold` keys the
+/// hold with, so the set hashes a number instead of the hold's bytes.
+struct ByAddr {
+    addr: usize,
+    hold: Hold,
+}
+
+impl ByAddr {
+    fn new(hold: Hold) -> ByAddr {
+        ByAddr {
+            addr: addr(&hold),
+            hold,
+        }
+    }
+}
+
+fn addr(hold: &Hold) -> usize {
+    hold.as_ptr() as usize
+}
+
+impl PartialEq for ByAddr {
+    fn eq(&self, other: &Self) -> bool {
+        self.addr == other.addr
+    }
+}
+impl Eq for ByAddr {}
+impl std::hash::Hash for ByAddr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.addr.hash(state)
+    }
+}
+impl std::borrow::Borrow<usize> for ByAddr {
+    fn borrow(&self) -> &usize {
+        &self.addr
+    }
+}
+
 #[derive(Default)]
 struct Bindings {
     by_hold: FxHashMap<Hold, Bound>,
-    by_client: FxHashMap<u64, FxHashSet<Hold>>,
+    by_client: FxHashMap<u64, FxHashSet<ByAddr>>,
+    /// The allocation of the last hold unbound, reused by the next bind of a hold as long
+    /// (a lock cycle binds and unbinds one hold per cycle: no allocation then).
+    spare: Option<Hold>,
     /// Holds whose connection closed, with the deadline their lease is cut to (unix ms).
     cuts: Vec<(Hold, i64)>,
     /// The timer that applies `cuts` is armed.
@@ -80,25 +120,50 @@ pub fn bind(client: u64, db: i32, key: &[u8], owner: &[u8], grace_ms: i64) {
             bound.grace_ms = grace_ms; // the common case: a renewal from the same connection
             return;
         }
-        Some(bound) => Some(std::mem::replace(&mut bound.client, client)),
+        Some(bound) => {
+            bound.grace_ms = grace_ms;
+            Some(std::mem::replace(&mut bound.client, client))
+        }
         None => None,
     };
-    let hold: Hold = Arc::from(b.scratch.as_slice());
-    if let Some(old) = previous {
-        b.by_hold.get_mut(&hold).expect("found above").grace_ms = grace_ms;
-        forget_client_hold(b, old, &hold);
-    } else {
-        b.by_hold.insert(hold.clone(), Bound { client, grace_ms });
-    }
-    b.by_client.entry(client).or_default().insert(hold);
+    let hold: Hold = match previous {
+        Some(old) => {
+            let (hold, _) = b
+                .by_hold
+                .get_key_value(b.scratch.as_slice())
+                .expect("found above");
+            let hold = hold.clone();
+            forget_client_hold(b, old, &hold);
+            hold
+        }
+        None => {
+            let hold = new_hold(&mut b.spare, &b.scratch);
+            b.by_hold.insert(hold.clone(), Bound { client, grace_ms });
+            hold
+        }
+    };
+    b.by_client.entry(client).or_default().insert(ByAddr::new(hold));
     BOUND.store(b.by_hold.len(), Ordering::Relaxed);
+}
+
+/// A hold with the bytes `bytes`, in `spare`'s allocation when it fits.
+fn new_hold(spare: &mut Option<Hold>, bytes: &[u8]) -> Hold {
+    if let Some(mut hold) = spare.take() {
+        if hold.len() == bytes.len() {
+            if let Some(buf) = Arc::get_mut(&mut hold) {
+                buf.copy_from_slice(bytes);
+                return hold;
+            }
+        }
+    }
+    Arc::from(bytes)
 }
 
 /// Takes `hold` out of `client`'s set. An emptied set stays until the client disconnects:
 /// the next BIND on that connection (a lock cycle) reuses it instead of allocating one.
-fn forget_client_hold(b: &mut Bindings, client: u64, hold: &[u8]) {
+fn forget_client_hold(b: &mut Bindings, client: u64, hold: &Hold) {
     if let Some(holds) = b.by_client.get_mut(&client) {
-        holds.remove(hold);
+        holds.remove(&addr(hold));
     }
 }
 
@@ -110,11 +175,10 @@ pub fn unbind(db: i32, key: &[u8], owner: &[u8]) {
     let mut guard = bindings();
     let Some(b) = guard.as_mut() else { return };
     encode(&mut b.scratch, db, key, owner);
-    let hold = std::mem::take(&mut b.scratch);
-    if let Some(bound) = b.by_hold.remove(hold.as_slice()) {
+    if let Some((hold, bound)) = b.by_hold.remove_entry(b.scratch.as_slice()) {
         forget_client_hold(b, bound.client, &hold);
+        b.spare = Some(hold);
     }
-    b.scratch = hold;
     BOUND.store(b.by_hold.len(), Ordering::Relaxed);
 }
 
@@ -130,7 +194,7 @@ pub fn client_closed(ctx: Ctx, client: u64) {
         return;
     };
     let now = crate::ffi::context::now_ms();
-    for hold in holds {
+    for ByAddr { hold, .. } in holds {
         if let Some(bound) = b.by_hold.remove(&hold) {
             b.cuts.push((hold, now.saturating_add(bound.grace_ms)));
         }

@@ -1,6 +1,7 @@
 //! LOCKDELAY's companion key (`dlock_core::delay`): loaded with the lock by the unit of work,
 //! consulted before a grant, and written back (replicated as plain HSET/PEXPIREAT/DEL) when
-//! the rules change it. A lock that never had LOCKDELAY costs one existence check.
+//! the rules change it. While no companion can exist (`delay_keys`) nothing is looked up;
+//! otherwise a lock that never had LOCKDELAY costs one existence check.
 
 use dlock_core::delay::{self, Delay, State};
 use dlock_core::model::LockValue;
@@ -12,6 +13,8 @@ use crate::ffi::notify::signal_modified;
 use crate::ffi::replicate::{propagate, propagate_key_int, CoreWrite};
 use crate::ffi::{Ctx, RStr};
 use crate::stats::{Stats, STATS};
+
+use super::delay_keys::{self, MayExist};
 
 /// The lock-delay of one lock during a unit of work.
 #[derive(Default)]
@@ -29,11 +32,23 @@ fn name(ctx: Ctx, lock_key: &[u8]) -> RStr {
 impl LockDelay {
     /// Reads the companion of `lock_key` (in the context's selected database).
     pub fn load(ctx: Ctx, lock_key: &[u8]) -> LockDelay {
+        let db = ctx.selected_db();
+        // Most servers have none at all: then nothing is looked up (`delay_keys`).
+        let maybe = delay_keys::may_exist(ctx, db, || {
+            let mut out = vec![];
+            names::write_delay_key(lock_key, &mut out).expect("a Vec takes every byte");
+            out
+        });
+        if maybe == MayExist::No {
+            return LockDelay::default();
+        }
         let name = name(ctx, lock_key);
         // Most locks never have one: a look-up without opening the key says so.
         if !Key::exists(ctx, &name) {
+            delay_keys::gone(db, name.bytes());
             return LockDelay::default();
         }
+        delay_keys::exists(db, name.bytes());
         let key = Key::open(ctx, &name, false);
         if key.kind() != KeyKind::Hash {
             return LockDelay::default();
@@ -90,8 +105,10 @@ impl LockDelay {
             None => {
                 key.delete();
                 propagate(ctx, CoreWrite::Del, &[&name]);
+                delay_keys::gone(ctx.selected_db(), name.bytes());
             }
             Some(d) => {
+                delay_keys::exists(ctx.selected_db(), name.bytes());
                 if d.begun && !self.stored.as_ref().is_some_and(|s| s.begun) {
                     Stats::add(&STATS.lock_delays, 1);
                 }

@@ -45,6 +45,7 @@ impl TimerJob for Job {
                 wake_key(ctx, db, &key);
             }
             Job::CutLeases => cut_leases(ctx),
+            Job::DelayScan => super::delay_keys::walk_step(ctx),
             Job::Recheck => {
                 let (mut keys, all) = wake::take_marked();
                 if all {

@@ -18,6 +18,8 @@ pub enum Job {
     /// waited keys whose value is no longer a hash (overwritten, or gone) are served; in
     /// cluster mode (every `wake::CLUSTER_POLL_MS`), where one waited key is routed.
     Poll,
+    /// The walk over the databases that finds every lock-delay key (`delay_keys`).
+    DelayScan,
 }
 
 /// A timer of the engine.

@@ -5,7 +5,8 @@
 //!    - `job`: why each engine timer was armed (plain data; `fire` runs them);
 //!    - `queue`: the waiter queues (plain data, unit-tested without a server), and `registry`,
 //!      the module's one registry of them behind its lock;
-//!    - `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
+//!    - `delay`: LOCKDELAY's companion key, loaded and saved with the lock, and
+//!      `delay_keys`, where such keys may exist at all;
 //!    - `store`: lock keys and fencing counters as Redis holds them, written and propagated;
 //!    - `wake`: the keys that have a queue, those marked by events, the poll timer;
 //!    - `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
@@ -23,6 +24,7 @@
 pub mod bind;
 pub mod deadlock;
 pub mod delay;
+pub mod delay_keys;
 pub mod depart;
 pub mod fire;
 pub mod job;
@@ -40,4 +42,5 @@ pub fn free_all() {
     registry::free();
     wake::free_all();
     bind::free_all();
+    delay_keys::free_all();
 }

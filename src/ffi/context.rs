@@ -1,6 +1,7 @@
 //! The module context of the running callback, and the calls made on it.
 
 use std::ffi::CString;
+use std::os::raw::c_int;
 use std::ptr::NonNull;
 
 use redis_module::raw;
@@ -30,8 +31,13 @@ impl Ctx {
     }
 
     pub fn select_db(self, db: i32) {
+        self.try_select_db(db);
+    }
+
+    /// Selects `db`; `false` when the server has no such database.
+    pub fn try_select_db(self, db: i32) -> bool {
         // SAFETY: as above; an out-of-range db is refused by Redis with an error code.
-        unsafe { api!(RedisModule_SelectDb)(self.as_ptr(), db) };
+        unsafe { api!(RedisModule_SelectDb)(self.as_ptr(), db) == raw::REDISMODULE_OK as c_int }
     }
 
     fn flags(self) -> u32 {

@@ -181,3 +181,50 @@ impl Drop for Key {
         }
     }
 }
+
+/// A cursor over the keys of a database (`RedisModule_Scan`), kept between calls so that a
+/// long walk can be spread over timer ticks; destroyed on drop.
+pub struct KeyCursor(*mut raw::RedisModuleScanCursor);
+
+// SAFETY: Redis calls the module from its main thread only (see `ffi`): the cursor is created,
+// used and destroyed there; `Send` only lets it sit in a static behind a mutex.
+unsafe impl Send for KeyCursor {}
+
+impl KeyCursor {
+    pub fn new() -> KeyCursor {
+        // SAFETY: no precondition; the cursor is destroyed on drop.
+        KeyCursor(unsafe { api!(RedisModule_ScanCursorCreate)() })
+    }
+
+    /// One step of the walk over the context's selected database: `each(name)` for the few
+    /// keys of the step. `false` once the walk is complete. Keys present for the whole walk
+    /// are each seen at least once.
+    pub fn step<F: FnMut(&[u8])>(&self, ctx: Ctx, mut each: F) -> bool {
+        unsafe extern "C" fn visit<G: FnMut(&[u8])>(
+            _ctx: *mut raw::RedisModuleCtx,
+            name: *mut raw::RedisModuleString,
+            _key: *mut raw::RedisModuleKey,
+            privdata: *mut c_void,
+        ) {
+            // SAFETY: `privdata` is the `F` passed below, alive for the call; Redis passes a
+            // live string for the duration of this call.
+            unsafe { (*privdata.cast::<G>())(bytes_of(name)) }
+        }
+        let data = (&mut each as *mut F).cast::<c_void>();
+        // SAFETY: a live context and cursor; the closure outlives the call.
+        unsafe { api!(RedisModule_Scan)(ctx.as_ptr(), self.0, Some(visit::<F>), data) != 0 }
+    }
+}
+
+impl Default for KeyCursor {
+    fn default() -> Self {
+        KeyCursor::new()
+    }
+}
+
+impl Drop for KeyCursor {
+    fn drop(&mut self) {
+        // SAFETY: created by `new`, destroyed once.
+        unsafe { api!(RedisModule_ScanCursorDestroy)(self.0) };
+    }
+}

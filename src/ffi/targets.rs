@@ -28,7 +28,7 @@
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use redis_module::raw;
 
@@ -123,15 +123,25 @@ fn replication_in_use(ctx: Ctx) -> bool {
     }
 }
 
+/// Counts the moments keys may have arrived that no command of this server wrote: an RDB or
+/// AOF load (also a replica's full sync), a change of replication role. Read by
+/// `engine::delay`; counted here because Redis keeps one callback per event and module.
+pub static KEYS_ARRIVED: AtomicU64 = AtomicU64::new(0);
+
 /// At load: the answer is unknown, and every event that may change it forgets it.
 pub fn watch(ctx: Ctx) -> Result<(), String> {
     unsafe extern "C" fn on_event(
         _ctx: *mut raw::RedisModuleCtx,
-        _event: raw::RedisModuleEvent,
+        event: raw::RedisModuleEvent,
         _subevent: u64,
         _data: *mut c_void,
     ) {
         forget();
+        if event.id == raw::REDISMODULE_EVENT_LOADING
+            || event.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+        {
+            KEYS_ARRIVED.fetch_add(1, Ordering::Relaxed);
+        }
     }
     forget();
     for id in [
