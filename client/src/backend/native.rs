@@ -107,12 +107,7 @@ impl Native {
         if grant.is_some() {
             self.rebind(inner, req, got).await;
         }
-        Ok(grant.map(|(count, token)| Grant {
-            at: got,
-            count: Some(count),
-            token,
-            acks,
-        }))
+        Ok(to_grant(grant, got, acks))
     }
 }
 
@@ -139,12 +134,7 @@ impl Native {
             // Granted on a dedicated connection (with its replication WAIT).
             self.rebind(inner, req, sent).await;
         }
-        Ok(grant.map(|(count, token)| Grant {
-            at: sent,
-            count: Some(count),
-            token,
-            acks,
-        }))
+        Ok(to_grant(grant, sent, acks))
     }
 
     /// A grant that came on a dedicated connection is bound to it (the server binds a hold
@@ -246,6 +236,16 @@ fn renew_with(key: &str, owner: &str, lease_ms: u64, bind_ms: Option<u64>) -> re
         c.arg("BIND").arg(ms);
     }
     c
+}
+
+/// The grant a parsed reply stands for, made at `at`.
+fn to_grant(parsed: Option<(u64, Option<u64>)>, at: Instant, acks: Option<u32>) -> Option<Grant> {
+    parsed.map(|(count, token)| Grant {
+        at,
+        count: Some(count),
+        token,
+        acks,
+    })
 }
 
 /// A grant reply: `count` or `[count, token]`; null = not granted.
