@@ -290,6 +290,57 @@ async fn a_waiting_acquire_outlasts_a_cluster_down() {
     got.release().await.unwrap();
 }
 
+/// A failover under a waiting acquire: node 0's replica takes over (`CLUSTER FAILOVER`). The
+/// demoted node answers its waiter `UNBLOCKED` and closes the connection (as for `BLPOP`);
+/// the client asks it again, is redirected (`MOVED`) to the new master, waits there and is
+/// granted when the holder releases, all within its one acquire.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_acquire_follows_a_failover() {
+    let cl = Cluster::builder(2).replicas(1).start();
+    let key = key_on(&cl, 0, "failover");
+    let replica = 2; // node 2 replicates node 0
+    let mut src = cl.nodes[0].connection();
+    let (held, _acked): (i64, i64) = redis::pipe()
+        .cmd("DLOCK.ACQUIRE")
+        .arg(&key)
+        .arg("holder")
+        .arg(60_000)
+        .cmd("WAIT")
+        .arg(1)
+        .arg(2000)
+        .query(&mut src)
+        .unwrap();
+    assert_eq!(held, 1);
+    let c = cluster_client(&cl, Backend::Native).await;
+    let waiting = tokio::spawn({
+        let lock = c.lock(&key);
+        async move { lock.try_acquire_for(WAIT, None).await }
+    });
+    until_queued(&cl, 0, &key, 1);
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .query(&mut cl.nodes[replica].connection())
+        .unwrap();
+    dlock_testutil::wait_for(Duration::from_secs(10), "the replica promoted", || {
+        let slot = key_slot(key.as_bytes());
+        (cl.slot_owner_seen_by(0, slot) == replica).then_some(())
+    });
+    until_queued(&cl, replica, &key, 1);
+    let released: i64 = redis::cmd("DLOCK.RELEASE")
+        .arg(&key)
+        .arg("holder")
+        .query(&mut cl.nodes[replica].connection())
+        .unwrap();
+    assert_eq!(released, 1);
+    let got = waiting
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("granted by the new master");
+    assert_eq!(holders_asking(&cl, replica, &key), [got.owner_id()]);
+    got.release().await.unwrap();
+}
+
 /// Two nodes that each say the other serves a slot: a waiting acquire follows `MOVED` 16
 /// times, then fails with [`Error::Redirected`] instead of bouncing for ever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,7 @@ impl Limit {
 ///
 /// Follows the cluster's redirects ([`Redirect`]): `MOVED` (the slot map is read again)
 /// and `ASK` (`ASKING` first) to the node they name, at most [`MAX_REDIRECTS`] times;
-/// `TRYAGAIN`/`CLUSTERDOWN` tried again on the same node after a [`Backoff`] pause while
+/// `TRYAGAIN`/`CLUSTERDOWN`/`UNBLOCKED` (a failover) tried again on the same node after a [`Backoff`] pause while
 /// the time allows, after which that error reply is the answer. Answers the command's
 /// reply and the number of replicas that acknowledged (when guarded); `None` when the
 /// request's time ran out between a redirect and the next try. A time-out or a cancelled
@@ -94,11 +94,14 @@ pub(crate) async fn node_call(
                 e = watch_link(link, &addr, &client) => return Err(e),
             },
         };
-        link.pool.put(addr, conn);
         let redirect = match vals.first() {
             Some(Value::ServerError(e)) => Redirect::of(e.code(), e.details()),
             _ => None,
         };
+        // After `Later` a fresh connection: a demoted master closes the one it answered on.
+        if redirect != Some(Redirect::Later) {
+            link.pool.put(addr, conn);
+        }
         let (to, ask) = match redirect {
             None => return Ok(Some(answer(vals, guard))),
             Some(Redirect::Later) => match backoff.next_pause(limit.left()) {

@@ -18,7 +18,9 @@ pub(crate) enum Redirect {
     /// and the key is not, or no longer, on the node asked).
     Ask(String),
     /// The same node, a little later: `TRYAGAIN` (a slot migrating with the request's keys
-    /// on both sides, or the node could not read the cluster's state) or `CLUSTERDOWN`.
+    /// on both sides, or the node could not read the cluster's state), `CLUSTERDOWN`, or
+    /// the `UNBLOCKED` a master demoted by a failover answers its blocked clients before it
+    /// closes their connections (asked again, it redirects to the new master).
     Later,
 }
 
@@ -35,6 +37,10 @@ impl Redirect {
             "MOVED" => target().map(Redirect::Moved),
             "ASK" => target().map(Redirect::Ask),
             "TRYAGAIN" | "CLUSTERDOWN" => Some(Redirect::Later),
+            // Not `CLIENT UNBLOCK ... ERROR`, which means "stop waiting".
+            "UNBLOCKED" if details.is_some_and(|d| d.contains("instance state changed")) => {
+                Some(Redirect::Later)
+            }
             _ => None,
         }
     }
@@ -99,6 +105,11 @@ mod tests {
             Some(Redirect::Later)
         );
         assert_eq!(of("CLUSTERDOWN The cluster is down"), Some(Redirect::Later));
+        assert_eq!(
+            of("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"),
+            Some(Redirect::Later)
+        );
+        assert_eq!(of("UNBLOCKED client unblocked via CLIENT UNBLOCK"), None);
         assert_eq!(of("ERR syntax error"), None);
         // A redirect without a target is no redirect.
         assert_eq!(of("MOVED 3999"), None);
