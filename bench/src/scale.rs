@@ -35,16 +35,16 @@ struct Row {
     unit: &'static str,
 }
 
-/// Server CPU time (user + system) so far, from /proc.
+/// Server CPU time so far, all threads, in nanoseconds from the scheduler
+/// (`/proc/<pid>/task/*/schedstat`; `/proc/<pid>/stat` counts 10 ms ticks, too coarse for an
+/// idle server and biased by periodic wake-ups).
 fn cpu(srv: &Server) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", srv.pid())).expect("/proc stat");
-    // Fields after the command name (which is in parentheses): utime is the 14th field.
-    let rest = &stat[stat.rfind(')').expect("stat format") + 2..];
-    let f: Vec<&str> = rest.split(' ').collect();
-    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
-    Duration::from_micros(ticks * 1_000_000 / hz)
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", srv.pid())).expect("/proc tasks");
+    let ns: u64 = tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum();
+    Duration::from_nanos(ns)
 }
 
 fn used_memory(c: &mut redis::Connection) -> i64 {
@@ -265,8 +265,18 @@ fn leave(srv: &Server, w: Vec<BufReader<TcpStream>>, keys: usize) {
     );
 }
 
-fn set_overhead_and_idle(s: &Sizes, rows: &mut Vec<Row>, chart: &mut Vec<(usize, f64, f64)>) {
-    let srv = Server::start();
+/// `server`: another server binary and its name for the rows (`None`: the default server,
+/// whose figures also go to the chart).
+fn set_overhead_and_idle(
+    s: &Sizes,
+    server: Option<(&str, &str)>,
+    rows: &mut Vec<Row>,
+    chart: &mut Vec<(usize, f64, f64)>,
+) {
+    let (srv, on) = match server {
+        Some((name, path)) => (Server::builder().binary(path).start(), format!("{name}: ")),
+        None => (Server::start(), String::new()),
+    };
     let mut round = 0;
     let base = set_cpu(&srv, s, &mut round);
     let idle_cpu = |srv: &Server| {
@@ -276,7 +286,7 @@ fn set_overhead_and_idle(s: &Sizes, rows: &mut Vec<Row>, chart: &mut Vec<(usize,
     };
     let idle_none = idle_cpu(&srv);
     rows.push(Row {
-        what: "server CPU idle, nobody waits".into(),
+        what: format!("{on}server CPU idle, nobody waits"),
         dlock: idle_none,
         peer: None,
         unit: "% of a core",
@@ -288,21 +298,23 @@ fn set_overhead_and_idle(s: &Sizes, rows: &mut Vec<Row>, chart: &mut Vec<(usize,
         leave(&srv, w, keys);
         let after = set_cpu(&srv, s, &mut round);
         let pct = (set / base - 1.0) * 100.0;
-        chart.push((keys, pct, idle));
+        if server.is_none() {
+            chart.push((keys, pct, idle));
+        }
         rows.push(Row {
-            what: format!("SET of a new key, clients wait on {keys} keys"),
+            what: format!("{on}SET of a new key, clients wait on {keys} keys"),
             dlock: set,
             peer: Some(("nobody waits".into(), base)),
             unit: "ns CPU",
         });
         rows.push(Row {
-            what: format!("SET of a new key, after waiters on {keys} keys left"),
+            what: format!("{on}SET of a new key, after waiters on {keys} keys left"),
             dlock: after,
             peer: Some(("before any wait".into(), base)),
             unit: "ns CPU",
         });
         rows.push(Row {
-            what: format!("server CPU idle, clients wait on {keys} keys"),
+            what: format!("{on}server CPU idle, clients wait on {keys} keys"),
             dlock: idle,
             peer: Some(("nobody waits".into(), idle_none)),
             unit: "% of a core",
@@ -431,7 +443,7 @@ fn svg(chart: &[(usize, f64, f64)]) -> String {
 
 fn table(rows: &[Row], server: &str) -> String {
     let mut t = format!(
-        "Server: {server}. Measured by `make bench-scale` (CPU from /proc, memory from \
+        "Server: {server}. Measured by `make bench-scale` (CPU from the scheduler's /proc schedstat, memory from \
          `INFO memory`; medians of repetitions).\n\n\
          | what | dlock | peer | peer's figure | ratio |\n|---|---|---|---|---|\n"
     );
@@ -484,7 +496,14 @@ pub fn run(quick: bool, write: bool) {
     let mut rows = vec![];
     let mut chart = vec![];
     fencing_state(&s, &mut rows);
-    set_overhead_and_idle(&s, &mut rows, &mut chart);
+    set_overhead_and_idle(&s, None, &mut rows, &mut chart);
+    // The other supported servers (`make bench-scale` installs them as `make test-matrix`
+    // does): the wake-up paths differ per server, so the SET and idle rows are run on each.
+    let others = std::env::var("DLOCK_SCALE_SERVERS").unwrap_or_default();
+    for spec in others.split_whitespace() {
+        let (name, path) = spec.split_once('=').expect("DLOCK_SCALE_SERVERS: name=path ...");
+        set_overhead_and_idle(&s, Some((name, path)), &mut rows, &mut chart);
+    }
     memory_per_waiter(&s, &mut rows);
     memory_per_lock(&s, &mut rows);
     renewals(&s, &mut rows);
