@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 use redis::Value;
-
 use tokio::time::Instant;
 
 use super::link::{node_at, Link};
@@ -44,11 +43,12 @@ impl Limit {
 ///
 /// Follows the cluster's redirects ([`Redirect`]): `MOVED` (the slot map is read again)
 /// and `ASK` (`ASKING` first) to the node they name, at most [`MAX_REDIRECTS`] times;
-/// `TRYAGAIN`/`CLUSTERDOWN`/`UNBLOCKED` (a failover) tried again on the same node after a [`Backoff`] pause while
-/// the time allows, after which that error reply is the answer. Answers the command's
-/// reply and the number of replicas that acknowledged (when guarded); `None` when the
-/// request's time ran out between a redirect and the next try. A time-out or a cancelled
-/// call closes the connection (a blocked waiter leaves the server's queue).
+/// `TRYAGAIN`/`CLUSTERDOWN`/`UNBLOCKED` (a failover) tried again on the same node after a
+/// [`Backoff`] pause while the time allows, after which that error reply is the answer.
+/// Answers the command's reply and the number of replicas that acknowledged (when
+/// guarded); `None` when the request's time ran out between a redirect and the next try.
+/// A time-out or a cancelled call closes the connection (a blocked waiter leaves the
+/// server's queue).
 pub(crate) async fn node_call(
     link: &Link,
     key: &str,
