@@ -96,6 +96,7 @@ mod registration {
         stats::free_all();
         config::free();
         string::free_shared();
+        crate::ffi::replicate::free_scripts();
         raw::REDISMODULE_OK as c_int
     }
 }

@@ -1,7 +1,8 @@
 //! The module propagates nothing while Redis would drop it (no AOF, no replication: see
 //! `src/ffi/targets.rs`). These tests take locks while nothing listens, then make something
 //! listen (a replica attaching, a replica reconnecting, the AOF switched on, a replica
-//! promoted) and check that every later write reaches it.
+//! promoted) and check that every later write reaches it. The last ones check the shape of
+//! what the hot path propagates: one plain command per acquire and per release.
 
 mod common;
 use common::*;
@@ -230,4 +231,108 @@ fn a_grant_due_during_a_client_pause_waits_for_its_end() {
         "{}",
         master.log()
     );
+}
+
+/// The commands of a server's AOF increments (Redis 7+ multi-part AOF), as RESP text.
+fn aof_increments(dir: &std::path::Path) -> String {
+    let mut text = String::new();
+    for e in std::fs::read_dir(dir.join("appendonlydir")).expect("the AOF directory") {
+        let path = e.unwrap().path();
+        if path.to_string_lossy().ends_with(".incr.aof") {
+            text.push_str(&String::from_utf8_lossy(&std::fs::read(&path).unwrap()));
+        }
+    }
+    text
+}
+
+fn pexpiretime(c: &mut redis::Connection, key: &str) -> i64 {
+    cmd(c, &["PEXPIRETIME", key]).int()
+}
+
+/// With the AOF on, a first hold goes to the AOF as one command carrying the absolute expiry
+/// (no MULTI/EXEC), a release as one DEL and no PUBLISH; a server without the module loading
+/// that AOF has the hold with the same expiry to the millisecond.
+#[test]
+fn aof_gets_one_command_per_acquire_and_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut srv = Server::builder().dir(dir.path()).args(aof).start();
+    let mut c = srv.connection();
+    assert_eq!(acquire(&mut c, "held", "o1", 600_000), Reply::Int(1));
+    assert_eq!(acquire(&mut c, "freed", "o1", 600_000), Reply::Int(1));
+    assert_eq!(release(&mut c, "freed", "o1"), Reply::Int(1));
+    let at = pexpiretime(&mut c, "held");
+    let text = aof_increments(dir.path());
+    assert_eq!(text.matches("EVAL").count(), 2, "one EVAL per hold:\n{text}");
+    assert!(text.contains(&at.to_string()), "the absolute expiry:\n{text}");
+    for absent in ["MULTI", "HSET", "PEXPIREAT", "PUBLISH"] {
+        assert!(!text.contains(absent), "no {absent} in the AOF:\n{text}");
+    }
+    assert!(text.contains("DEL"), "the release's DEL:\n{text}");
+    srv.shutdown();
+
+    let plain = Server::builder()
+        .without_module()
+        .dir(dir.path())
+        .args(aof)
+        .start();
+    let mut p = plain.connection();
+    assert_eq!(hgetall(&mut p, "held"), map(&[("o1", "1")]));
+    assert_eq!(pexpiretime(&mut p, "held"), at);
+    assert!(!exists(&mut p, "freed"));
+}
+
+/// A replica without the module gets a first hold with the master's absolute expiry, and a
+/// release its DEL and the unlock message; with the AOF on as well, the message still stays
+/// out of the AOF (as Redis's own PUBLISH does).
+#[test]
+fn replica_and_aof_get_hold_release_and_message() {
+    for with_aof in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let aof = if with_aof { "yes" } else { "no" };
+        let master = Server::builder()
+            .dir(dir.path())
+            .args(["--appendonly", aof, "--appendfsync", "always"])
+            .start();
+        let replica = Server::builder()
+            .without_module()
+            .replica_of(&master)
+            .start();
+        let mut m = master.connection();
+        let mut r = replica.connection();
+        let mut sub = subscriber(&replica, &channel("k"));
+        assert_eq!(acquire(&mut m, "k", "o1", 600_000), Reply::Int(1));
+        assert_mirrored(&mut m, &mut r, &["k"]);
+        assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
+        assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
+        let msg = sub.get_message().expect("the unlock message on the replica");
+        assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+        assert!(!exists(&mut r, "k"), "DEL before PUBLISH (AOF {aof})");
+        if with_aof {
+            let text = aof_increments(dir.path());
+            assert!(text.contains("DEL"), "the release in the AOF:\n{text}");
+            assert!(!text.contains("PUBLISH"), "no message in the AOF:\n{text}");
+        }
+    }
+}
+
+/// `rename-command EVAL ""` on the master (a hardened configuration): the hold and the
+/// release reach the replica as separate commands instead of one EVAL.
+#[test]
+fn replica_gets_hold_and_release_when_eval_is_renamed_away() {
+    let master = Server::builder().args(["--rename-command", "EVAL", ""]).start();
+    let replica = Server::builder()
+        .without_module()
+        .replica_of(&master)
+        .start();
+    let mut m = master.connection();
+    let mut r = replica.connection();
+    let mut sub = subscriber(&replica, &channel("k"));
+    assert_eq!(acquire(&mut m, "k", "o1", 600_000), Reply::Int(1));
+    assert_mirrored(&mut m, &mut r, &["k"]);
+    assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
+    assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
+    let msg = sub.get_message().expect("the unlock message on the replica");
+    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
+    assert!(!exists(&mut r, "k"), "the release reached the replica");
 }

@@ -8,7 +8,7 @@ use dlock_core::rules::{self, Released};
 
 use super::docs::{KEY, OWNER, READ, WRITE};
 use crate::engine::bind;
-use crate::engine::store::{self, Requester};
+use crate::engine::store::Requester;
 use crate::engine::work;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{tagged, Arg, KeyUse, Kind, Spec};
@@ -53,7 +53,7 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
         owner: a.owner,
         arg: strs.get(1),
     };
-    let (result, freed_exclusive) =
+    let result =
         work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
             let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
             let result = rules::release(&mut lk.value, a.owner, a.mode, a.count);
@@ -64,20 +64,20 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
             }
             let freed =
                 result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free;
+            // Nobody in the queue took it: wake Redisson-style waiters (with the DEL).
+            if freed {
+                let cfg = crate::config::get();
+                if cfg.publish {
+                    lk.publish_unlock(&cfg.channel_prefix);
+                }
+            }
             if result == Ok(Released::Last) && !rules::holds(&lk.value, a.owner) {
                 bind::unbind(db, a.key, a.owner);
             }
-            (result, freed)
+            result
         });
     if let Ok(Released::Last | Released::Decremented) = result {
         Stats::add(&STATS.releases, 1);
-    }
-    if freed_exclusive {
-        // Nobody in the queue took it: wake Redisson-style waiters (same MULTI as the DEL).
-        let cfg = crate::config::get();
-        if cfg.publish {
-            store::publish_unlock(ctx, &cfg.channel_prefix, a.key);
-        }
     }
     Ok(match result? {
         Released::Last => Reply::Int(1),

@@ -14,7 +14,7 @@ use dlock_core::names;
 use super::delay::LockDelay;
 use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::notify::signal_modified;
-use crate::ffi::replicate::{propagate, propagate_key_int, CoreWrite};
+use crate::ffi::replicate::{self, propagate, propagate_key_int, CoreWrite};
 use crate::ffi::string::ArgStr;
 use crate::ffi::{Ctx, RStr};
 
@@ -36,7 +36,18 @@ pub struct LockKey<'k> {
     pub value: LockValue,
     /// Its LOCKDELAY companion (loaded by the unit of work, `engine::delay`).
     pub delay: LockDelay,
+    /// The channel of the unlock message `save` publishes (`publish_unlock`).
+    unlock_channel: Option<RStr>,
     saved: bool,
+}
+
+/// What `write_changes` wrote.
+#[derive(PartialEq, Eq)]
+enum Wrote {
+    Nothing,
+    Fields,
+    /// The fields and the new expiry, propagated as one command.
+    FieldsAndExpiry,
 }
 
 /// The requesting owner of a unit of work.
@@ -174,6 +185,7 @@ impl<'k> LockKey<'k> {
             loaded_expire: expire_at,
             value,
             delay: LockDelay::default(),
+            unlock_channel: None,
             saved: false,
         }
     }
@@ -216,17 +228,27 @@ impl<'k> LockKey<'k> {
         };
         let was_empty = self.loaded.is_empty();
         let key = &self.name;
+        let expire_changes = expire_at != self.loaded_expire || was_empty;
         if now_empty {
             if was_empty {
                 return;
             }
             self.handle.delete();
-            propagate(self.ctx, CoreWrite::Del, &[key]);
+            match self.unlock_channel.take() {
+                Some(channel) => replicate::propagate_del_and_publish(
+                    self.ctx,
+                    key,
+                    &channel,
+                    &RStr::number(self.ctx, 0),
+                ),
+                None => propagate(self.ctx, CoreWrite::Del, &[key]),
+            }
         } else {
-            if !self.write_changes() && expire_at == self.loaded_expire {
+            let wrote = self.write_changes(expire_changes.then_some(expire_at).flatten());
+            if wrote == Wrote::Nothing && expire_at == self.loaded_expire {
                 return;
             }
-            if expire_at != self.loaded_expire || was_empty {
+            if expire_changes && wrote != Wrote::FieldsAndExpiry {
                 self.handle.set_abs_expire(expire_at);
                 match expire_at {
                     Some(at) => propagate_key_int(self.ctx, CoreWrite::PexpireAt, &self.name, at),
@@ -242,9 +264,10 @@ impl<'k> LockKey<'k> {
         }
     }
 
-    /// Writes (and propagates) the field changes that turn the stored hash into `value`.
-    /// Returns whether anything was written.
-    fn write_changes(&self) -> bool {
+    /// Writes (and propagates) the field changes that turn the stored hash into `value`;
+    /// `new_expiry`: the key's new expiry, written with them when that makes one command (a
+    /// first hold). Returns what was written.
+    fn write_changes(&self, new_expiry: Option<i64>) -> Wrote {
         // The common case, an exclusive lock with one holder before and after: written
         // directly, without encoding the whole value.
         if let LockValue::Exclusive(x) = &self.value {
@@ -256,7 +279,7 @@ impl<'k> LockKey<'k> {
                 let same_owner = match &self.loaded {
                     Loaded::Single(o, c) if o.as_ref() == owner => {
                         if *c == count {
-                            return false;
+                            return Wrote::Nothing;
                         }
                         true
                     }
@@ -274,15 +297,21 @@ impl<'k> LockKey<'k> {
                 };
                 let v = RStr::number(self.ctx, count);
                 self.handle.hash_set(f, Some(&v));
+                let replaces = !same_owner && matches!(self.loaded, Loaded::Single(..));
+                if let (Some(at), false) = (new_expiry, replaces) {
+                    self.handle.set_abs_expire(Some(at));
+                    replicate::propagate_hset_pexpireat(self.ctx, key, f, &v, at);
+                    return Wrote::FieldsAndExpiry;
+                }
                 propagate(self.ctx, CoreWrite::Hset, &[key, f, &v]);
-                if !same_owner {
+                if replaces {
                     if let Loaded::Single(old, _) = &self.loaded {
                         let old = RStr::new(self.ctx, old);
                         self.handle.hash_set(&old, None);
                         propagate(self.ctx, CoreWrite::Hdel, &[key, &old]);
                     }
                 }
-                return true;
+                return Wrote::Fields;
             }
         }
         let fields = self.value.encode();
@@ -302,10 +331,20 @@ impl<'k> LockKey<'k> {
             .map(|f| RStr::new(self.ctx, f))
             .collect();
         if changed.is_empty() && removed.is_empty() {
-            return false;
+            return Wrote::Nothing;
         }
         self.write_fields(&changed, &removed);
-        true
+        Wrote::Fields
+    }
+
+    /// Publishes Redisson's unlock message (`0`) on the unlock channel of this lock, here and
+    /// on replicas (as Redisson's unlock script does), when `save` deletes the key: with the
+    /// `DEL`, as one propagated command where it can (`replicate::propagate_del_and_publish`).
+    pub fn publish_unlock(&mut self, channel_prefix: &str) {
+        let key = self.key;
+        self.unlock_channel = Some(RStr::written(self.ctx, |out| {
+            names::write_unlock_channel(channel_prefix, key, out)
+        }));
     }
 }
 
@@ -379,11 +418,3 @@ fn read_counter(ctx: Ctx, name: &RStr) -> Result<Option<i64>, LockError> {
     }
 }
 
-/// Publishes Redisson's unlock message (`0`) on the unlock channel of `key`, here and on
-/// replicas (as Redisson's unlock script does).
-pub fn publish_unlock(ctx: Ctx, channel_prefix: &str, key: &[u8]) {
-    let channel = RStr::written(ctx, |out| {
-        names::write_unlock_channel(channel_prefix, key, out)
-    });
-    crate::ffi::replicate::publish(ctx, &channel, &RStr::number(ctx, 0));
-}

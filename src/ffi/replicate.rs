@@ -2,37 +2,79 @@
 //! or one timer callback propagates in MULTI/EXEC. A key write is propagated as the core
 //! command that makes the same change, and announced with that command's keyspace event.
 //! Nothing is propagated when Redis would drop it (no AOF, no replication: see `targets`).
+//!
+//! Two writes that a command makes together on its hot path go as one plain `EVAL` of a
+//! fixed script making the same core calls: a lock's first hold (`HSET` + `PEXPIREAT`) and a
+//! release that publishes the unlock message (`DEL` + `PUBLISH`, replicas only). Each
+//! `RedisModule_Replicate` costs ~2.5k instructions on 7.0 (a command look-up, an argument
+//! vector), and two propagated writes make Redis add a MULTI/EXEC around them; one `EVAL`
+//! is one look-up and no wrapper, still atomic on a replica or AOF without the module
+//! (docs/DESIGN.md, Replication).
 
 use std::ffi::CStr;
 
 use redis_module::raw;
 
 use super::notify::{self, Class};
+use super::string::SharedStr;
 use super::{api, targets, Ctx, RStr};
 
-/// Propagates `cmd args...`. Up to three strings go one by one (formats "s", "ss", "sss");
+/// A lock's first hold: the field and its count, then the absolute expiry.
+static HSET_PEXPIREAT: SharedStr = SharedStr::new(
+    b"redis.call('hset',KEYS[1],ARGV[1],ARGV[2]) redis.call('pexpireat',KEYS[1],ARGV[3])",
+);
+/// A release that frees the lock: the key deleted, then the unlock message.
+static DEL_PUBLISH: SharedStr =
+    SharedStr::new(b"redis.call('del',KEYS[1]) redis.call('publish',ARGV[1],ARGV[2])");
+
+/// MODULE UNLOAD: frees the scripts' strings.
+pub fn free_scripts() {
+    HSET_PEXPIREAT.free();
+    DEL_PUBLISH.free();
+}
+
+/// Propagates `cmd args...`. Up to six strings go one by one (formats "s" to "ssssss");
 /// more as an array ("v"), which costs Redis one more reallocation.
 pub fn replicate(ctx: Ctx, cmd: &CStr, args: &[&RStr]) {
     if !targets::get(ctx).any() {
         return;
     }
-    let (c, p) = (ctx.as_ptr(), cmd.as_ptr());
+    replicate_to(ctx, cmd, c"", args);
+}
+
+/// [`replicate`] with Redis's target flags (`flags`: "" for both, "A" for replicas only),
+/// without the targets check. False when Redis refused it: `cmd` is unknown there (a
+/// `rename-command EVAL ""` in the configuration).
+fn replicate_to(ctx: Ctx, cmd: &CStr, flags: &CStr, args: &[&RStr]) -> bool {
+    let mut format = [0u8; 8];
+    let fixed = args.len() <= 6;
+    let n = if fixed { args.len() } else { 1 };
+    format[..n].fill(if fixed { b's' } else { b'v' });
+    let f = flags.to_bytes();
+    format[n..n + f.len()].copy_from_slice(f);
+    let format = CStr::from_bytes_until_nul(&format).expect("the format ends in NUL");
+    let (c, p, f) = (ctx.as_ptr(), cmd.as_ptr(), format.as_ptr());
+    let s = |i: usize| args[i].as_ptr();
     // SAFETY: (every arm) a live context; `cmd` and the format are NUL-terminated; the
     // variadic arguments are as many live strings as the format says ("v": an array of `len`
-    // live strings, which `args` keeps alive for the call).
-    unsafe {
+    // live strings, which `args` keeps alive for the call; the flags take no argument).
+    let status = unsafe {
         let rm = api!(RedisModule_Replicate);
-        match args {
-            [a] => rm(c, p, c"s".as_ptr(), a.as_ptr()),
-            [a, b] => rm(c, p, c"ss".as_ptr(), a.as_ptr(), b.as_ptr()),
-            [a, b, d] => rm(c, p, c"sss".as_ptr(), a.as_ptr(), b.as_ptr(), d.as_ptr()),
+        match args.len() {
+            1 => rm(c, p, f, s(0)),
+            2 => rm(c, p, f, s(0), s(1)),
+            3 => rm(c, p, f, s(0), s(1), s(2)),
+            4 => rm(c, p, f, s(0), s(1), s(2), s(3)),
+            5 => rm(c, p, f, s(0), s(1), s(2), s(3), s(4)),
+            6 => rm(c, p, f, s(0), s(1), s(2), s(3), s(4), s(5)),
             _ => {
                 let ptrs: Vec<*mut raw::RedisModuleString> =
                     args.iter().map(|a| a.as_ptr()).collect();
-                rm(c, p, c"v".as_ptr(), ptrs.as_ptr(), ptrs.len())
+                rm(c, p, f, ptrs.as_ptr(), ptrs.len())
             }
-        };
-    }
+        }
+    };
+    status == raw::REDISMODULE_OK as i32
 }
 
 /// Propagates `cmd key n`, the number as a string made here ("ss"): Redis's own "l" format
@@ -45,27 +87,60 @@ pub fn replicate_key_int(ctx: Ctx, cmd: &CStr, key: &RStr, n: i64) {
 }
 
 /// PUBLISHes `message` on `channel`, and propagates the PUBLISH to replicas only (not to the
-/// AOF), as Redis's own PUBLISH does. It goes in the command's own MULTI/EXEC with the DEL:
-/// sending it from a timer instead saved ~1.3k instructions per release in a pipelined
-/// benchmark but cost ~2.8k more per release when each command is its own event-loop turn
-/// (docs/DESIGN.md, Replication).
-pub fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
+/// AOF), as Redis's own PUBLISH does, in the running command's propagation (after a release's
+/// DEL: see [`propagate_del_and_publish`]; docs/DESIGN.md, Replication, on why not from a
+/// timer).
+fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
+    publish_here(ctx, channel, message);
+    if targets::get(ctx).replicas {
+        replicate_to(ctx, c"PUBLISH", c"A", &[channel, message]);
+    }
+}
+
+/// Delivers `message` to this server's subscribers of `channel`.
+fn publish_here(ctx: Ctx, channel: &RStr, message: &RStr) {
     // SAFETY: a live context and strings.
     unsafe { api!(RedisModule_PublishMessage)(ctx.as_ptr(), channel.as_ptr(), message.as_ptr()) };
-    if !targets::get(ctx).replicas {
-        return;
+}
+
+/// `HSET key field value` then `PEXPIREAT key at` (both already applied through the key
+/// API), propagated as one command, with their keyspace events.
+pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr, at: i64) {
+    if targets::get(ctx).any() {
+        let script = HSET_PEXPIREAT.get(ctx);
+        let at = RStr::number(ctx, at);
+        let one = RStr::number(ctx, 1);
+        if !replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, field, value, &at]) {
+            // EVAL renamed away: the two writes as they are (Redis wraps them in MULTI/EXEC).
+            replicate(ctx, CoreWrite::Hset.command(), &[key, field, value]);
+            replicate(ctx, CoreWrite::PexpireAt.command(), &[key, &at]);
+        }
     }
-    // SAFETY: a live context; the command name and format are NUL-terminated; the variadic
-    // arguments are two live strings, as "ssA" says ("A": not to the AOF; takes no argument).
-    unsafe {
-        api!(RedisModule_Replicate)(
-            ctx.as_ptr(),
-            c"PUBLISH".as_ptr(),
-            c"ssA".as_ptr(),
-            channel.as_ptr(),
-            message.as_ptr(),
-        )
+    for write in [CoreWrite::Hset, CoreWrite::PexpireAt] {
+        let (class, event) = write.event();
+        notify::keyspace_event(ctx, class, event, key);
+    }
+}
+
+/// `DEL key` (already applied) with its keyspace event, then [`publish`] of `message` on
+/// `channel`. When only replicas receive propagation, both go as one command; the AOF, like
+/// Redis's own PUBLISH, never gets the message, so with the AOF on they go apart.
+pub fn propagate_del_and_publish(ctx: Ctx, key: &RStr, channel: &RStr, message: &RStr) {
+    let t = targets::get(ctx);
+    let as_one = || {
+        let script = DEL_PUBLISH.get(ctx);
+        let one = RStr::number(ctx, 1);
+        replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, channel, message])
     };
+    // EVAL renamed away (`as_one` false): the `else` branch, two commands in MULTI/EXEC.
+    if t.replicas && !t.aof && as_one() {
+        let (class, event) = CoreWrite::Del.event();
+        notify::keyspace_event(ctx, class, event, key);
+        publish_here(ctx, channel, message);
+    } else {
+        propagate(ctx, CoreWrite::Del, &[key]);
+        publish(ctx, channel, message);
+    }
 }
 
 /// A change to a key, as the core command that makes it.

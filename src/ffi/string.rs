@@ -46,6 +46,54 @@ pub fn free_shared() {
     }
 }
 
+/// A string made on first use and kept until MODULE UNLOAD (`free`): a constant the module
+/// passes to Redis on hot paths (the scripts `replicate` propagates) without making it each
+/// time. Main thread only.
+pub struct SharedStr {
+    bytes: &'static [u8],
+    ptr: AtomicPtr<raw::RedisModuleString>,
+}
+
+impl SharedStr {
+    pub const fn new(bytes: &'static [u8]) -> SharedStr {
+        SharedStr {
+            bytes,
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The string, borrowed for the running callback.
+    pub fn get(&self, ctx: Ctx) -> RStr {
+        let mut ptr = self.ptr.load(Ordering::Relaxed);
+        if ptr.is_null() {
+            // SAFETY: a null context is allowed (no automatic memory); Redis copies `len`
+            // bytes from a static slice; the string is freed by `free` only.
+            ptr = unsafe {
+                api!(RedisModule_CreateString)(
+                    std::ptr::null_mut(),
+                    self.bytes.as_ptr().cast(),
+                    self.bytes.len(),
+                )
+            };
+            self.ptr.store(ptr, Ordering::Relaxed);
+        }
+        RStr {
+            ctx,
+            ptr: NonNull::new(ptr).expect("Redis returned a string"),
+            owned: false,
+        }
+    }
+
+    /// MODULE UNLOAD: frees the string if it was made (no callback is running that uses it).
+    pub fn free(&self) {
+        let s = self.ptr.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !s.is_null() {
+            // SAFETY: made by `get` with a null context, freed once (swapped out).
+            unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) };
+        }
+    }
+}
+
 impl RStr {
     pub fn new(ctx: Ctx, bytes: &[u8]) -> RStr {
         // SAFETY: a live context; Redis copies `len` bytes from a valid slice.
