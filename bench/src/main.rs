@@ -61,6 +61,8 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Native,
+    /// The module's commands, the acquire with `BIND` (the bundled client's default grace).
+    NativeBind,
     NativeClient,
     Lua,
     SetNx,
@@ -71,6 +73,7 @@ impl Backend {
     pub fn name(self) -> &'static str {
         match self {
             Backend::Native => "native",
+            Backend::NativeBind => "native-bind",
             Backend::NativeClient => "native-client",
             Backend::Lua => "lua",
             Backend::SetNx => "setnx",
@@ -78,7 +81,10 @@ impl Backend {
         }
     }
     pub fn on_module_server(self) -> bool {
-        matches!(self, Backend::Native | Backend::NativeClient)
+        matches!(
+            self,
+            Backend::Native | Backend::NativeBind | Backend::NativeClient
+        )
     }
 }
 
@@ -189,6 +195,17 @@ impl Shas {
                 ]),
                 vec![Reply::Int(1)],
             ),
+            Backend::NativeBind => (
+                encode(&[
+                    b"DLOCK.ACQUIRE",
+                    key.as_bytes(),
+                    owner.as_bytes(),
+                    lease.as_bytes(),
+                    b"BIND",
+                    b"2000",
+                ]),
+                vec![Reply::Int(1)],
+            ),
             Backend::Lua => (
                 encode(&[
                     b"EVALSHA",
@@ -229,7 +246,7 @@ impl Shas {
     ) -> (Vec<u8>, Vec<Reply>) {
         let lease = lease_ms.to_string();
         let cmd = match b {
-            Backend::Native | Backend::NativeClient => {
+            Backend::Native | Backend::NativeBind | Backend::NativeClient => {
                 encode(&[b"DLOCK.RELEASE", key.as_bytes(), owner.as_bytes()])
             }
             Backend::Lua => {
@@ -270,7 +287,7 @@ impl Shas {
     ) -> (Vec<u8>, Vec<Reply>) {
         let lease = lease_ms.to_string();
         let cmd = match b {
-            Backend::Native | Backend::NativeClient => encode(&[
+            Backend::Native | Backend::NativeBind | Backend::NativeClient => encode(&[
                 b"DLOCK.RENEW",
                 key.as_bytes(),
                 owner.as_bytes(),

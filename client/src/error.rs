@@ -28,6 +28,17 @@ pub enum Error {
     /// The server did not answer in time (client-side time-out).
     #[error("timed out: {0}")]
     Timeout(String),
+    /// A Redis Cluster sent the request on (`MOVED`/`ASK`) more times than the client
+    /// follows (16): its slot map does not settle.
+    #[error("{key:?}: still redirected after {redirects} cluster redirections (last to {last})")]
+    Redirected {
+        /// The lock key.
+        key: String,
+        /// Redirections followed.
+        redirects: u32,
+        /// The address the last one named (`host:port`).
+        last: String,
+    },
     /// The lock is not held by this owner (e.g. [`LockGuard::release`](crate::LockGuard::release)
     /// of a lock that expired or was deleted).
     #[error("lock {0:?} is not held by this owner")]

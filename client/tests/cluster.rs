@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use dlock_client::{Backend, Client, LostReason};
 use dlock_testutil::cluster::exists_asking;
 use dlock_testutil::Cluster;
+use support::cluster::waiters_asking;
 use support::*;
 
 async fn cluster_client(b: Backend, seeds: Vec<String>) -> Client {
@@ -193,26 +194,6 @@ async fn follows_moved_from_a_non_owner_seed() {
     g.release().await.unwrap();
     let g2 = w.await.unwrap().unwrap().expect("waiter granted");
     g2.release().await.unwrap();
-}
-
-/// `waiters` of `DLOCK.INFO key` asked of node `node` after `ASKING` (the node may be
-/// importing the key's slot).
-fn waiters_asking(cl: &Cluster, node: usize, key: &str) -> i64 {
-    let mut c = cl.nodes[node].connection();
-    let (_, info): (redis::Value, Vec<redis::Value>) = redis::pipe()
-        .cmd("ASKING")
-        .cmd("DLOCK.INFO")
-        .arg(key)
-        .query(&mut c)
-        .unwrap();
-    for pair in info.chunks(2) {
-        if let [redis::Value::BulkString(name), redis::Value::Int(n)] = pair {
-            if name == b"waiters" {
-                return *n;
-            }
-        }
-    }
-    panic!("DLOCK.INFO {key} has no waiters field: {info:?}")
 }
 
 /// A live slot migration: the slot of `{mig}` is MIGRATING on its owner and IMPORTING on

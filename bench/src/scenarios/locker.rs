@@ -89,7 +89,7 @@ impl Locker {
                     counter: counter.to_string(),
                 }
             }
-            Backend::Raw => unreachable!("raw commands do not lock"),
+            Backend::Raw | Backend::NativeBind => unreachable!("only the uncontended cycles use {b:?}"),
         }
     }
 

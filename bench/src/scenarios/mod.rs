@@ -48,7 +48,7 @@ fn script_calls(b: Backend) -> &'static [&'static str] {
 /// Top-level commands only; the cycle count is the number of releases.
 fn server_cycles(b: Backend, v: &stats::ServerView) -> (f64, f64) {
     let (release, top): (f64, &[&str]) = match b {
-        Backend::Native | Backend::NativeClient => (
+        Backend::Native | Backend::NativeBind | Backend::NativeClient => (
             v.calls("dlock.release") as f64,
             &["dlock.acquire", "dlock.release"],
         ),

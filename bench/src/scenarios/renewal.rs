@@ -58,7 +58,7 @@ pub async fn renewal(ctx: &Ctx, rep: &mut Report) {
                 }
                 rep.add(&sc, b.name(), "round_ms", ms(el));
                 let top = match b {
-                    Backend::Native | Backend::NativeClient => "dlock.renew",
+                    Backend::Native | Backend::NativeBind | Backend::NativeClient => "dlock.renew",
                     Backend::Lua | Backend::SetNx => "evalsha",
                     Backend::Raw => "pexpire",
                 };

@@ -125,7 +125,13 @@ async fn uncontended_run(ctx: &Ctx, b: Backend, depth: usize) -> UncRun {
 }
 
 pub async fn uncontended(ctx: &Ctx, rep: &mut Report) {
-    let backends = [Backend::Native, Backend::Lua, Backend::SetNx, Backend::Raw];
+    let backends = [
+        Backend::Native,
+        Backend::NativeBind,
+        Backend::Lua,
+        Backend::SetNx,
+        Backend::Raw,
+    ];
     for (depth, sc) in [(1usize, "uncontended"), (16, "uncontended-pipelined")] {
         eprintln!(
             "scenario {sc}: 32 workers, own keys, {} lock cycle(s) per round trip, {} reps",
@@ -167,6 +173,19 @@ pub async fn uncontended(ctx: &Ctx, rep: &mut Report) {
             "native",
         );
         rep.ratio(sc, sc, "locks/s", "setnx", "native");
+        // BIND's price: the server's whole CPU per lock cycle with BIND against without
+        // (user-space instructions alone: docs/DESIGN.md, What a command costs). The target
+        // is on the round-trip shape, a lock user's; the pipelined ratio is reported.
+        let bind = rep.ratio(
+            &format!("{sc}-bind-cost"),
+            sc,
+            "srv_cpu_us/op",
+            "native-bind",
+            "native",
+        );
+        if depth == 1 {
+            rep.target(&format!("{sc} bind/plain server CPU"), "<= 1.05", bind, bind <= 1.05);
+        }
         if depth > 1 {
             rep.target(&format!("{sc} native/lua"), ">= 2.0", nl, nl >= 2.0);
             rep.target(&format!("{sc} native/raw"), ">= 0.75", nr, nr >= 0.75);

@@ -66,15 +66,22 @@ impl Native {
 
     pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
         let guard = inner.config.min_replicas;
-        let wait_ms = match req.wait {
+        // With a wait, the time left of it now; zero or no wait: one try, below.
+        let limit = match req.wait {
             Wait::No => None,
             Wait::For(d) => {
-                let left = d.saturating_sub(req.started.elapsed());
-                (!left.is_zero()).then(|| left.as_millis().max(1) as u64)
+                let end = req.started + d;
+                (end > Instant::now()).then_some(call::Limit::Until {
+                    end,
+                    // The server answers a wait at its end: allow for the round trip.
+                    slack: inner.config.response_timeout.saturating_mul(2),
+                })
             }
-            Wait::Forever => Some(0),
+            // No client-side time-out either: the request keeps its place in the server's
+            // queue until granted (the link is watched meanwhile).
+            Wait::Forever => Some(call::Limit::Unlimited),
         };
-        let Some(wait_ms) = wait_ms else {
+        let Some(limit) = limit else {
             return self.try_once(inner, req).await;
         };
         if guard.is_none() && self.grant_bind_ms(req).is_some() {
@@ -86,20 +93,17 @@ impl Native {
         }
         // With a wait, one command does it all: the server grants at once when it can, else
         // queues the request. It goes on a dedicated connection to the key's node: a blocked
-        // reply would stall the shared one.
-        let cmd = grant_cmd(req, Some(wait_ms), self.grant_bind_ms(req));
-        // A wait without limit has no client-side time-out either: the request keeps its
-        // place in the server's queue until granted (the link is watched meanwhile). A
-        // wait with a limit gets the server's answer at its end, plus slack.
-        let limit = if wait_ms == 0 {
-            call::Limit::Unlimited
-        } else {
-            call::Limit::Within(
-                std::time::Duration::from_millis(wait_ms)
-                    .saturating_add(inner.config.response_timeout.saturating_mul(2)),
-            )
+        // reply would stall the shared one. When the key's slot moves meanwhile (a reshard),
+        // the node answers with a redirect and the request is sent to the new owner with
+        // what is left of the wait (see `call::node_call`); run out between redirects, the
+        // wait ends ungranted, as it would on the server.
+        let asked = call::node_call(&inner.link, req.key, guard, limit, |left| {
+            grant_cmd(req, Some(wait_ms(left)), self.grant_bind_ms(req))
+        })
+        .await?;
+        let Some((v, acks)) = asked else {
+            return Ok(None);
         };
-        let (v, acks) = call::node_call(&inner.link, req.key, &cmd, guard, limit).await?;
         // The grant happened between send and receipt; the lease is counted from receipt
         // (later than the truth by at most the reply's one-way latency).
         let got = Instant::now();
@@ -164,6 +168,12 @@ impl Native {
         let lease_ms = crate::config::wire_ms(e.lease);
         renew_with(&e.key, &e.owner, lease_ms, self.bind_ms(lease_ms))
     }
+}
+
+/// `WAIT`'s argument for the time left of a wait (`None`: no limit, `WAIT 0`); at least
+/// 1 ms, since 0 means no limit.
+fn wait_ms(left: Option<std::time::Duration>) -> u64 {
+    left.map_or(0, |d| (d.as_millis() as u64).max(1))
 }
 
 /// A command sized for its arguments up front: building one is a measurable part of the

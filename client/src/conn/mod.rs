@@ -7,6 +7,7 @@ pub(crate) mod call;
 mod cluster;
 mod link;
 mod pool;
+mod redirect;
 mod sentinel;
 mod single;
 

@@ -1,6 +1,8 @@
 //! Shared test helpers: a server and a client per backend, with short leases.
 #![allow(dead_code, unused_imports)]
 
+pub mod cluster;
+
 use std::time::Duration;
 
 use dlock_client::{Backend, Client, Retry};
