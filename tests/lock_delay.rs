@@ -262,7 +262,15 @@ fn swapdb_moves_the_delay_with_the_lock() {
     wait_lapsed(&mut c, "k");
     cmd(&mut c, &["SWAPDB", "0", "1"]);
     cmd(&mut c, &["SELECT", "0"]);
-    assert_eq!(acquire(&mut c, "k", "b", 1000), Reply::Nil, "delayed in db 0");
+    assert_eq!(
+        acquire(&mut c, "k", "b", 1000),
+        Reply::Nil,
+        "delayed in db 0"
+    );
     cmd(&mut c, &["SELECT", "1"]);
-    assert_eq!(acquire(&mut c, "k", "b", 1000), Reply::Int(1), "db 1 has none");
+    assert_eq!(
+        acquire(&mut c, "k", "b", 1000),
+        Reply::Int(1),
+        "db 1 has none"
+    );
 }

@@ -263,8 +263,15 @@ fn aof_gets_one_command_per_acquire_and_release() {
     assert_eq!(release(&mut c, "freed", "o1"), Reply::Int(1));
     let at = pexpiretime(&mut c, "held");
     let text = aof_increments(dir.path());
-    assert_eq!(text.matches("EVAL").count(), 2, "one EVAL per hold:\n{text}");
-    assert!(text.contains(&at.to_string()), "the absolute expiry:\n{text}");
+    assert_eq!(
+        text.matches("EVAL").count(),
+        2,
+        "one EVAL per hold:\n{text}"
+    );
+    assert!(
+        text.contains(&at.to_string()),
+        "the absolute expiry:\n{text}"
+    );
     for absent in ["MULTI", "HSET", "PEXPIREAT", "PUBLISH"] {
         assert!(!text.contains(absent), "no {absent} in the AOF:\n{text}");
     }
@@ -305,7 +312,9 @@ fn replica_and_aof_get_hold_release_and_message() {
         assert_mirrored(&mut m, &mut r, &["k"]);
         assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
         assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
-        let msg = sub.get_message().expect("the unlock message on the replica");
+        let msg = sub
+            .get_message()
+            .expect("the unlock message on the replica");
         assert_eq!(msg.get_payload::<String>().unwrap(), "0");
         assert!(!exists(&mut r, "k"), "DEL before PUBLISH (AOF {aof})");
         if with_aof {
@@ -320,7 +329,9 @@ fn replica_and_aof_get_hold_release_and_message() {
 /// release reach the replica as separate commands instead of one EVAL.
 #[test]
 fn replica_gets_hold_and_release_when_eval_is_renamed_away() {
-    let master = Server::builder().args(["--rename-command", "EVAL", ""]).start();
+    let master = Server::builder()
+        .args(["--rename-command", "EVAL", ""])
+        .start();
     let replica = Server::builder()
         .without_module()
         .replica_of(&master)
@@ -332,7 +343,9 @@ fn replica_gets_hold_and_release_when_eval_is_renamed_away() {
     assert_mirrored(&mut m, &mut r, &["k"]);
     assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
     assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
-    let msg = sub.get_message().expect("the unlock message on the replica");
+    let msg = sub
+        .get_message()
+        .expect("the unlock message on the replica");
     assert_eq!(msg.get_payload::<String>().unwrap(), "0");
     assert!(!exists(&mut r, "k"), "the release reached the replica");
 }

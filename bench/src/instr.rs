@@ -399,9 +399,9 @@ pub fn run(only: &[String]) {
         std::process::exit(2);
     }
     let keep = std::env::var_os("DLOCK_INSTR_KEEP").map(PathBuf::from);
-    let dir: PathBuf = keep
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join(format!("dlock-instr-{}", std::process::id())));
+    let dir: PathBuf = keep.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("dlock-instr-{}", std::process::id()))
+    });
     std::fs::create_dir_all(&dir).expect("temp dir");
     let shas: &'static Shas = Box::leak(Box::new(script_shas()));
     let mut results: Vec<(&str, f64)> = vec![];

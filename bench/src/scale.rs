@@ -501,7 +501,9 @@ pub fn run(quick: bool, write: bool) {
     // does): the wake-up paths differ per server, so the SET and idle rows are run on each.
     let others = std::env::var("DLOCK_SCALE_SERVERS").unwrap_or_default();
     for spec in others.split_whitespace() {
-        let (name, path) = spec.split_once('=').expect("DLOCK_SCALE_SERVERS: name=path ...");
+        let (name, path) = spec
+            .split_once('=')
+            .expect("DLOCK_SCALE_SERVERS: name=path ...");
         set_overhead_and_idle(&s, Some((name, path)), &mut rows, &mut chart);
     }
     memory_per_waiter(&s, &mut rows);

@@ -53,29 +53,27 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
         owner: a.owner,
         arg: strs.get(1),
     };
-    let result =
-        work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
-            let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
-            let result = rules::release(&mut lk.value, a.owner, a.mode, a.count);
-            if let Ok(Released::Last | Released::Decremented) = result {
-                // Hand-off inside this command: no window for another client or script.
-                // (Permits given back by a partial release can let the head waiter in too.)
-                work::serve(ctx, reg, db, lk, now);
+    let result = work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
+        let was_exclusive = matches!(lk.value, LockValue::Exclusive(_));
+        let result = rules::release(&mut lk.value, a.owner, a.mode, a.count);
+        if let Ok(Released::Last | Released::Decremented) = result {
+            // Hand-off inside this command: no window for another client or script.
+            // (Permits given back by a partial release can let the head waiter in too.)
+            work::serve(ctx, reg, db, lk, now);
+        }
+        let freed = result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free;
+        // Nobody in the queue took it: wake Redisson-style waiters (with the DEL).
+        if freed {
+            let cfg = crate::config::get();
+            if cfg.publish {
+                lk.publish_unlock(&cfg.channel_prefix);
             }
-            let freed =
-                result == Ok(Released::Last) && was_exclusive && lk.value == LockValue::Free;
-            // Nobody in the queue took it: wake Redisson-style waiters (with the DEL).
-            if freed {
-                let cfg = crate::config::get();
-                if cfg.publish {
-                    lk.publish_unlock(&cfg.channel_prefix);
-                }
-            }
-            if result == Ok(Released::Last) && !rules::holds(&lk.value, a.owner) {
-                bind::unbind(db, a.key, a.owner);
-            }
-            result
-        });
+        }
+        if result == Ok(Released::Last) && !rules::holds(&lk.value, a.owner) {
+            bind::unbind(db, a.key, a.owner);
+        }
+        result
+    });
     if let Ok(Released::Last | Released::Decremented) = result {
         Stats::add(&STATS.releases, 1);
     }

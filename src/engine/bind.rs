@@ -142,7 +142,10 @@ pub fn bind(client: u64, db: i32, key: &[u8], owner: &[u8], grace_ms: i64) {
             hold
         }
     };
-    b.by_client.entry(client).or_default().insert(ByAddr::new(hold));
+    b.by_client
+        .entry(client)
+        .or_default()
+        .insert(ByAddr::new(hold));
     BOUND.store(b.by_hold.len(), Ordering::Relaxed);
 }
 

@@ -417,4 +417,3 @@ fn read_counter(ctx: Ctx, name: &RStr) -> Result<Option<i64>, LockError> {
         KeyKind::Hash | KeyKind::Other => Err(corrupt()),
     }
 }
-

@@ -89,7 +89,9 @@ impl Locker {
                     counter: counter.to_string(),
                 }
             }
-            Backend::Raw | Backend::NativeBind => unreachable!("only the uncontended cycles use {b:?}"),
+            Backend::Raw | Backend::NativeBind => {
+                unreachable!("only the uncontended cycles use {b:?}")
+            }
         }
     }
 

@@ -184,7 +184,12 @@ pub async fn uncontended(ctx: &Ctx, rep: &mut Report) {
             "native",
         );
         if depth == 1 {
-            rep.target(&format!("{sc} bind/plain server CPU"), "<= 1.05", bind, bind <= 1.05);
+            rep.target(
+                &format!("{sc} bind/plain server CPU"),
+                "<= 1.05",
+                bind,
+                bind <= 1.05,
+            );
         }
         if depth > 1 {
             rep.target(&format!("{sc} native/lua"), ">= 2.0", nl, nl >= 2.0);
