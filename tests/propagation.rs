@@ -291,16 +291,18 @@ fn aof_gets_one_command_per_acquire_and_release() {
 
 /// A replica without the module gets a first hold with the master's absolute expiry, and a
 /// release its DEL and the unlock message; with the AOF on as well, the message still stays
-/// out of the AOF (as Redis's own PUBLISH does).
+/// out of the AOF (as Redis's own PUBLISH does). With `rename-command EVAL ""` on the master
+/// (a hardened configuration) the same arrives as separate commands instead of one EVAL.
 #[test]
 fn replica_and_aof_get_hold_release_and_message() {
-    for with_aof in [false, true] {
+    for (with_aof, eval_renamed) in [(false, false), (true, false), (false, true)] {
         let dir = tempfile::tempdir().unwrap();
         let aof = if with_aof { "yes" } else { "no" };
-        let master = Server::builder()
-            .dir(dir.path())
-            .args(["--appendonly", aof, "--appendfsync", "always"])
-            .start();
+        let mut args = vec!["--appendonly", aof, "--appendfsync", "always"];
+        if eval_renamed {
+            args.extend(["--rename-command", "EVAL", ""]);
+        }
+        let master = Server::builder().dir(dir.path()).args(args).start();
         let replica = Server::builder()
             .without_module()
             .replica_of(&master)
@@ -308,44 +310,20 @@ fn replica_and_aof_get_hold_release_and_message() {
         let mut m = master.connection();
         let mut r = replica.connection();
         let mut sub = subscriber(&replica, &channel("k"));
+        let case = format!("AOF {aof}, EVAL renamed {eval_renamed}");
         assert_eq!(acquire(&mut m, "k", "o1", 600_000), Reply::Int(1));
         assert_mirrored(&mut m, &mut r, &["k"]);
-        assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
+        assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"), "{case}");
         assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
         let msg = sub
             .get_message()
             .expect("the unlock message on the replica");
         assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-        assert!(!exists(&mut r, "k"), "DEL before PUBLISH (AOF {aof})");
+        assert!(!exists(&mut r, "k"), "DEL before PUBLISH ({case})");
         if with_aof {
             let text = aof_increments(dir.path());
             assert!(text.contains("DEL"), "the release in the AOF:\n{text}");
             assert!(!text.contains("PUBLISH"), "no message in the AOF:\n{text}");
         }
     }
-}
-
-/// `rename-command EVAL ""` on the master (a hardened configuration): the hold and the
-/// release reach the replica as separate commands instead of one EVAL.
-#[test]
-fn replica_gets_hold_and_release_when_eval_is_renamed_away() {
-    let master = Server::builder()
-        .args(["--rename-command", "EVAL", ""])
-        .start();
-    let replica = Server::builder()
-        .without_module()
-        .replica_of(&master)
-        .start();
-    let mut m = master.connection();
-    let mut r = replica.connection();
-    let mut sub = subscriber(&replica, &channel("k"));
-    assert_eq!(acquire(&mut m, "k", "o1", 600_000), Reply::Int(1));
-    assert_mirrored(&mut m, &mut r, &["k"]);
-    assert_eq!(pexpiretime(&mut r, "k"), pexpiretime(&mut m, "k"));
-    assert_eq!(release(&mut m, "k", "o1"), Reply::Int(1));
-    let msg = sub
-        .get_message()
-        .expect("the unlock message on the replica");
-    assert_eq!(msg.get_payload::<String>().unwrap(), "0");
-    assert!(!exists(&mut r, "k"), "the release reached the replica");
 }
