@@ -6,7 +6,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::{Grant, Request, Wait};
-use crate::conn::{call, Connection};
+use crate::conn::{call, redirect, Connection};
 use crate::kind::LockKind;
 use crate::lease::Entry;
 use crate::shared::Inner;
@@ -87,8 +87,13 @@ impl Native {
         if guard.is_none() && self.grant_bind_ms(req).is_some() {
             // A bound hold: a try on the shared connection first binds an immediate grant
             // where it belongs (no rebind, no dedicated connection); only a busy lock queues.
-            if let Some(g) = self.try_once(inner, req).await? {
-                return Ok(Some(g));
+            match self.try_once(inner, req).await {
+                Ok(Some(g)) => return Ok(Some(g)),
+                Ok(None) => {}
+                // A redirect the shared cluster connection stopped following: the path
+                // below follows it within the wait's own bounds.
+                Err(e) if redirect::is_redirect_error(&e) => {}
+                Err(e) => return Err(e),
             }
         }
         // With a wait, one command does it all: the server grants at once when it can, else

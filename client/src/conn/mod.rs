@@ -7,7 +7,7 @@ pub(crate) mod call;
 mod cluster;
 mod link;
 mod pool;
-mod redirect;
+pub(crate) mod redirect;
 mod sentinel;
 mod single;
 

@@ -46,6 +46,18 @@ impl Redirect {
     }
 }
 
+/// An error the client reports for a redirect that the shared (cluster) connection stopped
+/// following (redis-rs gives up after a few): `CODE detail` as the server sent it.
+pub(crate) fn is_redirect_error(e: &crate::Error) -> bool {
+    match e {
+        crate::Error::Server(msg) => {
+            let (code, details) = msg.split_once(' ').unwrap_or((msg.as_str(), ""));
+            Redirect::of(code, Some(details)).is_some()
+        }
+        _ => false,
+    }
+}
+
 /// At most this many `MOVED`/`ASK` a request follows (each a reshard step seen, or a slot
 /// map that does not settle); past that it fails with
 /// [`Error::Redirected`](crate::Error::Redirected).
@@ -113,6 +125,16 @@ mod tests {
         assert_eq!(of("ERR syntax error"), None);
         // A redirect without a target is no redirect.
         assert_eq!(of("MOVED 3999"), None);
+    }
+
+    #[test]
+    fn redirect_errors_as_the_client_reports_them() {
+        let server = |m: &str| crate::Error::Server(m.into());
+        assert!(is_redirect_error(&server("MOVED 7264 127.0.0.1:43351")));
+        assert!(is_redirect_error(&server("TRYAGAIN the cluster is changing")));
+        assert!(is_redirect_error(&server("CLUSTERDOWN")));
+        assert!(!is_redirect_error(&server("ERR syntax error")));
+        assert!(!is_redirect_error(&crate::Error::Timeout("t".into())));
     }
 
     #[test]
