@@ -131,7 +131,9 @@ mod tests {
     fn redirect_errors_as_the_client_reports_them() {
         let server = |m: &str| crate::Error::Server(m.into());
         assert!(is_redirect_error(&server("MOVED 7264 127.0.0.1:43351")));
-        assert!(is_redirect_error(&server("TRYAGAIN the cluster is changing")));
+        assert!(is_redirect_error(&server(
+            "TRYAGAIN the cluster is changing"
+        )));
         assert!(is_redirect_error(&server("CLUSTERDOWN")));
         assert!(!is_redirect_error(&server("ERR syntax error")));
         assert!(!is_redirect_error(&crate::Error::Timeout("t".into())));
