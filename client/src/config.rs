@@ -138,7 +138,7 @@ impl Default for Config {
             retry: Retry::default(),
             owner_prefix: None,
             backend: Backend::Auto,
-            channel_prefix: crate::scripts::DEFAULT_CHANNEL_PREFIX.to_string(),
+            channel_prefix: dlock_core::names::DEFAULT_CHANNEL_PREFIX.to_string(),
             response_timeout: Duration::from_secs(5),
             renew_batch: 1000,
             min_replicas: None,
