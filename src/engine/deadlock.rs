@@ -21,7 +21,8 @@ use dlock_core::waits::{blockers, queued_conflict};
 
 use crate::ffi::Ctx;
 
-use super::queue::{Registry, Waiter};
+use super::queue::Waiter;
+use super::registry::Registry;
 use super::store::{LockKey, Open};
 
 /// At most this many waiting owners are examined for one request (beyond, no answer).

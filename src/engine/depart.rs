@@ -5,8 +5,9 @@
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
 use crate::ffi::{timer, Ctx};
 
-use super::queue::{Registry, Removed, Waiter};
+use super::queue::Waiter;
 use super::registry::registry;
+use super::registry::{Registry, Removed};
 use super::wake;
 
 /// Takes waiter `seq` out of its queue, stopping its timers; the caller answers the client.

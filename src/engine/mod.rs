@@ -3,8 +3,9 @@
 //!
 //! 1. plain data and bookkeeping, no unit of work:
 //!    - `job`: why each engine timer was armed (plain data; `fire` runs them);
-//!    - `queue`: the waiter queues (plain data, unit-tested without a server), and `registry`,
-//!      the module's one registry of them behind its lock;
+//!    - `queue`: one key's waiter queue and its waiters (plain data), and `registry`, the
+//!      module's one registry of the queues with its client and owner indexes (plain data,
+//!      unit-tested without a server), behind its lock;
 //!    - `delay`: LOCKDELAY's companion key, loaded and saved with the lock, and
 //!      `delay_keys`, where such keys may exist at all;
 //!    - `store`: lock keys and fencing counters as Redis holds them, written and propagated;

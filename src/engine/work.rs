@@ -17,8 +17,9 @@ use crate::stats::{Stats, STATS};
 
 use super::depart::{self, DepartingClients};
 use super::job::Job;
-use super::queue::{Registry, Waiter};
+use super::queue::Waiter;
 use super::registry::registry;
+use super::registry::Registry;
 use super::store::{FenceCounter, LockKey, Open, Requester};
 use super::wake;
 
