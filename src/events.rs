@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::engine::{self, wake};
 use crate::ffi::events::{self, Classes, KeyspaceHandler, ServerEventHandler};
 use crate::ffi::Ctx;
-use crate::stats;
 
 /// `expired` and `evicted`, from load on.
 pub struct Gone;
@@ -25,7 +24,7 @@ impl KeyspaceHandler for Gone {
     /// The held-lock bookkeeping behind `leases_expired`, and the queue of the key, if any.
     fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
         let db = ctx.selected_db();
-        stats::on_key_gone(db, key, event == b"expired");
+        engine::held::gone(db, key, event == b"expired");
         if dlock_core::names::is_delay_key(key) {
             engine::delay_keys::gone(db, key);
         }
@@ -39,7 +38,7 @@ impl ServerEventHandler for Gone {
     /// FLUSHDB/FLUSHALL (end), SWAPDB, and a replica's async load replacing the data set
     /// (`repl-diskless-load swapdb`): forget the old keys, re-examine every queued key.
     fn on_keyspace_replaced(ctx: Ctx) {
-        stats::forget_held();
+        engine::held::forget_all();
         engine::delay_keys::arrived(ctx);
         if engine::waiting() > 0 {
             wake::mark_dirty(ctx, 0, None);

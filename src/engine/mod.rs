@@ -8,6 +8,7 @@
 //!      unit-tested without a server), behind its lock;
 //!    - `delay`: LOCKDELAY's companion key, loaded and saved with the lock, and
 //!      `delay_keys`, where such keys may exist at all;
+//!    - `held`: the lock keys granted here and not yet gone (an expiry of one counts);
 //!    - `store`: lock keys and fencing counters as Redis holds them, written and propagated;
 //!    - `wake`: the keys that have a queue, those marked by events, the poll timer;
 //!    - `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
@@ -28,6 +29,7 @@ pub mod delay;
 pub mod delay_keys;
 pub mod depart;
 pub mod fire;
+pub mod held;
 pub mod job;
 pub mod queue;
 mod registry;
@@ -43,5 +45,6 @@ pub fn free_all() {
     registry::free();
     wake::free_all();
     bind::free_all();
+    held::free();
     delay_keys::free_all();
 }

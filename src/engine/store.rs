@@ -260,7 +260,7 @@ impl<'k> LockKey<'k> {
         // client-side caching see one change, as after a core command.
         signal_modified(self.ctx, &self.name);
         if was_empty != now_empty {
-            crate::stats::track_held(self.ctx.selected_db(), self.key, !now_empty);
+            super::held::track(self.ctx.selected_db(), self.key, !now_empty);
         }
     }
 
