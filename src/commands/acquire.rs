@@ -9,8 +9,9 @@ use dlock_core::error::LockError;
 
 use super::docs::{BIND, FENCE, KEY, LEASE, LOCKDELAY, OWNER, READ, WAIT, WRITE};
 use crate::engine::deadlock;
+use crate::engine::request::HoldRequest;
 use crate::engine::store::Requester;
-use crate::engine::work::{self, Request};
+use crate::engine::work;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{arg, option, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
@@ -110,7 +111,7 @@ const fn taking(
 
 fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
     let db = ctx.selected_db();
-    let req = Request {
+    let req = HoldRequest {
         owner: a.owner,
         want: a.want,
         lease_ms: a.lease_ms,
@@ -124,23 +125,23 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
     };
     work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
         let queue_ahead = reg.waiters_on(db, a.key) > 0;
-        match work::try_grant(ctx, lk, req, now, queue_ahead)? {
+        match work::try_grant(ctx, lk, &req, now, queue_ahead)? {
             Some(reply) => Ok(reply),
             None => match a.wait_ms {
                 Some(wait_ms) if ctx.may_block() => {
-                    let about_to_wait = deadlock::Request {
+                    let about_to_queue = deadlock::AboutToQueue {
                         db,
                         key: a.key,
                         value: &lk.value,
                         owner: a.owner,
                         want: a.want,
                     };
-                    if let Some(cycle) = deadlock::find(ctx, reg, &about_to_wait, now) {
+                    if let Some(cycle) = deadlock::find(ctx, reg, &about_to_queue, now) {
                         Stats::add(&STATS.deadlocks, 1);
                         return Err(LockError::Deadlock(cycle));
                     }
                     crate::events::watch_changes(ctx);
-                    work::enqueue(ctx, reg, db, a.key, req, wait_ms).map(|()| Reply::None)
+                    work::enqueue(ctx, reg, db, a.key, &req, wait_ms).map(|()| Reply::None)
                 }
                 _ => Ok(Reply::Null),
             },

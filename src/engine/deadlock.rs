@@ -29,7 +29,7 @@ use super::store::{LockKey, Open};
 const MAX_OWNERS: usize = 10_000;
 
 /// The request about to queue, on its key already opened by the command.
-pub struct Request<'a> {
+pub struct AboutToQueue<'a> {
     pub db: i32,
     pub key: &'a [u8],
     pub value: &'a LockValue,
@@ -72,7 +72,7 @@ impl Wait {
 
 /// The cycle `req` would close if it queued, as the text after `DEADLOCK `; `None` when
 /// there is none.
-pub fn find(ctx: Ctx, reg: &Registry, req: &Request, now: i64) -> Option<String> {
+pub fn find(ctx: Ctx, reg: &Registry, req: &AboutToQueue, now: i64) -> Option<String> {
     // Nobody can wait for an owner that neither waits nor holds a key with a queue: no
     // cycle (the common case, checked without walking anything).
     let waited_for =
@@ -103,7 +103,7 @@ pub fn find(ctx: Ctx, reg: &Registry, req: &Request, now: i64) -> Option<String>
 }
 
 /// Whether the requester holds a key that clients wait on (costs one read per such key).
-fn holds_a_waited_key(ctx: Ctx, reg: &Registry, req: &Request) -> bool {
+fn holds_a_waited_key(ctx: Ctx, reg: &Registry, req: &AboutToQueue) -> bool {
     reg.all_keys().into_iter().any(|(db, key)| {
         if db == req.db && key == req.key {
             return rules::holds(req.value, req.owner);
@@ -131,9 +131,9 @@ fn wait<'w>(
     // reached through it (a queue of n waiters is n edges, not n²/2).
     let mut queued = vec![];
     for w in ahead.rev() {
-        if w.owner != owner && queued_conflict(w.want, want) {
-            queued.push((w.owner.clone(), true));
-            if w.want != Want::Read {
+        if w.request.owner != owner && queued_conflict(w.request.want, want) {
+            queued.push((w.request.owner.clone(), true));
+            if w.request.want != Want::Read {
                 break;
             }
         }
@@ -155,7 +155,7 @@ fn wait<'w>(
 fn collect(
     ctx: Ctx,
     reg: &Registry,
-    req: &Request,
+    req: &AboutToQueue,
     first: Wait,
     now: i64,
 ) -> Option<HashMap<Owner, Vec<Wait>>> {
@@ -190,7 +190,7 @@ fn collect(
                 ctx.select_db(place.db);
                 LockKey::open(ctx, &place.key, Open::Read { name: None }).value
             };
-            let found = wait(&place.key, &value, &owner, w.want, ahead, now);
+            let found = wait(&place.key, &value, &owner, w.request.want, ahead, now);
             visit(&found, &mut todo);
             waits.push(found);
         }

@@ -3,6 +3,7 @@
 //!
 //! 1. plain data and bookkeeping, no unit of work:
 //!    - `job`: why each engine timer was armed (plain data; `fire` runs them);
+//!    - `request`: what a request for a hold asks (plain data; a waiter keeps it as it came);
 //!    - `queue`: one key's waiter queue and its waiters (plain data), and `registry`, the
 //!      module's one registry of the queues with its client and owner indexes (plain data,
 //!      unit-tested without a server), behind its lock;
@@ -33,6 +34,7 @@ pub mod held;
 pub mod job;
 pub mod queue;
 mod registry;
+pub mod request;
 pub mod store;
 pub mod wake;
 pub mod work;

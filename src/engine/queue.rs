@@ -5,22 +5,14 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use dlock_core::model::Want;
-
 use super::job::Timer;
+use super::request::HoldRequest;
 use crate::ffi::blocked::BlockedClient;
 
-/// One queued client and what it asked for.
+/// One queued client and its request, kept as it arrived.
 pub struct Waiter {
     pub client: BlockedClient,
-    pub owner: Vec<u8>,
-    pub want: Want,
-    pub lease_ms: i64,
-    pub fence: bool,
-    /// BIND: the client to bind the hold to once granted, and the grace (ms).
-    pub bind: Option<(u64, i64)>,
-    /// LOCKDELAY ms of the hold once granted.
-    pub lock_delay: Option<i64>,
+    pub request: HoldRequest,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,
     /// When it joined the queue (wait-time percentiles, DLOCK.WAITERS).

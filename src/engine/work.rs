@@ -20,6 +20,7 @@ use super::job::Job;
 use super::queue::Waiter;
 use super::registry::registry;
 use super::registry::Registry;
+use super::request::HoldRequest;
 use super::store::{FenceCounter, LockKey, Open, Requester};
 use super::wake;
 
@@ -55,43 +56,31 @@ fn fence_on_grant(
     Ok(Some(token))
 }
 
-/// What a request asks of the lock.
-#[derive(Clone, Copy)]
-pub struct Request<'a> {
-    pub owner: &'a [u8],
-    pub want: Want,
-    pub lease_ms: i64,
-    pub fence: bool,
-    /// BIND: the client to bind the hold to, and the grace (ms).
-    pub bind: Option<(u64, i64)>,
-    /// LOCKDELAY ms.
-    pub lock_delay: Option<i64>,
-}
-
 /// One request against the lock: the grant rules, then the fencing counter on a grant.
 /// `Ok(Some(reply))` granted (counted in INFO), `Ok(None)` must wait, `Err` refused. A
 /// counter error undoes the grant, so an error changes nothing. `queue_ahead`: other clients
 /// wait in front of this request.
-pub fn try_grant(
+pub fn try_grant<O: AsRef<[u8]>>(
     ctx: Ctx,
     lk: &mut LockKey,
-    req: Request,
+    req: &HoldRequest<O>,
     now: i64,
     queue_ahead: bool,
 ) -> Result<Option<Reply>, LockError> {
+    let owner = req.owner();
     // A running lock-delay: nobody is granted (no holder is left to re-enter).
-    if lk.delay.running_until(&lk.value, now).is_some() && !rules::holds(&lk.value, req.owner) {
+    if lk.delay.running_until(&lk.value, now).is_some() && !rules::holds(&lk.value, owner) {
         return Ok(None);
     }
     // Only asked while some hold is bound (see the grant below).
-    let held_before = super::bind::any_bound() && rules::holds(&lk.value, req.owner);
+    let held_before = super::bind::any_bound() && rules::holds(&lk.value, owner);
     // The counter can only fail when a fence is asked for or the grant is fresh, never on an
     // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
     let undo =
         (req.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
     let grant = rules::acquire(
         &mut lk.value,
-        req.owner,
+        owner,
         req.want,
         req.lease_ms,
         now,
@@ -104,16 +93,16 @@ pub fn try_grant(
         } => match fence_on_grant(ctx, lk, req.want, fresh_exclusive, req.fence) {
             Ok(fence) => {
                 if let Some(ms) = req.lock_delay {
-                    lk.delay.ask(req.owner, ms);
+                    lk.delay.ask(owner, ms);
                 }
                 let db = ctx.selected_db();
                 match req.bind {
                     Some((client, grace_ms)) => {
-                        super::bind::bind(client, db, lk.key, req.owner, grace_ms)
+                        super::bind::bind(client, db, lk.key, owner, grace_ms)
                     }
                     // A new hold without BIND: a binding left from an earlier hold (that
                     // lapsed) must not cut it.
-                    None if !held_before => super::bind::unbind(db, lk.key, req.owner),
+                    None if !held_before => super::bind::unbind(db, lk.key, owner),
                     None => {}
                 }
                 // Fresh: the owner held nothing of this before (for permits: exactly the
@@ -151,7 +140,7 @@ pub fn enqueue(
     reg: &mut Registry,
     db: i32,
     key: &[u8],
-    req: Request,
+    req: &HoldRequest<&[u8]>,
     wait_ms: i64,
 ) -> Result<(), LockError> {
     let cfg = crate::config::get();
@@ -176,12 +165,7 @@ pub fn enqueue(
     });
     let waiter = Waiter {
         client,
-        owner: req.owner.to_vec(),
-        want: req.want,
-        lease_ms: req.lease_ms,
-        fence: req.fence,
-        bind: req.bind,
-        lock_delay: req.lock_delay,
+        request: req.owned(),
         timer,
         since: Instant::now(),
         until: (wait_ms > 0)
@@ -221,15 +205,7 @@ pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) 
         let Some((seq, head)) = reg.head(db, lk.key) else {
             return;
         };
-        let req = Request {
-            owner: &head.owner,
-            want: head.want,
-            lease_ms: head.lease_ms,
-            fence: head.fence,
-            bind: head.bind,
-            lock_delay: head.lock_delay,
-        };
-        let reply = match try_grant(ctx, lk, req, now, false) {
+        let reply = match try_grant(ctx, lk, &head.request, now, false) {
             Ok(None) => return,
             Ok(Some(reply)) => {
                 Stats::add(&STATS.handoffs, 1);
