@@ -8,14 +8,12 @@ use dlock_core::args::{self, AcquireArgs};
 use dlock_core::error::LockError;
 
 use super::docs::{BIND, FENCE, KEY, LEASE, LOCKDELAY, OWNER, READ, WAIT, WRITE};
-use crate::engine::deadlock;
+use crate::engine;
+use crate::engine::acquire::Acquired;
 use crate::engine::request::HoldRequest;
-use crate::engine::store::Requester;
-use crate::engine::work;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{arg, option, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
-use crate::stats::{Stats, STATS};
 
 /// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms] [LOCKDELAY ms]`
 pub struct Acquire;
@@ -110,7 +108,6 @@ const fn taking(
 }
 
 fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
-    let db = ctx.selected_db();
     let req = HoldRequest {
         owner: a.owner,
         want: a.want,
@@ -119,34 +116,18 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
         bind: bind_to(ctx, a.bind),
         lock_delay: a.lock_delay,
     };
-    let owner = Requester {
-        owner: a.owner,
-        arg: strs.get(1),
-    };
-    work::unit_of_work(ctx, db, a.key, strs.get(0), Some(owner), |reg, lk, now| {
-        let queue_ahead = reg.waiters_on(db, a.key) > 0;
-        match work::try_grant(ctx, lk, &req, now, queue_ahead)? {
-            Some(reply) => Ok(reply),
-            None => match a.wait_ms {
-                Some(wait_ms) if ctx.may_block() => {
-                    let about_to_queue = deadlock::AboutToQueue {
-                        db,
-                        key: a.key,
-                        value: &lk.value,
-                        owner: a.owner,
-                        want: a.want,
-                    };
-                    if let Some(cycle) = deadlock::find(ctx, reg, &about_to_queue, now) {
-                        Stats::add(&STATS.deadlocks, 1);
-                        return Err(LockError::Deadlock(cycle));
-                    }
-                    crate::events::watch_changes(ctx);
-                    work::enqueue(ctx, reg, db, a.key, &req, wait_ms).map(|()| Reply::None)
-                }
-                _ => Ok(Reply::Null),
-            },
-        }
-    })
+    Ok(
+        match engine::acquire::acquire(ctx, a.key, strs.get(0), strs.get(1), &req, a.wait_ms)? {
+            Acquired::Now(reply) => reply,
+            Acquired::Queued => {
+                // The key-change events a queue needs (a subscription made once per load
+                // where the server cannot drop it).
+                crate::events::watch_changes(ctx);
+                Reply::None
+            }
+            Acquired::NotNow => Reply::Null,
+        },
+    )
 }
 
 /// `BIND grace-ms`: the sending connection and the grace; nothing from a script, a master or

@@ -19,11 +19,13 @@
 //! 3. `work`: the unit of work every writing command and every wake-up goes through
 //!    (`unit_of_work`: open the lock, serve its queue, apply the step, save, re-arm the lease
 //!    timer), and the one grant step (`try_grant`);
-//! 4. `fire`: what each timer does when it fires, through the unit of work.
+//! 4. `fire`: what each timer does when it fires, through the unit of work;
+//!    `acquire`: the wait policy of a request for a hold (granted now, queued, or not).
 //!
 //! Lock order: REGISTRY before the watched set in `wake`, never the reverse; nothing called
 //! while the registry is held takes it again (keyspace events only touch the watched set).
 
+pub mod acquire;
 pub mod bind;
 pub mod deadlock;
 pub mod delay;
