@@ -24,6 +24,15 @@ use dlock_testutil::{wait_for, Server};
 use crate::resp::encode_into;
 use crate::{Backend, Shas, SCRIPTS, SETNX_RELEASE, SETNX_RENEW};
 
+/// The label of the default cycle's workloads (`acquire+release...: dlock BIND`).
+const DEFAULT_CYCLE: &str = "dlock BIND";
+/// Issue 32's bars: the default cycle at most this many times the floor (raw HINCRBY +
+/// PEXPIRE, DEL: the writes a cycle needs, no checks) ...
+const FLOOR_TARGET: f64 = 1.10;
+/// ... and SET NX PX + Lua release at least this many times the default cycle with a replica
+/// and with the AOF.
+const PEER_TARGET: f64 = 1.15;
+
 /// Measured operations per workload.
 const N: usize = 8_000;
 const KEYS: usize = 1_000;
@@ -125,20 +134,28 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             });
         }
     }
-    // BIND: the hold is indexed under the pipe's connection, and unindexed by the release.
-    w.push(Workload {
-        name: "acquire+release: dlock BIND",
-        module: true,
-        scene: Scene::Alone,
-        setup: vec![],
-        op: Box::new(|i| {
-            let lease = LEASE.to_string();
-            let mut a = cmd(&["DLOCK.ACQUIRE", &key(i), OWNER, &lease, "BIND", "2000"]);
-            a.extend(cmd(&["DLOCK.RELEASE", &key(i), OWNER]));
-            a
-        }),
-        refused: false,
-    });
+    // The default cycle, what the clients send for a watchdog-held lock (`BIND 2000`): the
+    // hold is indexed under the pipe's connection, and unindexed by the release. Alone, with a
+    // replica and with the AOF, like the plain cycle.
+    for (scene, suffix) in [
+        (Scene::Alone, ""),
+        (Scene::Replica, ", replica"),
+        (Scene::Aof, ", AOF"),
+    ] {
+        w.push(Workload {
+            name: leak(format!("acquire+release{suffix}: {DEFAULT_CYCLE}")),
+            module: true,
+            scene,
+            setup: vec![],
+            op: Box::new(|i| {
+                let lease = LEASE.to_string();
+                let mut a = cmd(&["DLOCK.ACQUIRE", &key(i), OWNER, &lease, "BIND", "2000"]);
+                a.extend(cmd(&["DLOCK.RELEASE", &key(i), OWNER]));
+                a
+            }),
+            refused: false,
+        });
+    }
     // Deadlock detection: OWNER holds the locks; `waiter` holds `cycle` and waits for lock:0;
     // OWNER's WAIT for `cycle` would close the cycle and is refused, every time. Its cost must
     // not grow with the number of locks held.
@@ -447,14 +464,46 @@ pub fn run(only: &[String]) {
             cell("raw commands")
         );
     }
-    if let (Some(plain), Some(bound)) = (
-        get("acquire+release: dlock"),
-        get("acquire+release: dlock BIND"),
-    ) {
+    println!("\n| the default cycle (BIND 2000) | dlock BIND | plain dlock | floor (raw) | BIND / floor (target <= {FLOOR_TARGET:.2}x) | SET NX PX + Lua / BIND (target >= {PEER_TARGET:.2}x) |");
+    println!("|---|---|---|---|---|---|");
+    for (row, prefix, peer_bar) in [
+        ("alone", "acquire+release: ", false),
+        ("replica attached", "acquire+release, replica: ", true),
+        ("AOF on", "acquire+release, AOF: ", true),
+    ] {
+        let Some(bound) = get(&format!("{prefix}{DEFAULT_CYCLE}")) else {
+            continue;
+        };
+        let opt = |v: Option<f64>| v.map_or("–".to_string(), k);
+        let plain = get(&format!("{prefix}dlock"));
+        let floor = get(&format!("{prefix}raw commands"));
+        let verdict = |ok: bool| if ok { "met" } else { "**missed**" };
+        let over_floor = floor.map_or("–".to_string(), |f| {
+            let r = bound / f;
+            // The floor's bar is the standalone one; with a replica or the AOF it is shown.
+            if peer_bar {
+                format!("{r:.2}x")
+            } else {
+                format!("{r:.2}x, {}", verdict(r <= FLOOR_TARGET))
+            }
+        });
+        let peer = get(&format!("{prefix}SET NX PX + Lua")).map_or("–".to_string(), |p| {
+            let r = p / bound;
+            if peer_bar {
+                format!("{r:.2}x, {}", verdict(r >= PEER_TARGET))
+            } else {
+                format!("{r:.2}x")
+            }
+        });
         println!(
-            "\nacquire + release with BIND: {} ({:+.1}% vs. without)",
+            "| {row} | {} | {}{} | {} | {over_floor} | {peer} |",
             k(bound),
-            (bound / plain - 1.0) * 100.0
+            opt(plain),
+            plain.map_or(String::new(), |p| format!(
+                " (BIND {:+.1}%)",
+                (bound / p - 1.0) * 100.0
+            )),
+            opt(floor),
         );
     }
     if let (Some(small), Some(large)) = (
