@@ -219,6 +219,16 @@ impl ActiveBackend {
         }
     }
 
+    /// The binding of a watched hold with `lease` (native backend with a grace): the grace
+    /// sent (at most the lease) and where the shared connection's answers are tracked.
+    pub(crate) fn bound(&self, inner: &Inner, lease: Duration) -> Option<crate::rebind::Bound> {
+        let grace = self.bind_grace()?.min(lease);
+        Some(crate::rebind::Bound {
+            grace,
+            answered: inner.link.shared().answered(),
+        })
+    }
+
     /// Whether this backend can keep the next holder out after a lapse (`LOCKDELAY`).
     pub(crate) fn check_lock_delay(&self) -> Result<()> {
         match self {
