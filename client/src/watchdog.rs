@@ -86,8 +86,7 @@ async fn notified(closed: Option<&tokio::sync::Notify>) {
 /// answered on the shared connection for `every` (a third of the grace) and holds are
 /// bound, one `PING` says it is still open: one per client, not one per hold.
 async fn sign_of_life(inner: &Inner, answered: &Answered, every: std::time::Duration) {
-    if answered.last().is_some_and(|l| l.elapsed() < every) || inner.registry.watched_count() == 0
-    {
+    if answered.last().is_some_and(|l| l.elapsed() < every) || inner.registry.watched_count() == 0 {
         return;
     }
     let ping = redis::cmd("PING");
@@ -96,7 +95,11 @@ async fn sign_of_life(inner: &Inner, answered: &Answered, every: std::time::Dura
 
 /// Renew `e` now, at the caller's request (a guard's `renew()`): `Ok` when the server
 /// renewed it, [`Error::NotHeld`] when this owner no longer holds it (then it is lost).
-pub(crate) async fn renew_now(inner: &Inner, backend: &ActiveBackend, e: &Arc<Entry>) -> Result<()> {
+pub(crate) async fn renew_now(
+    inner: &Inner,
+    backend: &ActiveBackend,
+    e: &Arc<Entry>,
+) -> Result<()> {
     let key = &*e.key;
     if e.lost_now().is_some() {
         return Err(Error::NotHeld(key.to_string()));

@@ -169,7 +169,11 @@ async fn an_explicit_renew_sets_the_lease_or_reports_the_loss() {
     assert!(support::pttl(&mut r, "k").await <= 1500);
     g.renew().await.unwrap();
     assert!(support::pttl(&mut r, "k").await > 1500);
-    let _: () = redis::cmd("DEL").arg("k").query_async(&mut r).await.unwrap();
+    let _: () = redis::cmd("DEL")
+        .arg("k")
+        .query_async(&mut r)
+        .await
+        .unwrap();
     assert!(matches!(g.renew().await, Err(Error::NotHeld(_))));
     assert_eq!(g.lost().check(), Some(LostReason::NotHeld));
 }

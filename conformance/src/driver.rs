@@ -132,7 +132,11 @@ impl Driver {
     }
 
     /// Wait until `f` finds something in what the driver said, up to `patience`.
-    pub fn wait_said<T>(&self, patience: Duration, mut f: impl FnMut(&Said) -> Option<T>) -> Option<T> {
+    pub fn wait_said<T>(
+        &self,
+        patience: Duration,
+        mut f: impl FnMut(&Said) -> Option<T>,
+    ) -> Option<T> {
         let end = Instant::now() + patience;
         let (m, cv) = &*self.said;
         let mut g = m.lock().unwrap();
@@ -144,7 +148,10 @@ impl Driver {
             if now >= end {
                 return None;
             }
-            g = cv.wait_timeout(g, (end - now).min(Duration::from_millis(50))).unwrap().0;
+            g = cv
+                .wait_timeout(g, (end - now).min(Duration::from_millis(50)))
+                .unwrap()
+                .0;
         }
     }
 

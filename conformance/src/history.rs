@@ -28,11 +28,10 @@ pub struct Verdict {
 }
 
 fn conflict(a: &str, b: &str) -> bool {
-    match (a, b) {
-        ("read", "read") => false,
-        ("semaphore", _) | (_, "semaphore") => false,
-        _ => true,
-    }
+    !matches!(
+        (a, b),
+        ("read", "read") | ("semaphore", _) | (_, "semaphore")
+    )
 }
 
 pub fn check(intervals: &[Interval], bound_us: i64) -> Verdict {
@@ -68,8 +67,15 @@ pub fn check(intervals: &[Interval], bound_us: i64) -> Verdict {
     keys.sort();
     keys.dedup();
     for key in keys {
-        let holds: Vec<&Interval> = intervals.iter().filter(|i| i.key == key && i.kind == "semaphore").collect();
-        let capacity = holds.iter().filter_map(|h| h.capacity).min().unwrap_or(u64::MAX);
+        let holds: Vec<&Interval> = intervals
+            .iter()
+            .filter(|i| i.key == key && i.kind == "semaphore")
+            .collect();
+        let capacity = holds
+            .iter()
+            .filter_map(|h| h.capacity)
+            .min()
+            .unwrap_or(u64::MAX);
         let mut edges: Vec<(i64, i64)> = holds
             .iter()
             .flat_map(|h| [(h.start, h.count as i64), (h.end, -(h.count as i64))])
@@ -119,15 +125,36 @@ mod tests {
 
     #[test]
     fn overlaps_of_different_owners_beyond_the_bound_fail() {
-        let ok = check(&[iv("a", "a", "lock", 0, 1000), iv("b", "b", "lock", 950, 2000)], 100);
+        let ok = check(
+            &[
+                iv("a", "a", "lock", 0, 1000),
+                iv("b", "b", "lock", 950, 2000),
+            ],
+            100,
+        );
         assert!(ok.failures.is_empty());
         assert_eq!(ok.longest_us, 50);
-        let bad = check(&[iv("a", "a", "lock", 0, 1000), iv("b", "b", "write", 500, 2000)], 100);
+        let bad = check(
+            &[
+                iv("a", "a", "lock", 0, 1000),
+                iv("b", "b", "write", 500, 2000),
+            ],
+            100,
+        );
         assert_eq!(bad.failures.len(), 1, "{bad:?}");
         // Same owner (reentrant), or two readers: no conflict.
-        let same = check(&[iv("a", "a", "lock", 0, 1000), iv("a2", "a", "lock", 0, 1000)], 100);
+        let same = check(
+            &[
+                iv("a", "a", "lock", 0, 1000),
+                iv("a2", "a", "lock", 0, 1000),
+            ],
+            100,
+        );
         assert!(same.failures.is_empty());
-        let readers = check(&[iv("a", "a", "read", 0, 1000), iv("b", "b", "read", 0, 1000)], 100);
+        let readers = check(
+            &[iv("a", "a", "read", 0, 1000), iv("b", "b", "read", 0, 1000)],
+            100,
+        );
         assert!(readers.failures.is_empty());
     }
 

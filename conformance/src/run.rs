@@ -127,7 +127,10 @@ pub fn run_files(opts: &Options, files: &[PathBuf]) -> Summary {
         }
         let started = Instant::now();
         let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let topo_name = scenario["servers"]["topology"].as_str().unwrap_or("standalone").to_string();
+            let topo_name = scenario["servers"]["topology"]
+                .as_str()
+                .unwrap_or("standalone")
+                .to_string();
             let reuse = matches!(&current, Some((n, t)) if *n == topo_name && t.flush().is_ok());
             if !reuse {
                 current = None; // stop the old servers before starting others
@@ -143,7 +146,9 @@ pub fn run_files(opts: &Options, files: &[PathBuf]) -> Summary {
             }
             r.map(|()| verdict)
         }));
-        summary.times.push((name.clone(), started.elapsed().as_secs_f64()));
+        summary
+            .times
+            .push((name.clone(), started.elapsed().as_secs_f64()));
         let outcome = match outcome {
             Ok(o) => o,
             Err(panic) => {
@@ -179,7 +184,10 @@ fn load(file: &Path) -> Result<Value, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))?;
     if !v["name"].is_string() || !v["steps"].is_array() {
-        return Err(format!("{}: a scenario needs a name and steps", file.display()));
+        return Err(format!(
+            "{}: a scenario needs a name and steps",
+            file.display()
+        ));
     }
     Ok(v)
 }
@@ -256,7 +264,10 @@ impl<'a> Run<'a> {
     }
 
     fn client_fields(&self, actor: &str) -> Map<String, Value> {
-        self.scenario["clients"][actor].as_object().cloned().unwrap_or_default()
+        self.scenario["clients"][actor]
+            .as_object()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The `connect` request of `actor`: the topology's fields, the sampler's period, the
@@ -291,23 +302,31 @@ impl<'a> Run<'a> {
             let reply = self.call(actor, req.clone())?;
             self.check(&format!("connect {actor}"), &req, &reply, &Map::new())?;
         }
-        let steps = self.scenario["steps"].as_array().cloned().unwrap_or_default();
+        let steps = self.scenario["steps"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         for (i, step) in steps.iter().enumerate() {
             let step = step.as_object().cloned().unwrap_or_default();
-            self.step(&step).map_err(|e| format!("step {} {}: {e}", i + 1, Value::Object(step.clone())))?;
+            self.step(&step)
+                .map_err(|e| format!("step {} {}: {e}", i + 1, Value::Object(step.clone())))?;
         }
         Ok(())
     }
 
     fn driver(&mut self, actor: &str) -> Result<&mut Driver, String> {
-        self.drivers.get_mut(actor).ok_or_else(|| format!("no actor {actor:?}"))
+        self.drivers
+            .get_mut(actor)
+            .ok_or_else(|| format!("no actor {actor:?}"))
     }
 
     /// Send and wait for the reply.
     fn call(&mut self, actor: &str, req: Map<String, Value>) -> Result<Value, String> {
         let d = self.driver(actor)?;
         let id = d.send(req.clone());
-        let reply = d.reply(id, REPLY_PATIENCE).ok_or_else(|| no_reply(d, &req))?;
+        let reply = d
+            .reply(id, REPLY_PATIENCE)
+            .ok_or_else(|| no_reply(d, &req))?;
         self.record(actor, &req, &reply);
         Ok(reply)
     }
@@ -315,8 +334,16 @@ impl<'a> Run<'a> {
     fn step(&mut self, step_map: &Map<String, Value>) -> Result<(), String> {
         // As a Value: indexing a missing field gives null (a Map's index panics).
         let step = &Value::Object(step_map.clone());
-        let expect = step.get("expect").and_then(Value::as_object).cloned().unwrap_or_default();
-        if let Some(actor) = step.get("actor").and_then(Value::as_str).filter(|_| step_map.contains_key("op") && !is_runner_op(step_map)) {
+        let expect = step
+            .get("expect")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(actor) = step
+            .get("actor")
+            .and_then(Value::as_str)
+            .filter(|_| step_map.contains_key("op") && !is_runner_op(step_map))
+        {
             let mut req: Map<String, Value> = step_map
                 .iter()
                 .filter(|(k, _)| !matches!(k.as_str(), "actor" | "as" | "expect"))
@@ -327,7 +354,10 @@ impl<'a> Run<'a> {
             }
             // A cancel names the pending acquire by its `as` name; the driver wants its id.
             if let Some(Value::String(target)) = req.get("target").cloned() {
-                let p = self.pending.get(&target).ok_or_else(|| format!("nothing pending as {target:?}"))?;
+                let p = self
+                    .pending
+                    .get(&target)
+                    .ok_or_else(|| format!("nothing pending as {target:?}"))?;
                 req.insert("target".into(), p.id.into());
             }
             if let Some(name) = step.get("as").and_then(Value::as_str) {
@@ -347,9 +377,14 @@ impl<'a> Run<'a> {
             return self.check(&format!("{} {}", actor, step["op"]), &req, &reply, &expect);
         }
         if let Some(name) = step.get("await").and_then(Value::as_str) {
-            let p = self.pending.remove(name).ok_or_else(|| format!("nothing pending as {name:?}"))?;
+            let p = self
+                .pending
+                .remove(name)
+                .ok_or_else(|| format!("nothing pending as {name:?}"))?;
             let d = self.driver(&p.actor)?;
-            let reply = d.reply(p.id, REPLY_PATIENCE).ok_or_else(|| no_reply(d, &p.req))?;
+            let reply = d
+                .reply(p.id, REPLY_PATIENCE)
+                .ok_or_else(|| no_reply(d, &p.req))?;
             self.record(&p.actor, &p.req, &reply);
             return self.check(name, &p.req, &reply, &expect);
         }
@@ -422,22 +457,37 @@ impl<'a> Run<'a> {
                 .cloned()
         });
         let Some(e) = found else {
-            return Err(format!("no lost event for {hold} within {} ms", within_us / 1000));
+            return Err(format!(
+                "no lost event for {hold} within {} ms",
+                within_us / 1000
+            ));
         };
         let late = e["t_us"].as_i64().unwrap_or(i64::MAX) - t0;
         if late > within_us {
-            return Err(format!("lost event for {hold} {} ms after the step, bound {} ms", late / 1000, within_us / 1000));
+            return Err(format!(
+                "lost event for {hold} {} ms after the step, bound {} ms",
+                late / 1000,
+                within_us / 1000
+            ));
         }
         Ok(())
     }
 
     /// Keep what a reply says of holds (grants, releases, `held` answers, tokens).
     fn record(&mut self, actor: &str, req: &Map<String, Value>, reply: &Value) {
-        let hold = req.get("hold").and_then(Value::as_str).unwrap_or("").to_string();
+        let hold = req
+            .get("hold")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let ok = reply["ok"] == true;
         match req.get("op").and_then(Value::as_str) {
             Some("acquire") if ok && reply["granted"] == true => {
-                let kind = req.get("kind").and_then(Value::as_str).unwrap_or("lock").to_string();
+                let kind = req
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("lock")
+                    .to_string();
                 let owner = req.get("owner").and_then(Value::as_str).unwrap_or("main");
                 if let Some(t) = reply["token"].as_u64() {
                     self.tokens.insert(hold.clone(), t);
@@ -446,8 +496,16 @@ impl<'a> Run<'a> {
                     actor: actor.to_string(),
                     hold,
                     owner: format!("{actor}/{owner}"),
-                    key: req.get("key").and_then(Value::as_str).unwrap_or("").to_string(),
-                    count: if kind == "semaphore" { req.get("count").and_then(Value::as_u64).unwrap_or(1) } else { 1 },
+                    key: req
+                        .get("key")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    count: if kind == "semaphore" {
+                        req.get("count").and_then(Value::as_u64).unwrap_or(1)
+                    } else {
+                        1
+                    },
                     capacity: req.get("capacity").and_then(Value::as_u64),
                     kind,
                     start: reply["t_us"].as_i64().unwrap_or_else(now_us),
@@ -476,7 +534,13 @@ impl<'a> Run<'a> {
             .find(|h| h.actor == actor && h.hold == hold && h.released.is_none())
     }
 
-    fn check(&self, what: &str, req: &Map<String, Value>, reply: &Value, expect: &Map<String, Value>) -> Result<(), String> {
+    fn check(
+        &self,
+        what: &str,
+        req: &Map<String, Value>,
+        reply: &Value,
+        expect: &Map<String, Value>,
+    ) -> Result<(), String> {
         let fail = |why: String| Err(format!("{what}: {why}; reply {reply}"));
         let ok = reply["ok"] == true;
         // `any`: whatever the answer (a step whose outcome depends on timing the scenario
@@ -495,7 +559,11 @@ impl<'a> Run<'a> {
                 // These errors must name the server they are about.
                 if matches!(kind, "module_not_loaded" | "connection") {
                     let msg = reply["error"]["message"].as_str().unwrap_or("");
-                    let named = self.topo.servers().iter().any(|s| msg.contains(&format!(":{}", s.port())));
+                    let named = self
+                        .topo
+                        .servers()
+                        .iter()
+                        .any(|s| msg.contains(&format!(":{}", s.port())));
                     if !named {
                         return fail("the message does not name the server (host:port)".into());
                     }
@@ -519,7 +587,10 @@ impl<'a> Run<'a> {
         }
         if let Some(ms) = expect.get("after_ms").and_then(Value::as_i64) {
             if took < ms * 1000 {
-                return fail(format!("took {} ms, expected not before {ms} ms", took / 1000));
+                return fail(format!(
+                    "took {} ms, expected not before {ms} ms",
+                    took / 1000
+                ));
             }
         }
         if let Some(other) = expect.get("token_above").and_then(Value::as_str) {
@@ -555,7 +626,10 @@ impl<'a> Run<'a> {
         if !steps_passed {
             return history::Verdict::default();
         }
-        let bound = self.scenario["history_bound_ms"].as_i64().unwrap_or(HISTORY_BOUND_MS) * 1000;
+        let bound = self.scenario["history_bound_ms"]
+            .as_i64()
+            .unwrap_or(HISTORY_BOUND_MS)
+            * 1000;
         let intervals: Vec<Interval> = self
             .holds
             .iter()
@@ -567,12 +641,17 @@ impl<'a> Run<'a> {
                         .iter()
                         .filter(|e| e["event"] == "lost" && e["hold"] == h.hold.as_str())
                         .filter(|e| e["t_us"].as_i64().unwrap_or(0) >= h.start)
-                        .find_map(|e| Some(e["last_held_us"].as_i64().unwrap_or(h.start)));
+                        .map(|e| e["last_held_us"].as_i64().unwrap_or(h.start))
+                        .next();
                     let alive = s
                         .events
                         .iter()
                         .filter(|e| e["event"] == "alive")
-                        .filter(|e| e["held"].as_array().is_some_and(|a| a.iter().any(|x| x == h.hold.as_str())))
+                        .filter(|e| {
+                            e["held"]
+                                .as_array()
+                                .is_some_and(|a| a.iter().any(|x| x == h.hold.as_str()))
+                        })
                         .filter_map(|e| e["t_us"].as_i64())
                         .max();
                     (lost, alive)

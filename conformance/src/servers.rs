@@ -13,7 +13,10 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 pub enum Topology {
     /// One server with the module; its data directory outlives a restart.
-    Standalone { server: Server, data: tempfile::TempDir },
+    Standalone {
+        server: Server,
+        data: tempfile::TempDir,
+    },
     /// One server without the module (the script backend's home).
     NoModule(Server),
     /// A master, a replica, three sentinels; `primary` indexes [master, replica].
@@ -34,7 +37,9 @@ impl Topology {
                 let server = Server::builder().dir(data.path()).start();
                 Topology::Standalone { server, data }
             }
-            "standalone-no-module" => Topology::NoModule(Server::builder().without_module().start()),
+            "standalone-no-module" => {
+                Topology::NoModule(Server::builder().without_module().start())
+            }
             "sentinel" => {
                 let set = ReplicaSet::with_module(1);
                 let sentinels = Sentinels::start(&set, 3);
@@ -76,7 +81,9 @@ impl Topology {
     pub fn servers(&self) -> Vec<&Server> {
         match self {
             Topology::Standalone { server, .. } | Topology::NoModule(server) => vec![server],
-            Topology::Sentinel { set, .. } => std::iter::once(&set.primary).chain(&set.replicas).collect(),
+            Topology::Sentinel { set, .. } => {
+                std::iter::once(&set.primary).chain(&set.replicas).collect()
+            }
             Topology::Cluster(c) => c.nodes.iter().collect(),
         }
     }
@@ -124,10 +131,13 @@ impl Topology {
 
     /// A raw command on the key's master or on every master.
     pub fn command(&self, cmd: &[Value], on_all: bool) -> Result<Value, String> {
-        let args: Vec<String> = cmd.iter().map(|v| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        }).collect();
+        let args: Vec<String> = cmd
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
         let Some((name, rest)) = args.split_first() else {
             return Err("empty command".into());
         };
@@ -169,7 +179,11 @@ impl Topology {
             if !ports.contains(&remote) {
                 continue;
             }
-            let server = self.servers().into_iter().find(|s| s.port() == remote).expect("port");
+            let server = self
+                .servers()
+                .into_iter()
+                .find(|s| s.port() == remote)
+                .expect("port");
             let mut c = server.try_connection_pub()?;
             let r: redis::RedisResult<()> = redis::cmd("CLIENT")
                 .arg("KILL")
@@ -190,7 +204,9 @@ impl Topology {
         };
         let port = server.port();
         let mut c = server.try_connection_pub()?;
-        redis::cmd("SAVE").query::<()>(&mut c).map_err(|e| format!("SAVE: {e}"))?;
+        redis::cmd("SAVE")
+            .query::<()>(&mut c)
+            .map_err(|e| format!("SAVE: {e}"))?;
         server.shutdown();
         *server = Server::builder()
             .port(port)
@@ -234,7 +250,9 @@ impl Topology {
                     .query::<()>(&mut cl.nodes[replica].try_connection_pub()?)
                     .map_err(|e| format!("CLUSTER FAILOVER: {e}"))?;
                 wait_for(PATIENCE, "the replica promoted", || {
-                    (0..3).all(|by| cl.slot_owner_seen_by(by, slot) == replica).then_some(())
+                    (0..3)
+                        .all(|by| cl.slot_owner_seen_by(by, slot) == replica)
+                        .then_some(())
                 });
                 Ok(())
             }
@@ -256,7 +274,9 @@ impl Topology {
         }
         cl.set_slot_owner(slot, to);
         wait_for(PATIENCE, "every master sees the slot's new owner", || {
-            (0..3).all(|by| cl.slot_owner_seen_by(by, slot) == to).then_some(())
+            (0..3)
+                .all(|by| cl.slot_owner_seen_by(by, slot) == to)
+                .then_some(())
         });
         Ok(())
     }
@@ -278,7 +298,8 @@ impl TryConnection for Server {
 /// The (local port, remote port) of every TCP socket process `pid` has open, from
 /// `/proc/<pid>/fd` (socket inodes) and `/proc/net/tcp{,6}`.
 pub fn tcp_connections_of(pid: u32) -> Result<Vec<(u16, u16)>, String> {
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).map_err(|e| format!("/proc/{pid}/fd: {e}"))?;
+    let fds =
+        std::fs::read_dir(format!("/proc/{pid}/fd")).map_err(|e| format!("/proc/{pid}/fd: {e}"))?;
     let inodes: HashSet<String> = fds
         .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
         .filter_map(|l| {
@@ -288,13 +309,19 @@ pub fn tcp_connections_of(pid: u32) -> Result<Vec<(u16, u16)>, String> {
         .collect();
     let mut out = Vec::new();
     for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let Ok(text) = std::fs::read_to_string(table) else { continue };
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
             if f.len() < 10 || !inodes.contains(f[9]) {
                 continue;
             }
-            let port = |a: &str| a.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+            let port = |a: &str| {
+                a.rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+            };
             if let (Some(l), Some(r)) = (port(f[1]), port(f[2])) {
                 out.push((l, r));
             }
@@ -312,7 +339,10 @@ pub fn to_json(v: redis::Value) -> Value {
         redis::Value::SimpleString(s) => s.into(),
         redis::Value::Okay => "OK".into(),
         redis::Value::Array(a) | redis::Value::Set(a) => a.into_iter().map(to_json).collect(),
-        redis::Value::Map(m) => m.into_iter().flat_map(|(k, v)| [to_json(k), to_json(v)]).collect(),
+        redis::Value::Map(m) => m
+            .into_iter()
+            .flat_map(|(k, v)| [to_json(k), to_json(v)])
+            .collect(),
         redis::Value::Boolean(b) => b.into(),
         redis::Value::Double(d) => d.into(),
         redis::Value::ServerError(e) => json!({"error": format!("{e:?}")}),

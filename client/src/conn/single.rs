@@ -216,7 +216,9 @@ impl Single {
     fn after<T>(&self, id: u64, sent: Instant, r: &RedisResult<T>) {
         match r {
             Ok(_) => self.answered.answered(id, sent),
-            Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() => {
+            Err(e)
+                if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() =>
+            {
                 self.drop_link(id)
             }
             // An error reply is an answer too.

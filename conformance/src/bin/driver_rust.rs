@@ -8,7 +8,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dlock_client::{Backend, Client, Error, LockGuard, LostReason, LostSignal, Owner, SemaphoreGuard};
+use dlock_client::{
+    Backend, Client, Error, LockGuard, LostReason, LostSignal, Owner, SemaphoreGuard,
+};
 use dlock_conformance::clock::now_us;
 use serde_json::{json, Map, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -86,7 +88,11 @@ fn error_json(e: &Error) -> Value {
         _ => "other",
     };
     let class = format!("{e:?}");
-    let class = class.split(['(', ' ', '{']).next().unwrap_or("Error").to_string();
+    let class = class
+        .split(['(', ' ', '{'])
+        .next()
+        .unwrap_or("Error")
+        .to_string();
     json!({"kind": kind, "class": class, "message": e.to_string()})
 }
 
@@ -102,21 +108,37 @@ impl Driver {
             if let Some(c) = st.clients.get(&lease_ms) {
                 return Ok(c.clone());
             }
-            st.connect.clone().ok_or_else(|| Error::Config("not connected".into()))?
+            st.connect
+                .clone()
+                .ok_or_else(|| Error::Config("not connected".into()))?
         };
         let c = self.build(&connect, lease_ms).await?;
-        Ok(self.state.lock().unwrap().clients.entry(lease_ms).or_insert(c).clone())
+        Ok(self
+            .state
+            .lock()
+            .unwrap()
+            .clients
+            .entry(lease_ms)
+            .or_insert(c)
+            .clone())
     }
 
     async fn build(&self, req: &Map<String, Value>, lease_ms: u64) -> Result<Client, Error> {
         let list = |k: &str| -> Vec<String> {
             req.get(k)
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(|s| format!("redis://{s}/")).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(|s| format!("redis://{s}/"))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let mut b = match req.get("topology").and_then(Value::as_str) {
-            Some("sentinel") => Client::sentinel_builder(list("sentinels"), req["service"].as_str().unwrap_or("m")),
+            Some("sentinel") => {
+                Client::sentinel_builder(list("sentinels"), req["service"].as_str().unwrap_or("m"))
+            }
             Some("cluster") => Client::cluster_builder(list("nodes")),
             _ => Client::builder(req["url"].as_str().unwrap_or("")),
         };
@@ -152,7 +174,8 @@ impl Driver {
         let hold = s("hold");
         match op {
             "connect" => {
-                self.state.lock().unwrap().sample_ms = req.get("sample_ms").and_then(Value::as_u64).unwrap_or(2);
+                self.state.lock().unwrap().sample_ms =
+                    req.get("sample_ms").and_then(Value::as_u64).unwrap_or(2);
                 let c = self.build(&req, 30_000).await?;
                 let native = c.is_native();
                 let mut st = self.state.lock().unwrap();
@@ -163,19 +186,25 @@ impl Driver {
             "acquire" => self.acquire(id, &req).await,
             "release" => {
                 let h = self.state.lock().unwrap().holds.remove(&hold);
-                let Some(h) = h else { return Err(Error::NotHeld(hold)) };
+                let Some(h) = h else {
+                    return Err(Error::NotHeld(hold));
+                };
                 h.releasing.store(true, std::sync::atomic::Ordering::SeqCst);
                 let lost = h.guard.lost();
                 match h.guard {
                     Guard::Lock(g) => g.release().await?,
                     Guard::Permits(g) => g.release().await?,
                 }
-                Ok(obj(json!({"released": lost.check() == Some(LostReason::Released)})))
+                Ok(obj(
+                    json!({"released": lost.check() == Some(LostReason::Released)}),
+                ))
             }
             "renew" => {
                 // Renew outside the state lock: take the guard out for the call.
                 let h = self.state.lock().unwrap().holds.remove(&hold);
-                let Some(h) = h else { return Err(Error::NotHeld(hold)) };
+                let Some(h) = h else {
+                    return Err(Error::NotHeld(hold));
+                };
                 let res = match &h.guard {
                     Guard::Lock(g) => g.renew().await,
                     Guard::Permits(g) => g.renew().await,
@@ -185,7 +214,13 @@ impl Driver {
                 Ok(obj(json!({"renewed": true})))
             }
             "held" => {
-                let lost = self.state.lock().unwrap().holds.get(&hold).map(|h| h.guard.lost());
+                let lost = self
+                    .state
+                    .lock()
+                    .unwrap()
+                    .holds
+                    .get(&hold)
+                    .map(|h| h.guard.lost());
                 let r = match lost {
                     Some(l) => l.check(),
                     None => Some(LostReason::Released),
@@ -208,8 +243,12 @@ impl Driver {
                 let rows: Vec<Value> = w
                     .iter()
                     .map(|w| {
-                        json!([w.owner, format!("{:?}", w.request).to_lowercase(), w.waited.as_millis() as u64,
-                               w.timeout_left.map_or(-1, |d| d.as_millis() as i64)])
+                        json!([
+                            w.owner,
+                            format!("{:?}", w.request).to_lowercase(),
+                            w.waited.as_millis() as u64,
+                            w.timeout_left.map_or(-1, |d| d.as_millis() as i64)
+                        ])
                     })
                     .collect();
                 if op == "waiters" {
@@ -244,7 +283,10 @@ impl Driver {
         let s = |k: &str| req.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let n = |k: &str| req.get(k).and_then(Value::as_u64);
         let client = self.client(n("lease_ms")).await?;
-        let owner = self.owner(&client, req.get("owner").and_then(Value::as_str).unwrap_or("main"));
+        let owner = self.owner(
+            &client,
+            req.get("owner").and_then(Value::as_str).unwrap_or("main"),
+        );
         let key = s("key");
         let wait = match req.get("wait_ms") {
             None | Some(Value::Null) => None,
@@ -289,12 +331,23 @@ impl Driver {
         let hold = s("hold");
         let releasing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         self.sample(hold.clone(), guard.lost(), releasing.clone());
-        self.state.lock().unwrap().holds.insert(hold, Hold { guard, releasing });
-        Ok(obj(json!({"granted": true, "count": count, "token": token})))
+        self.state
+            .lock()
+            .unwrap()
+            .holds
+            .insert(hold, Hold { guard, releasing });
+        Ok(obj(
+            json!({"granted": true, "count": count, "token": token}),
+        ))
     }
 
     /// Sample "is it still held?" every `sample_ms` until lost or released; say `lost` once.
-    fn sample(self: &Arc<Self>, hold: String, lost: LostSignal, releasing: Arc<std::sync::atomic::AtomicBool>) {
+    fn sample(
+        self: &Arc<Self>,
+        hold: String,
+        lost: LostSignal,
+        releasing: Arc<std::sync::atomic::AtomicBool>,
+    ) {
         let me = self.clone();
         let every = Duration::from_millis(self.state.lock().unwrap().sample_ms.max(1));
         tokio::spawn(async move {
@@ -341,10 +394,13 @@ fn info_json(v: redis::Value, waiters: Vec<Value>) -> Value {
                 if let redis::Value::Array(rows) = v {
                     for r in rows {
                         let fields: Vec<String> = match r {
-                            redis::Value::Array(f) => f.iter().map(|x| match x {
-                                redis::Value::Int(n) => n.to_string(),
-                                other => text(other),
-                            }).collect(),
+                            redis::Value::Array(f) => f
+                                .iter()
+                                .map(|x| match x {
+                                    redis::Value::Int(n) => n.to_string(),
+                                    other => text(other),
+                                })
+                                .collect(),
                             _ => Vec::new(),
                         };
                         holders.push(json!(fields));
@@ -360,7 +416,10 @@ fn info_json(v: redis::Value, waiters: Vec<Value>) -> Value {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
-    let prefix = format!("{:032x}", std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15 ^ now_us() as u128);
+    let prefix = format!(
+        "{:032x}",
+        (std::process::id() as u128 * 0x9e37_79b9_7f4a_7c15) ^ now_us() as u128
+    );
     let driver = Arc::new(Driver {
         state: Mutex::default(),
         prefix,
@@ -407,7 +466,12 @@ async fn main() {
             let r = d.handle(id, req).await;
             (sent, r)
         });
-        driver.state.lock().unwrap().pending.insert(id, task.abort_handle());
+        driver
+            .state
+            .lock()
+            .unwrap()
+            .pending
+            .insert(id, task.abort_handle());
         let d = driver.clone();
         let finish = tokio::spawn(async move {
             let sent_guess = now_us();
@@ -417,7 +481,9 @@ async fn main() {
                     m.insert("sent_us".into(), sent.into());
                     Value::Object(m)
                 }
-                Ok((sent, Err(e))) => json!({"ok": false, "sent_us": sent, "error": error_json(&e)}),
+                Ok((sent, Err(e))) => {
+                    json!({"ok": false, "sent_us": sent, "error": error_json(&e)})
+                }
                 Err(_) => json!({"ok": false, "sent_us": sent_guess,
                                  "error": {"kind": "cancelled", "class": "Cancelled", "message": "cancelled"}}),
             };
