@@ -19,6 +19,7 @@ from .errors import (
     DlockError,
     ModuleNotLoadedError,
     NotSupportedError,
+    RedirectedError,
     ServerConnectionError,
     WrongTypeError,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "ModuleNotLoadedError",
     "NotSupportedError",
     "ReadWriteLock",
+    "RedirectedError",
     "Semaphore",
     "ServerConnectionError",
     "Waiter",

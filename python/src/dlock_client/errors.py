@@ -44,3 +44,9 @@ class NotSupportedError(DlockError):
 
 class CommandError(DlockError):
     """Any other error reply (a bad argument, a full queue, ``ERR ...``)."""
+
+
+class RedirectedError(DlockError):
+    """On a Redis Cluster, a request followed as many ``MOVED``/``ASK`` redirects as it may
+    (16) without reaching the key's node: the cluster's slot map does not settle. ``server``
+    is the node the last redirect named."""
