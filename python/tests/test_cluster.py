@@ -1,0 +1,302 @@
+"""Redis Cluster: a 3-master cluster of real servers (servers.Cluster), the client built on
+redis-py's RedisCluster (sync) and redis.asyncio's (asyncio). Keys on every master; a slot
+moved (CLUSTER SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE on all) under a waiter, which
+the new owner grants within its one deadline, and under a held lock, whose renewals follow."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from typing import Any, Callable, Iterator, List, Optional
+
+import pytest
+import redis.asyncio.cluster
+from redis.crc import key_slot
+
+import dlock_client as dl
+from conftest import wait_until
+from servers import Cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    c = Cluster(3)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def key_on(cluster: Cluster, node: int) -> str:
+    """A fresh key whose slot node `node` serves now."""
+    while True:
+        key = f"test:{uuid.uuid4().hex[:12]}"
+        if cluster.key_owner(key) == node:
+            return key
+
+
+@pytest.fixture
+def client(cluster: Cluster) -> Iterator[dl.Client]:
+    c = dl.Client(cluster.cluster())
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def other(cluster: Cluster) -> Iterator[dl.Client]:
+    """A second client (another process's view)."""
+    c = dl.Client(cluster.cluster())
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+class Waiting(threading.Thread):
+    """acquire(timeout) in a thread: the hold (or None), how long it took, or its error."""
+
+    def __init__(self, acquirable: dl.Acquirable, timeout: Optional[float]) -> None:
+        super().__init__(daemon=True)
+        self.acquirable, self.timeout = acquirable, timeout
+        self.held: Optional[dl.Held] = None
+        self.error: Optional[BaseException] = None
+        self.took = -1.0
+        self.start()
+
+    def run(self) -> None:
+        start = time.monotonic()
+        try:
+            self.held = self.acquirable.acquire(timeout=self.timeout)
+        except BaseException as e:
+            self.error = e
+        self.took = time.monotonic() - start
+
+    def result(self, within: float) -> Optional[dl.Held]:
+        self.join(within)
+        assert not self.is_alive(), "the acquire did not return"
+        if self.error is not None:
+            raise self.error
+        return self.held
+
+
+def queued(c: dl.Client, key: str) -> List[str]:
+    return [w.owner for w in c.waiters(key)]
+
+
+def test_locks_on_every_master(cluster: Cluster, client: dl.Client, other: dl.Client) -> None:
+    for node in range(3):
+        key = key_on(cluster, node)
+        held = client.lock(key, fence=True).acquire(timeout=0)
+        assert held is not None and held.token == 1
+        assert cluster.holder(key) == node  # on the master of its slot
+        assert [h.owner for h in other.info(key).holders] == [held.owner]
+        # A waiter on that master, granted when the holder releases.
+        w = Waiting(other.lock(key, fence=True), timeout=10)
+        wait_until(lambda: queued(client, key) == [other.owner()], what="the waiter queued")
+        assert held.release() is True
+        second = w.result(5)
+        assert second is not None and second.token == 2
+        assert w.took < 5
+        assert second.release() is True
+        assert other.info(key).holders == ()
+
+
+def test_a_blocked_wait_does_not_stall_other_commands(
+        cluster: Cluster, client: dl.Client, other: dl.Client) -> None:
+    key = key_on(cluster, 0)
+    neighbour = key_on(cluster, 0)  # same master
+    held = client.lock(key).acquire()
+    assert held is not None
+    w = Waiting(other.lock(key), timeout=None)  # waits without limit
+    wait_until(lambda: len(queued(client, key)) == 1, what="the waiter queued")
+    start = time.monotonic()
+    for _ in range(20):
+        h = other.lock(neighbour).acquire(timeout=1)
+        assert h is not None and h.release()
+    assert time.monotonic() - start < 2.0
+    assert w.is_alive()
+    held.release()
+    second = w.result(5)
+    assert second is not None
+    second.release()
+
+
+def test_rwlock_and_semaphore_on_a_cluster(cluster: Cluster, client: dl.Client,
+                                           other: dl.Client) -> None:
+    rw, sem = key_on(cluster, 1), key_on(cluster, 2)
+    r1 = client.rwlock(rw).read().acquire(timeout=0)
+    r2 = other.rwlock(rw).read().acquire(timeout=0)
+    assert r1 is not None and r2 is not None
+    assert other.rwlock(rw).write().acquire(timeout=0.2) is None
+    permits = client.semaphore(sem, 3).acquire(timeout=0, count=2)
+    assert permits is not None and permits.count == 2
+    assert other.semaphore(sem, 3).acquire(timeout=0.2, count=2) is None
+    for h in (r1, r2, permits):
+        h.release()
+    assert other.info(rw).holders == () and other.info(sem).holders == ()
+
+
+def move_slot_of(cluster: Cluster, key: str) -> int:
+    """Moves the slot of `key` (and every key in it) to the next master; its new owner."""
+    src = cluster.key_owner(key)
+    dst = (src + 1) % 3
+    cluster.move_slot(key_slot(key.encode()), src, dst)
+    return dst
+
+
+def test_a_waiter_follows_its_slot_to_the_new_owner(
+        cluster: Cluster, client: dl.Client, other: dl.Client) -> None:
+    key = key_on(cluster, 0)
+    held = client.lock(key, lease=1.0, fence=True).acquire()
+    assert held is not None
+    w = Waiting(other.lock(key, fence=True), timeout=8)
+    wait_until(lambda: len(queued(client, key)) == 1, what="the waiter queued")
+    dst = move_slot_of(cluster, key)
+    assert cluster.holder(key) == dst
+    # The waiter queues again at the new owner (the hold moved with its key); the holder's
+    # renewals follow the slot too.
+    wait_until(lambda: queued(client, key) == [other.owner()], what="queued at the new owner")
+    time.sleep(3 * 1.0)  # three leases of the holder on the new owner
+    assert not held.lost.is_set()
+    assert [h.owner for h in other.info(key).holders] == [held.owner]
+    assert w.is_alive()
+    assert held.release() is True
+    second = w.result(5)
+    assert second is not None and held.token is not None and second.token is not None
+    assert second.token > held.token  # the fencing counter moved with the slot
+    assert w.took < 8
+    assert cluster.holder(key) == dst
+    assert second.release() is True
+
+
+def test_a_held_lock_is_renewed_where_its_slot_went(cluster: Cluster, client: dl.Client,
+                                                    other: dl.Client) -> None:
+    lease = 1.0
+    holds = [client.lock(key_on(cluster, 1), lease=lease).acquire(),
+             client.rwlock(key_on(cluster, 1), lease=lease).write().acquire(),
+             client.semaphore(key_on(cluster, 1), 2, lease=lease).acquire()]
+    for h in holds:
+        assert h is not None
+        move_slot_of(cluster, h.key)
+    time.sleep(3 * lease)
+    for h in holds:
+        assert h is not None and not h.lost.is_set()
+        assert [x.owner for x in other.info(h.key).holders] == [h.owner]
+        assert h.release() is True
+
+
+def test_a_wait_running_out_across_a_redirect_returns_none_on_time(
+        cluster: Cluster, client: dl.Client, other: dl.Client) -> None:
+    key = key_on(cluster, 2)
+    held = client.lock(key).acquire()
+    assert held is not None
+    w = Waiting(other.lock(key), timeout=1.5)
+    wait_until(lambda: len(queued(client, key)) == 1, what="the waiter queued")
+    move_slot_of(cluster, key)
+    assert w.result(5) is None
+    assert 1.45 <= w.took < 2.5  # its one deadline, not a fresh 1.5 s at the new owner
+    assert queued(client, key) == []  # nothing left queued
+    assert held.release() is True
+
+
+def test_errors_name_the_cluster(cluster: Cluster, client: dl.Client) -> None:
+    key = key_on(cluster, 0)
+    with cluster.nodes[0].redis() as r:
+        r.set(key, "not a lock")
+    with pytest.raises(dl.WrongTypeError):
+        client.lock(key).acquire(timeout=1)
+    with pytest.raises(dl.WrongTypeError):
+        client.lock(key).acquire(timeout=0)
+
+
+# -- asyncio ---------------------------------------------------------------------------
+
+
+async def aclient_for(cluster: Cluster) -> dl.asyncio.Client:
+    return dl.asyncio.Client(redis.asyncio.cluster.RedisCluster(host="127.0.0.1",
+                                                                port=cluster.port))
+
+
+async def await_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.005)
+
+
+@pytest.mark.asyncio
+async def test_asyncio_locks_on_every_master(cluster: Cluster) -> None:
+    a, b = await aclient_for(cluster), await aclient_for(cluster)
+    try:
+        for node in range(3):
+            key = key_on(cluster, node)
+            held = await a.lock(key, fence=True).acquire(timeout=0)
+            assert held is not None and held.token == 1
+            assert cluster.holder(key) == node
+            waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=10))
+
+            async def one_waiting() -> bool:
+                return len(await a.waiters(key)) == 1
+            await await_until(one_waiting, "the waiter queued")
+            assert await held.release() is True
+            second = await asyncio.wait_for(waiter, 5)
+            assert second is not None and second.token == 2
+            await second.release()
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+@pytest.mark.asyncio
+async def test_asyncio_waiter_and_holder_follow_a_moved_slot(cluster: Cluster) -> None:
+    a, b = await aclient_for(cluster), await aclient_for(cluster)
+    try:
+        key = key_on(cluster, 1)
+        held = await a.lock(key, lease=1.0, fence=True).acquire()
+        assert held is not None
+        start = time.monotonic()
+        waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=8))
+
+        async def one_waiting() -> bool:
+            return len(await a.waiters(key)) == 1
+        await await_until(one_waiting, "the waiter queued")
+        dst = await asyncio.to_thread(move_slot_of, cluster, key)
+        await await_until(one_waiting, "queued at the new owner")
+        await asyncio.sleep(3 * 1.0)
+        assert not held.lost.is_set() and not waiter.done()
+        assert await held.release() is True
+        second = await asyncio.wait_for(waiter, 5)
+        assert second is not None and held.token is not None and second.token is not None
+        assert second.token > held.token and time.monotonic() - start < 8
+        assert cluster.holder(key) == dst
+        await second.release()
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+@pytest.mark.asyncio
+async def test_asyncio_wait_running_out_across_a_redirect(cluster: Cluster) -> None:
+    a, b = await aclient_for(cluster), await aclient_for(cluster)
+    try:
+        key = key_on(cluster, 2)
+        held = await a.lock(key).acquire()
+        assert held is not None
+        start = time.monotonic()
+        waiter = asyncio.create_task(b.lock(key).acquire(timeout=1.5))
+
+        async def one_waiting() -> bool:
+            return len(await a.waiters(key)) == 1
+        await await_until(one_waiting, "the waiter queued")
+        await asyncio.to_thread(move_slot_of, cluster, key)
+        assert await asyncio.wait_for(waiter, 5) is None
+        assert 1.45 <= time.monotonic() - start < 2.5
+        assert await a.waiters(key) == []
+        await held.release()
+    finally:
+        await a.aclose()
+        await b.aclose()
