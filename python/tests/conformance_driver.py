@@ -18,6 +18,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import redis
@@ -194,6 +195,7 @@ class SyncDriver:
         self.owners: Dict[str, "queue.Queue[Callable[[], None]]"] = {}
         self.sample_s = 0.002
         self.stopped = threading.Event()
+        self.inflight: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
 
     def reply(self, req: Dict[str, Any], fn: Callable[[], Dict[str, Any]]) -> None:
         sent = now_us()
@@ -230,11 +232,15 @@ class SyncDriver:
             self.on_owner(req.get("owner", "main"),
                           lambda: self.reply(req, lambda: {"owner_id": client.owner()}))
         elif op == "close":
+            for t in list(self.inflight):  # requests sent before the close are answered
+                t.join(2.0)
             self.reply(req, self.close)
             self.stopped.set()
         else:
-            threading.Thread(target=self.reply, args=(req, lambda: self.other(req)),
-                             daemon=True).start()
+            t = threading.Thread(target=self.reply, args=(req, lambda: self.other(req)),
+                                 daemon=True)
+            self.inflight.add(t)
+            t.start()
 
     def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
         self.client = dl.Client(redis_client(req, False), **connect_kwargs(req))
@@ -359,6 +365,9 @@ class AsyncDriver:
         elif op == "connect":
             await self.reply(req, self.connect(req))
         elif op == "close":
+            others = [t for t in self.tasks if t is not asyncio.current_task()
+                      and t not in self.pending.values() and t.get_coro().__name__ == "reply"]
+            await asyncio.wait(others, timeout=2.0) if others else None
             await self.reply(req, self.close())
             self.stopped.set()
         else:

@@ -146,7 +146,7 @@ class Core(Generic[H]):
             count, token, sent, link = got
             held = make(request, owner, count, token)
             entry = self.registry.add(held, request.lease_ms, sent, link,
-                                      self._first_renewal(request))
+                                      self._first_renewal(request), count_holds=count == 0)
             if time.monotonic() < entry.next_due:
                 return held
             # Already due: the wait outlasted the time a renewal is allowed to wait.
@@ -271,7 +271,7 @@ class Core(Generic[H]):
 
     def _script_grant(self, request: Request, before: int, n: int, sent: float
                       ) -> Tuple[int, Optional[int], float, Any]:
-        return (n or before + 1), None, sent, None
+        return n, None, sent, None  # n = 0: the lock script does not say the hold count
 
     def _script_try_once(self, request: Request, owner: str, before: int
                          ) -> Flow[Tuple[bool, int]]:

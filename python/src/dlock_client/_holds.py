@@ -149,9 +149,11 @@ class Registry(Generic[H]):
                 self._alive[link] = max(self._alive.get(link, -math.inf), sent_at)
 
     def add(self, hold: H, lease_ms: int, sent_at: float, link: Any,
-            first_renewal: float) -> Entry[H]:
+            first_renewal: float, count_holds: bool = False) -> Entry[H]:
         """A grant (or re-entry) by a command sent at `sent_at`, answered on `link` (None: not
-        bound); the first renewal is due `first_renewal` seconds after."""
+        bound); the first renewal is due `first_renewal` seconds after. `count_holds`: the
+        server did not say the hold count (the script backend's lock): it is the owner's
+        holds of that kind, this one included."""
         self.answered(link, sent_at)
         with self._lock:
             key = (hold.key, hold.owner)
@@ -165,6 +167,8 @@ class Registry(Generic[H]):
             entry.link = link
             entry.next_due = min(entry.next_due, sent_at + first_renewal)
             entry.holds.append(hold)
+            if count_holds:
+                hold.count = sum(1 for h in entry.holds if h.kind == hold.kind)
         hold.lost._deadline = _EntryDeadline(self, key)
         return entry
 
