@@ -11,7 +11,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
+.PHONY: all toolchain setup build run test test-python scripts test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -131,6 +131,16 @@ test-python: build python/.venv/installed
 		"$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check ./python && \
 		cd "$$tmp" && "$$tmp/venv/bin/python" -c \
 		"import dlock_client, dlock_client.asyncio; print('fresh venv: dlock-client', dlock_client.__version__, 'installed')"
+
+# The script backend's Lua texts for the packages that ship a copy (the Rust client's
+# export; the copies are listed once, in client/script-copies.txt, which
+# client/tests/script_copies.rs checks): run after changing a script in client/src/backend/lua.rs.
+scripts: toolchain
+	@mkdir -p target
+	$(CARGO) run -q -p dlock-client --example export_scripts > target/scripts.json.tmp
+	@grep -v '^#' client/script-copies.txt | grep . | while read -r copy; do \
+		cp target/scripts.json.tmp "$$copy" && echo "wrote $$copy"; done
+	@rm -f target/scripts.json.tmp
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.

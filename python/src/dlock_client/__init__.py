@@ -12,9 +12,11 @@ The asyncio API has the same names under :mod:`dlock_client.asyncio`.
 """
 
 from ._protocol import Holder, LockInfo, Waiter
-from ._sync import Acquirable, Client, Held, Lock, ReadWriteLock, Semaphore
+from ._sync import Acquirable, Bounded, Client, Held, Lock, Lost, ReadWriteLock, Semaphore
 from .errors import (
+    AcquireTimeoutError,
     CommandError,
+    ConfigError,
     DeadlockError,
     DlockError,
     ModuleNotLoadedError,
@@ -29,14 +31,18 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Acquirable",
+    "AcquireTimeoutError",
+    "Bounded",
     "Client",
     "CommandError",
+    "ConfigError",
     "DeadlockError",
     "DlockError",
     "Held",
     "Holder",
     "Lock",
     "LockInfo",
+    "Lost",
     "ModuleNotLoadedError",
     "NotSupportedError",
     "ReadWriteLock",

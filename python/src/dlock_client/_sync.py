@@ -1,4 +1,8 @@
-"""The synchronous API: a Client, its locks, and the watchdog thread."""
+"""The synchronous API: a Client, its locks, and the watchdog thread.
+
+A thin shell: the logic is :mod:`._core`'s flows, run here with blocking calls (``_run`` and
+``_do``: the one place a request reaches a connection).
+"""
 
 from __future__ import annotations
 
@@ -6,31 +10,19 @@ import itertools
 import math
 import threading
 import time
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, List, Optional, TypeVar
 
 import redis
 import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._holds import Entry
 from ._common import ClientBase, HeldBase, ReadWriteLockBase
+from ._effects import Call, Flow, Listen, Op, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
+from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import (
-    BindSupport,
-    LockInfo,
-    Request,
-    Waiter,
-    check_options,
-    first_unknown_option,
-    give_back_command,
-    parse_info,
-    parse_waiters,
-    renew_command,
-    translate,
-    wait_ms,
-    waiters_command,
-)
+from ._protocol import LockInfo, Request, Waiter
+from .errors import AcquireTimeoutError
 
 T = TypeVar("T")
 
@@ -38,19 +30,41 @@ _thread_numbers = threading.local()
 _next_number = itertools.count(1)
 
 
+class Lost(LostBase):
+    """``held.lost``: ``is_set()`` answers, at the moment it is asked, whether the hold is lost
+    (the server said it is gone, or its local deadline passed: see docs/CLIENTS.md);
+    ``wait(timeout)`` blocks until it is (True) or the time-out passed (False), like
+    :meth:`threading.Event.wait`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._event = threading.Event()
+
+    def _set_event(self) -> None:
+        self._event.set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            waits = [w for w in (self._time_left(),
+                                 None if end is None else end - time.monotonic())
+                     if w is not None]
+            if end is not None and time.monotonic() >= end:
+                return False
+            self._event.wait(min(waits) if waits else None)
+        return True
+
+
 class Held(HeldBase):
     """A hold the server granted: released with :meth:`release` or by leaving a ``with``.
-    ``lost`` is a :class:`threading.Event`, set when the watchdog learns that the hold is gone
-    (the server says so, or could not be reached before the lease ended)."""
+    ``lost`` (a :class:`Lost`, with :class:`threading.Event`'s ``is_set()`` and ``wait()``)
+    says whether the hold is lost, checked against the clock when asked."""
 
     def __init__(self, client: "Client", request: Request, owner: str, count: int,
                  token: Optional[int]) -> None:
         super().__init__(request, owner, count, token)
         self._client = client
-        self.lost = threading.Event()
-
-    def _lost_now(self) -> bool:
-        return self.lost.is_set()
+        self.lost = Lost()
 
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
@@ -58,14 +72,44 @@ class Held(HeldBase):
         if self._released:
             return False
         self._released = True
-        self._client._registry.remove(self)
-        return bool(self._client._call(self._request.release_command(self.owner)) == 1)
+        return self._client._run(self._client._core.release(self, self._request))
+
+    def renew(self) -> bool:
+        """Sets the lease again now (the watchdog does it by itself); False when the hold is
+        lost or released."""
+        if self._released:
+            return False
+        return self._client._run(self._client._core.renew(self))
 
     def __enter__(self) -> "Held":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+class Bounded:
+    """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
+    :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
+
+    def __init__(self, acquirable: "Acquirable", timeout: Optional[float], count: int) -> None:
+        self._acquirable = acquirable
+        self._timeout = timeout
+        self._count = count
+        self._held: Optional[Held] = None
+
+    def __enter__(self) -> Held:
+        a = self._acquirable
+        held = a._client._acquire(a._request.with_count(self._count), self._timeout)
+        if held is None:
+            raise AcquireTimeoutError(
+                f"{a.name!r} not granted within {self._timeout} s", a._client.server)
+        self._held = held
+        return held
+
+    def __exit__(self, *exc: object) -> None:
+        if self._held is not None:
+            self._held.release()
 
 
 class Acquirable:
@@ -84,6 +128,10 @@ class Acquirable:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out."""
         return self._client._acquire(self._request, timeout)
+
+    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+        """``with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
+        return Bounded(self, timeout, 1)
 
     def __enter__(self) -> Held:
         held = self.acquire(None)
@@ -117,22 +165,66 @@ class Semaphore(Acquirable):
     def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
         return self._client._acquire(self._request.with_count(count), timeout)
 
+    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+        return Bounded(self, timeout, count)
+
+
+class _DogConnection:
+    """The watchdog's one connection (renewals bind holds to it), shared with ``renew()`` and
+    a waited grant's confirmation under a lock. Its link changes when it reconnects."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._epoch = 0
+        self._lock = threading.Lock()
+
+    def _connected(self, _conn: Any) -> None:
+        self._epoch += 1
+
+    def pipe(self, commands: List[List[Any]]) -> Replies:
+        with self._lock:
+            if self._conn is None:
+                self._conn = self._pool.make_connection()
+                self._conn.register_connect_callback(self._connected)
+            conn = self._conn
+            try:
+                conn.send_packed_command(conn.pack_commands(commands))
+                values: List[Any] = []
+                for _ in commands:
+                    try:
+                        values.append(conn.read_response())
+                    except rexc.ResponseError as error:
+                        values.append(error)
+            except BaseException:
+                conn.disconnect()
+                raise
+            return Replies(values, (Role.DOG, self._epoch))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.disconnect()
+
 
 class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
     grace in seconds for a crashed process's holds; ``command_timeout``: the read time-out of
-    short commands; both explained in ``dlock_client._common.ClientBase``)."""
+    short commands; ``backend``: ``"auto"``, ``"native"`` or ``"script"``; all explained in
+    ``dlock_client._common.ClientBase``)."""
 
-    _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
+    _lock, _rwlock, _semaphore = Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "redis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0) -> None:
+                 command_timeout: float = 5.0, backend: str = "auto") -> None:
         super().__init__(
-            open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout), bind)
+            open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout),
+            bind, backend)
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
         self._closed = threading.Event()
         self._dog_lock = threading.Lock()
+        self._dog_conn = _DogConnection(self._dog_pool)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "Client":
@@ -150,13 +242,18 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             n = _thread_numbers.n = next(_next_number)
         return f"{self._prefix}:{n}"
 
+    def native_backend(self) -> bool:
+        """True when the dlock module serves this client, False for the script backend (asks
+        the server the first time, with ``backend="auto"``)."""
+        return self._run(self._core.translating(self._core.detect()))
+
     def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
-        """``DLOCK.WAITERS``: who waits on `name`, in FIFO order."""
-        return parse_waiters(self._call(waiters_command(name, count)))
+        """``DLOCK.WAITERS``: who waits on `name`, in FIFO order (native backend)."""
+        return self._run(self._core.waiters(name, count))
 
     def info(self, name: str) -> LockInfo:
-        """``DLOCK.INFO``: kind, holders, waiters, last fencing token."""
-        return parse_info(self._call(["DLOCK.INFO", name]))
+        """``DLOCK.INFO``: kind, holders, waiters, last fencing token (native backend)."""
+        return self._run(self._core.info(name))
 
     def close(self) -> None:
         """Stops the watchdog and closes the connections. Holds not released are freed by the
@@ -169,6 +266,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         self._cmds.close()
         self._waits.connection_pool.disconnect()
         self._cmds.connection_pool.disconnect()
+        self._dog_conn.close()
         self._dog_pool.disconnect()
 
     def __enter__(self) -> "Client":
@@ -177,71 +275,82 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- acquiring --------------------------------------------------------------------
+    # -- the shell: running flows -----------------------------------------------------
 
     def _acquire(self, request: Request, timeout: Optional[float]) -> Optional[Held]:
-        owner = self.owner()
-        wait = wait_ms(timeout)
-        conn = self._cmds if wait is None else self._waits
-        before = self._registry.held(request.key, owner, request.kind)
-        held: Optional[Held] = None
-        try:
-            granted_at = time.monotonic()
-            reply = self._with_bind(
-                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
-                self._bind)
-            held = self._granted(request, owner, reply, granted_at)
-            if held is not None:
-                self._start_watchdog(self._watchdog_due(request, granted_at))
-            return held
-        except BaseException as error:
-            if held is not None:
-                held.release()
-            elif not isinstance(error, rexc.ResponseError):
-                # A wait cut short (KeyboardInterrupt, a lost connection): redis-py closed
-                # its connection, so the server drops the waiter; a grant made just before
-                # is given back.
-                self._give_back(request, owner, before)
-            raise translate(error, self.server) from None
+        held = self._run(self._core.acquire(request, self.owner(), timeout, self._make_held))
+        if held is not None:
+            self._start_watchdog(self._core.wake_for(held))
+        return held
 
-    def _with_bind(self, send: Callable[[Optional[int]], T], request: Optional[Request],
-                   support: BindSupport) -> T:
-        """Sends with BIND where the module supports it."""
-        bind = support.arg()
-        try:
-            result = send(bind)
-        except rexc.ResponseError as error:
-            if not support.retry_without(error, bind):
-                check_options(error, request, self.server)
-                raise
-            bind = None
-            try:
-                result = send(None)
-            except rexc.ResponseError as error2:
-                check_options(error2, request, self.server)
-                raise
-        support.accepted(bind)
-        return result
+    def _make_held(self, request: Request, owner: str, count: int,
+                   token: Optional[int]) -> Held:
+        return Held(self, request, owner, count, token)
 
-    def _give_back(self, request: Request, owner: str, before: int) -> None:
-        """After a cut-short wait: once the server has dropped the waiter, release whatever
-        that request was granted (what the owner holds beyond what it held before)."""
+    def _run(self, flow: Flow[T]) -> T:
+        """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
         try:
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and any(
-                    w.owner == owner for w in self.waiters(request.key)):
-                time.sleep(0.002)
-            give = give_back_command(self.info(request.key), owner, request, before)
-            if give is not None:
-                self._call(give)
-        except Exception:
-            pass  # the server is gone too: the lease (or BIND) frees it
+            op = next(flow)
+            while True:
+                try:
+                    result = self._do(op)
+                except BaseException as error:
+                    op = flow.throw(error)
+                else:
+                    op = flow.send(result)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
 
-    def _call(self, args: List[Any]) -> Any:
+    def _do(self, op: Op) -> Any:
+        """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if isinstance(op, Call):
+            conn = self._waits if op.role is Role.WAIT else self._cmds
+            return conn.execute_command(*op.args)
+        if isinstance(op, Pipe):
+            return self._dog_conn.pipe([list(c) for c in op.commands])
+        if isinstance(op, Subscribe):
+            return self._subscribe(op.channel)
+        if isinstance(op, Listen):
+            return self._listen(op.handle, op.timeout)
+        if isinstance(op, Unsubscribe):
+            if op.handle is not None:
+                op.handle.close()
+            return None
+        if isinstance(op, Sleep):
+            time.sleep(op.seconds)
+            return None
+        raise TypeError(op)
+
+    def _subscribe(self, channel: str) -> Any:
+        """A pub/sub connection subscribed to `channel` (confirmed, so a message published
+        after this returns is seen)."""
+        ps = self._waits.pubsub()
         try:
-            return self._cmds.execute_command(*args)
-        except Exception as error:
-            raise translate(error, self.server) from None
+            ps.subscribe(channel)
+            end = time.monotonic() + 5.0
+            while time.monotonic() < end:
+                msg = ps.get_message(timeout=end - time.monotonic())
+                if msg is not None and msg["type"] == "subscribe":
+                    return ps
+        except (rexc.ConnectionError, rexc.TimeoutError):
+            pass
+        ps.close()
+        return None
+
+    @staticmethod
+    def _listen(ps: Any, timeout: Optional[float]) -> bool:
+        if ps is None:
+            time.sleep(timeout or 0.0)
+            return False
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            msg = ps.get_message(timeout=left)
+            if msg is not None and msg["type"] == "message":
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
 
     # -- the watchdog -----------------------------------------------------------------
 
@@ -257,49 +366,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._dog.start()
 
     def _watch(self) -> None:
-        # Its own pool, used by this thread alone: one connection, which RENEW ... BIND binds
-        # the holds to (re-bound after a reconnect).
-        conn = redis.Redis(connection_pool=self._dog_pool)
-        try:
-            while not self._closed.is_set():
-                self._dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-                now = time.monotonic()
-                wake = self._registry.next_wake(now)
-                self._dog_sleeps_until = math.inf if wake is None else now + wake
-                self._dog_wake.wait(timeout=wake)
-                self._dog_wake.clear()
-                if self._closed.is_set():
-                    break
-                self._renew_due(conn)
-        finally:
-            conn.close()
-
-    def _renew_due(self, conn: "redis.Redis") -> None:
-        now = time.monotonic()
-        for hold in self._registry.expired(now):
-            hold.lost.set()
-        due = self._registry.due(now)
-        if not due:
-            return
-        sent_at = time.monotonic()
-        try:
-            replies = self._renew_pipeline(conn, due)
-        except (rexc.RedisError, OSError):  # not reached (or the module went away)
-            self._registry.all_unreachable(due, time.monotonic())
-            return
-        for hold in self._registry.apply(due, replies, sent_at):
-            hold.lost.set()
-
-    def _renew_pipeline(self, conn: "redis.Redis", due: List[Entry[Held]]) -> List[Any]:
-        """One pipeline of RENEW ... BIND (re-binding the holds to this connection)."""
-        def send(bind: Optional[int]) -> List[Any]:
-            pipe = conn.pipeline(transaction=False)
-            for e in due:
-                pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
-            replies = pipe.execute(raise_on_error=False)
-            unknown = first_unknown_option(replies)
-            if unknown is not None and bind is not None:
-                raise unknown
-            return replies
-        return self._with_bind(send, None, self._bind_renew)
-
+        core = self._core
+        while not self._closed.is_set():
+            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
+            now = time.monotonic()
+            wake = core.next_wake(now)
+            core.dog_sleeps_until = math.inf if wake is None else now + wake
+            self._dog_wake.wait(timeout=wake)
+            self._dog_wake.clear()
+            if self._closed.is_set():
+                break
+            self._run(core.watch_round())

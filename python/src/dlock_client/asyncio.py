@@ -11,61 +11,81 @@ await held.release()
 await client.aclose()
 ```
 
-Owners are per task: two tasks exclude each other, a task re-entering its own lock counts up.
+Owners are per task, and the owner of an ``acquire()`` is the task that *calls* it (kept in a
+context variable): ``asyncio.wait_for(lock.acquire(), 5)`` and ``asyncio.timeout`` keep the
+caller's owner, though ``wait_for`` runs the coroutine in a task of its own on Python < 3.12.
+Two tasks exclude each other, a task re-entering its own lock counts up.
+
+A thin shell: the logic is :mod:`._core`'s flows, awaited here (``_run`` and ``_do``: the one
+place a request reaches a connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import math
 import time
 import weakref
-from typing import Any, Awaitable, Callable, List, Optional, TypeVar
+from typing import Any, Coroutine, List, Optional, Tuple, TypeVar
 
 import redis.asyncio as aredis
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._holds import Entry
 from ._common import ClientBase, HeldBase, ReadWriteLockBase
+from ._effects import Call, Flow, Listen, Op, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
+from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import (
-    BindSupport,
-    LockInfo,
-    Request,
-    Waiter,
-    check_options,
-    first_unknown_option,
-    give_back_command,
-    parse_info,
-    parse_waiters,
-    renew_command,
-    translate,
-    wait_ms,
-    waiters_command,
-)
+from ._protocol import LockInfo, Request, Waiter
+from .errors import AcquireTimeoutError
 
-__all__ = ["Acquirable", "Client", "Held", "Lock", "ReadWriteLock", "Semaphore"]
+__all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
+           "Semaphore"]
 
 T = TypeVar("T")
 
 _task_numbers = itertools.count(1)
+#: The owner number of the task whose context this is: (the task, its number). A task created
+#: from another copies its context, so the task is kept too: a copy in another task is not
+#: that task's owner.
+_owner_number: "contextvars.ContextVar[Optional[Tuple[weakref.ref[asyncio.Task[Any]], int]]]" = (
+    contextvars.ContextVar("dlock_owner_number", default=None))
+
+
+class Lost(LostBase):
+    """``held.lost``: ``is_set()`` answers, at the moment it is asked, whether the hold is lost
+    (see :class:`dlock_client.Lost`); ``await wait()`` returns once it is, like
+    :meth:`asyncio.Event.wait`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._event = asyncio.Event()
+
+    def _set_event(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> bool:
+        while not self.is_set():
+            left = self._time_left()
+            try:
+                await asyncio.wait_for(self._event.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+        return True
 
 
 class Held(HeldBase):
-    """A hold the server granted; ``lost`` is an :class:`asyncio.Event`. See
-    :class:`dlock_client.Held`."""
+    """A hold the server granted; ``lost`` is a :class:`Lost` (``is_set()``, ``await
+    wait()``). See :class:`dlock_client.Held`."""
 
     def __init__(self, client: "Client", request: Request, owner: str, count: int,
                  token: Optional[int]) -> None:
         super().__init__(request, owner, count, token)
         self._client = client
-        self.lost = asyncio.Event()
-
-    def _lost_now(self) -> bool:
-        return self.lost.is_set()
+        self.lost = Lost()
 
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
@@ -73,14 +93,44 @@ class Held(HeldBase):
         if self._released:
             return False
         self._released = True
-        self._client._registry.remove(self)
-        return bool(await self._client._call(self._request.release_command(self.owner)) == 1)
+        return await self._client._run(self._client._core.release(self, self._request))
+
+    async def renew(self) -> bool:
+        """Sets the lease again now; False when the hold is lost or released."""
+        if self._released:
+            return False
+        return await self._client._run(self._client._core.renew(self))
 
     async def __aenter__(self) -> "Held":
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.release()
+
+
+class Bounded:
+    """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
+    :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
+
+    def __init__(self, acquirable: "Acquirable", timeout: Optional[float], count: int) -> None:
+        self._acquirable = acquirable
+        self._timeout = timeout
+        self._count = count
+        self._held: Optional[Held] = None
+
+    async def __aenter__(self) -> Held:
+        a = self._acquirable
+        held = await a._client._acquire(a._request.with_count(self._count), self._timeout,
+                                        a._client._caller_owner())
+        if held is None:
+            raise AcquireTimeoutError(
+                f"{a.name!r} not granted within {self._timeout} s", a._client.server)
+        self._held = held
+        return held
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._held is not None:
+            await self._held.release()
 
 
 class Acquirable:
@@ -94,11 +144,17 @@ class Acquirable:
     def name(self) -> str:
         return self._request.key
 
-    async def acquire(self, timeout: Optional[float] = None) -> Optional[Held]:
+    def acquire(self, timeout: Optional[float] = None
+                ) -> Coroutine[Any, Any, Optional[Held]]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
-        `timeout` seconds. The hold, or None when the time ran out. Cancelling the call
-        leaves nothing held and nothing queued."""
-        return await self._client._acquire(self._request, timeout)
+        `timeout` seconds. The hold, or None when the time ran out. The owner is the task
+        that calls this (not the one that awaits it). Cancelling the call leaves nothing held
+        and nothing queued."""
+        return self._client._acquire(self._request, timeout, self._client._caller_owner())
+
+    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+        """``async with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
+        return Bounded(self, timeout, 1)
 
     async def __aenter__(self) -> Held:
         held = await self.acquire(None)
@@ -124,23 +180,66 @@ class ReadWriteLock(ReadWriteLockBase[Acquirable]):
 
 
 class Semaphore(Acquirable):
-    async def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
-        return await self._client._acquire(self._request.with_count(count), timeout)
+    def acquire(self, timeout: Optional[float] = None, count: int = 1
+                ) -> Coroutine[Any, Any, Optional[Held]]:
+        return self._client._acquire(self._request.with_count(count), timeout,
+                                     self._client._caller_owner())
+
+    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+        return Bounded(self, timeout, count)
+
+
+class _DogConnection:
+    """The watchdog's one connection (see the sync client's), under an asyncio lock."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._epoch = 0
+        self._lock: Optional[asyncio.Lock] = None
+
+    def _connected(self, _conn: Any) -> None:
+        self._epoch += 1
+
+    async def pipe(self, commands: List[List[Any]]) -> Replies:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._conn is None:
+                self._conn = self._pool.make_connection()
+                self._conn.register_connect_callback(self._connected)
+            conn = self._conn
+            try:
+                await conn.send_packed_command(conn.pack_commands(commands))
+                values: List[Any] = []
+                for _ in commands:
+                    try:
+                        values.append(await conn.read_response())
+                    except rexc.ResponseError as error:
+                        values.append(error)
+            except BaseException:
+                await conn.disconnect()
+                raise
+            return Replies(values, (Role.DOG, self._epoch))
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.disconnect()
 
 
 class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
 
-    _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
+    _lock, _rwlock, _semaphore = Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0) -> None:
+                 command_timeout: float = 5.0, backend: str = "auto") -> None:
         super().__init__(
-            open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout), bind)
+            open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout),
+            bind, backend)
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
-        self._tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = (
-            weakref.WeakKeyDictionary())
+        self._dog_conn = _DogConnection(self._dog_pool)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "Client":
@@ -151,16 +250,30 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("dlock_client.asyncio needs a running task")
-        n = self._tasks.get(task)
-        if n is None:
-            n = self._tasks[task] = next(_task_numbers)
+        mine = _owner_number.get()
+        if mine is not None and mine[0]() is task:
+            n = mine[1]
+        else:
+            n = next(_task_numbers)
+            _owner_number.set((weakref.ref(task), n))
         return f"{self._prefix}:task-{n}"
 
+    def _caller_owner(self) -> Optional[str]:
+        """The owner of the task calling now; None outside a task (found when awaited)."""
+        try:
+            return self.owner()
+        except RuntimeError:
+            return None
+
+    async def native_backend(self) -> bool:
+        """See :meth:`dlock_client.Client.native_backend`."""
+        return await self._run(self._core.translating(self._core.detect()))
+
     async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
-        return parse_waiters(await self._call(waiters_command(name, count)))
+        return await self._run(self._core.waiters(name, count))
 
     async def info(self, name: str) -> LockInfo:
-        return parse_info(await self._call(["DLOCK.INFO", name]))
+        return await self._run(self._core.info(name))
 
     async def aclose(self) -> None:
         """Stops the watchdog and closes the connections. Holds not released are freed by the
@@ -172,6 +285,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         await self._cmds.aclose()
         await self._waits.connection_pool.disconnect()
         await self._cmds.connection_pool.disconnect()
+        await self._dog_conn.close()
         await self._dog_pool.disconnect()
 
     close = aclose
@@ -182,121 +296,117 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _acquire(self, request: Request, timeout: Optional[float]) -> Optional[Held]:
-        owner = self.owner()
-        wait = wait_ms(timeout)
-        conn = self._cmds if wait is None else self._waits
-        before = self._registry.held(request.key, owner, request.kind)
-        held: Optional[Held] = None
-        try:
-            granted_at = time.monotonic()
-            reply = await self._with_bind(
-                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
-                self._bind)
-            held = self._granted(request, owner, reply, granted_at)
-            if held is not None:
-                self._start_watchdog(self._watchdog_due(request, granted_at))
-            return held
-        except BaseException as error:
-            if not isinstance(error, rexc.ResponseError):
-                # Cancelled or cut off: redis-py closed the waiting connection, so the
-                # server drops the waiter; whatever was granted just before goes back. A
-                # second cancellation does not interrupt that.
-                cleanup = asyncio.ensure_future(self._give_back(request, owner, before, held))
-                try:
-                    await asyncio.shield(cleanup)
-                except asyncio.CancelledError:
-                    pass
-            raise translate(error, self.server) from None
+    # -- the shell: running flows -----------------------------------------------------
 
-    async def _with_bind(self, send: Callable[[Optional[int]], Awaitable[T]],
-                         request: Optional[Request], support: BindSupport) -> T:
-        """Sends with BIND where the module supports it."""
-        bind = support.arg()
-        try:
-            result = await send(bind)
-        except rexc.ResponseError as error:
-            if not support.retry_without(error, bind):
-                check_options(error, request, self.server)
-                raise
-            bind = None
-            try:
-                result = await send(None)
-            except rexc.ResponseError as error2:
-                check_options(error2, request, self.server)
-                raise
-        support.accepted(bind)
-        return result
-
-    async def _give_back(self, request: Request, owner: str, before: int,
-                         held: Optional[Held]) -> None:
+    async def _acquire(self, request: Request, timeout: Optional[float],
+                       owner: Optional[str]) -> Optional[Held]:
+        held = await self._run(self._core.acquire(
+            request, owner if owner is not None else self.owner(), timeout, self._make_held))
         if held is not None:
-            await held.release()
-            return
-        try:
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and any(
-                    w.owner == owner for w in await self.waiters(request.key)):
-                await asyncio.sleep(0.002)
-            give = give_back_command(await self.info(request.key), owner, request, before)
-            if give is not None:
-                await self._call(give)
-        except Exception:
-            pass  # the server is gone too: the lease (or BIND) frees it
+            self._start_watchdog(self._core.wake_for(held))
+        return held
 
-    async def _call(self, args: List[Any]) -> Any:
+    def _make_held(self, request: Request, owner: str, count: int,
+                   token: Optional[int]) -> Held:
+        return Held(self, request, owner, count, token)
+
+    async def _run(self, flow: Flow[T]) -> T:
+        """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
         try:
-            return await self._cmds.execute_command(*args)
-        except Exception as error:
-            raise translate(error, self.server) from None
+            op = next(flow)
+            while True:
+                try:
+                    result = await self._do(op)
+                except BaseException as error:
+                    op = flow.throw(error)
+                else:
+                    op = flow.send(result)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+
+    async def _do(self, op: Op) -> Any:
+        """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if isinstance(op, Call):
+            conn = self._waits if op.role is Role.WAIT else self._cmds
+            if op.cleanup:
+                return await _uninterrupted(conn.execute_command(*op.args))
+            return await conn.execute_command(*op.args)
+        if isinstance(op, Pipe):
+            return await self._dog_conn.pipe([list(c) for c in op.commands])
+        if isinstance(op, Subscribe):
+            return await self._subscribe(op.channel)
+        if isinstance(op, Listen):
+            return await self._listen(op.handle, op.timeout)
+        if isinstance(op, Unsubscribe):
+            if op.handle is not None:
+                await _uninterrupted(op.handle.aclose())
+            return None
+        if isinstance(op, Sleep):
+            await asyncio.sleep(op.seconds)
+            return None
+        raise TypeError(op)
+
+    async def _subscribe(self, channel: str) -> Any:
+        ps = self._waits.pubsub()
+        try:
+            await ps.subscribe(channel)
+            end = time.monotonic() + 5.0
+            while time.monotonic() < end:
+                msg = await ps.get_message(timeout=end - time.monotonic())
+                if msg is not None and msg["type"] == "subscribe":
+                    return ps
+        except (rexc.ConnectionError, rexc.TimeoutError):
+            pass
+        await ps.aclose()
+        return None
+
+    @staticmethod
+    async def _listen(ps: Any, timeout: Optional[float]) -> bool:
+        if ps is None:
+            await asyncio.sleep(timeout or 0.0)
+            return False
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            msg = await ps.get_message(timeout=left)
+            if msg is not None and msg["type"] == "message":
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
+
+    # -- the watchdog -----------------------------------------------------------------
 
     def _start_watchdog(self, wake: bool) -> None:
         if wake:
             self._dog_wake.set()
         if self._dog is None or self._dog.done():
-            self._dog = asyncio.get_running_loop().create_task(self._watch())
+            # Its own context: the watchdog is no owner's task.
+            self._dog = contextvars.Context().run(
+                asyncio.get_running_loop().create_task, self._watch())
 
     async def _watch(self) -> None:
-        conn = aredis.Redis(connection_pool=self._dog_pool)  # this task alone: one connection
-        try:
-            while True:
-                self._dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-                now = time.monotonic()
-                wake = self._registry.next_wake(now)
-                self._dog_sleeps_until = math.inf if wake is None else now + wake
-                try:
-                    await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
-                except asyncio.TimeoutError:
-                    pass
-                self._dog_wake.clear()
-                await self._renew_due(conn)
-        finally:
-            await conn.aclose()
+        core = self._core
+        while True:
+            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
+            now = time.monotonic()
+            wake = core.next_wake(now)
+            core.dog_sleeps_until = math.inf if wake is None else now + wake
+            try:
+                await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
+            except asyncio.TimeoutError:
+                pass
+            self._dog_wake.clear()
+            await self._run(core.watch_round())
 
-    async def _renew_due(self, conn: "aredis.Redis") -> None:
-        now = time.monotonic()
-        for hold in self._registry.expired(now):
-            hold.lost.set()
-        due = self._registry.due(now)
-        if not due:
-            return
-        sent_at = time.monotonic()
-        try:
-            replies = await self._renew_pipeline(conn, due)
-        except (rexc.RedisError, OSError):  # not reached (or the module went away)
-            self._registry.all_unreachable(due, time.monotonic())
-            return
-        for hold in self._registry.apply(due, replies, sent_at):
-            hold.lost.set()
 
-    async def _renew_pipeline(self, conn: "aredis.Redis", due: List[Entry[Held]]) -> List[Any]:
-        async def send(bind: Optional[int]) -> List[Any]:
-            pipe = conn.pipeline(transaction=False)
-            for e in due:
-                pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
-            replies: List[Any] = await pipe.execute(raise_on_error=False)
-            unknown = first_unknown_option(replies)
-            if unknown is not None and bind is not None:
-                raise unknown
-            return replies
-        return await self._with_bind(send, None, self._bind_renew)
+async def _uninterrupted(aw: Any) -> Any:
+    """Awaits `aw` to its end even when the caller is cancelled meanwhile (a clean-up after a
+    cut-short acquire must not be cut short by a second cancellation)."""
+    task = asyncio.ensure_future(aw)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise

@@ -1,0 +1,44 @@
+"""The client conformance suite (conformance/README.md) for the Python client: every scenario
+of conformance/scenarios through `target/release/dlock-conformance`, with the Python driver,
+for the sync and the asyncio API. The runner starts the servers and checks everything; this
+module runs it and prints its summary lines.
+
+The runner binary is built by `cargo build --release -p dlock-conformance` (`make test-python`
+builds it); without it this test fails (it does not skip).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from servers import REPO
+
+RUNNER = Path(os.environ.get("DLOCK_CONFORMANCE",
+                             str(REPO / "target" / "release" / "dlock-conformance")))
+SCENARIOS = REPO / "conformance" / "scenarios"
+DRIVER = Path(__file__).resolve().parent / "conformance_driver.py"
+
+
+@pytest.mark.parametrize("api", ["sync", "asyncio"])
+def test_every_scenario(api: str) -> None:
+    assert RUNNER.exists(), (
+        f"{RUNNER} is missing: build it with `cargo build --release -p dlock-conformance` "
+        "(make test-python does)")
+    scenarios = sorted(SCENARIOS.glob("*.json"))
+    assert scenarios, f"no scenario in {SCENARIOS}"
+    driver = f"{shlex.quote(sys.executable)} {shlex.quote(str(DRIVER))} --api {api}"
+    proc = subprocess.run([str(RUNNER), "--driver", driver, *map(str, scenarios)],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
+    # The runner's summary (scenarios passed, failed, skipped; the longest overlap) and, on a
+    # failure, its log.
+    summary = [line for line in proc.stdout.splitlines() if line.strip()]
+    print(f"\n[python {api}]", *summary[-6:], sep="\n")
+    assert proc.returncode == 0, (
+        f"dlock-conformance failed for python {api}:\n{proc.stdout[-8000:]}\n"
+        f"{proc.stderr[-4000:]}")
