@@ -11,13 +11,25 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from typing import Any, Callable, Generic, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
 import redis.exceptions as rexc
 
 from . import _scripts as scripts
-from ._effects import Call, Flow, Listen, Pipe, Replies, Role, Subscribe, Unsubscribe
+from ._effects import (
+    Call,
+    Flow,
+    Listen,
+    Pipe,
+    Refresh,
+    Replies,
+    Role,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+)
 from ._holds import Entry, HoldLike, Registry
+from ._redirect import Follow, Pause, redirect_of
 from ._protocol import (
     BindSupport,
     LockInfo,
@@ -37,7 +49,7 @@ from ._protocol import (
     wait_ms,
     waiters_command,
 )
-from .errors import CommandError, ConfigError
+from .errors import CommandError, ConfigError, RedirectedError
 
 T = TypeVar("T")
 H = TypeVar("H", bound=HoldLike)
@@ -69,7 +81,11 @@ class Core(Generic[H]):
         self._detected = backend == "script"
         self._links = itertools.count(1)
         self.dog_sleeps_until = -math.inf  # monotonic time the watchdog wakes by itself
-        self.dog_link: Any = None  # the watchdog connection's link, once it answered
+        # The watchdog's connections' links, once they answered: one, or one per node of a
+        # Redis Cluster (keyed by what a link says besides its epoch).
+        self.dog_links: Dict[Any, Any] = {}
+        #: Set by a shell serving a Redis Cluster: waits and renewals follow its redirects.
+        self.cluster = False
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -180,7 +196,7 @@ class Core(Generic[H]):
         sent = time.monotonic()
         try:
             reply, bind = yield from self._with_bind(
-                lambda bind: Call(role, request.command(owner, wait, bind), request.key),
+                lambda bind: self._acquire_call(request, owner, left, wait, bind),
                 request, self.bind)
         except rexc.ResponseError:
             raise
@@ -196,19 +212,45 @@ class Core(Generic[H]):
         link = None if bind is None else self.new_link(role)
         return grant[0], grant[1], sent, link
 
-    def _with_bind(self, op: Callable[[Optional[int]], Call], request: Optional[Request],
+    def _acquire_call(self, request: Request, owner: str, left: Optional[float],
+                      wait: Optional[int], bind: Optional[int]) -> Flow[Any]:
+        """The acquire command; a waiting one on a cluster follows the redirects of a reshard
+        (see :mod:`._redirect`) within what is left of the wait: None when that ran out
+        between tries (not granted)."""
+        if wait is None or not self.cluster:
+            role = Role.CMD if wait is None else Role.WAIT
+            return (yield Call(role, request.command(owner, wait, bind), request.key))
+        deadline = None if left is None else time.monotonic() + left
+        follow = Follow(request.key, deadline, waits=True)
+        while True:
+            t = follow.next_try()
+            if t is None:
+                return None
+            try:
+                return (yield Call(Role.WAIT, request.command(owner, t.wait_ms, bind),
+                                   request.key, node=t.addr, asking=t.asking))
+            except rexc.ResponseError as error:
+                step = follow.after(error)
+                if step is None:
+                    raise
+            if isinstance(step, Pause):
+                yield Sleep(step.seconds)
+            elif step.moved:
+                yield Refresh()
+
+    def _with_bind(self, op: Callable[[Optional[int]], Flow[Any]], request: Optional[Request],
                    support: BindSupport) -> Flow[Tuple[Any, Optional[int]]]:
         """Sends with BIND where the module supports it; (reply, the grace sent or None)."""
         bind = support.arg()
         try:
-            result = yield op(bind)
+            result = yield from op(bind)
         except rexc.ResponseError as error:
             if not support.retry_without(error, bind):
                 check_options(error, request, self.server)
                 raise
             bind = None
             try:
-                result = yield op(None)
+                result = yield from op(None)
             except rexc.ResponseError as error2:
                 check_options(error2, request, self.server)
                 raise
@@ -351,7 +393,10 @@ class Core(Generic[H]):
     def _confirm(self, entry: Entry[H]) -> Flow[bool]:
         sent = time.monotonic()
         replies = yield from self._renew_pipe([entry])
-        return bool(self._apply([entry], replies, sent))
+        reply = replies.values[0]
+        if isinstance(reply, BaseException) and _not_reached(reply):
+            raise reply  # a cluster's node not reached: as a connection error elsewhere
+        return all(self._apply([entry], replies, sent))
 
     def _renew_command(self, native: bool, e: Entry[H], bind: Optional[int]) -> List[Any]:
         if native:
@@ -381,21 +426,60 @@ class Core(Generic[H]):
             yield Pipe(Role.DOG, [["SCRIPT", "LOAD", scripts.text(n)]
                                   for n in ("renew", "rw_renew", "sem_renew")], [None] * 3)
             result = yield send(None)
+        if self.cluster:
+            result = yield from self._follow_renewals(
+                due, result, lambda e: self._renew_command(native, e, bind))
         if bind is not None and not any(is_unknown_option(r) for r in result.values
                                         if isinstance(r, BaseException)):
             self.bind_renew.accepted(bind)
-        self.dog_link = result.link
-        return Replies(result.values, result.link if bind is not None else None)
+        for link in result.all_links():
+            self.dog_links[link[1:-1]] = link  # per node, the latest connection
+        return result if bind is not None else Replies(result.values, None)
+
+    def _follow_renewals(self, due: List[Entry[H]], result: Replies,
+                         command: Callable[[Entry[H]], List[Any]]) -> Flow[Replies]:
+        """On a cluster: each renewal answered with a redirect (its key's slot moved) is sent
+        again where the redirect points, on that node's watchdog connection, for up to a
+        second; one still redirected then is tried again at the next round."""
+        values = list(result.values)
+        links = [result.link_of(i) for i in range(len(values))]
+        answered = result.all_links()
+        for i, entry in enumerate(due):
+            follow = Follow(entry.key, time.monotonic() + 1.0, waits=False)
+            try:
+                step = follow.after(values[i]) if isinstance(values[i], Exception) else None
+                while step is not None:
+                    if isinstance(step, Pause):
+                        yield Sleep(step.seconds)
+                    elif step.moved:
+                        yield Refresh()
+                    t = follow.next_try()
+                    if t is None:
+                        break
+                    one: Replies = yield Pipe(Role.DOG, [command(entry)], [entry.key],
+                                              node=t.addr, asking=t.asking)
+                    values[i], links[i] = one.values[0], one.link_of(0)
+                    answered += one.all_links()
+                    step = follow.after(values[i]) if isinstance(values[i], Exception) else None
+            except RedirectedError as error:
+                values[i] = error
+        return Replies(values, None, links, answered)
 
     def _apply(self, due: List[Entry[H]], replies: Replies, sent: float) -> List[bool]:
         """The replies to the renewals of `due` sent at `sent`; fires ``lost`` on the holds
-        the server says are gone (a reply other than 1: 0, or an error such as WRONGTYPE)."""
-        self.registry.answered(replies.link, sent)
+        the server says are gone (a reply other than 1: 0, or an error such as WRONGTYPE).
+        On a cluster, a renewal whose node could not be reached, or still redirected, is
+        tried again soon (the others are applied)."""
+        for link in replies.all_links():
+            self.registry.answered(link, sent)
         out = []
-        for entry, reply in zip(due, replies.values):
+        for i, (entry, reply) in enumerate(zip(due, replies.values)):
             if reply == 1:
-                self.registry.renewed(entry, sent, replies.link)
+                self.registry.renewed(entry, sent, replies.link_of(i))
                 out.append(True)
+            elif _not_reached(reply):
+                self.registry.unreachable([entry], time.monotonic())
+                out.append(False)
             else:
                 for hold in self.registry.gone(entry):
                     hold.lost._fire("not_held")
@@ -411,20 +495,26 @@ class Core(Generic[H]):
             hold.lost._fire("expired")
         due = self.registry.due(now)
         interval = self.ping_interval
-        ping = interval is not None and self.registry.ping_due(now, self.dog_link, interval)
+        ping = interval is not None and any(self.registry.ping_due(now, link, interval)
+                                            for link in list(self.dog_links.values()))
         if not due and not ping:
             return
         sent = time.monotonic()
         try:
-            replies = yield from self._renew_pipe(due, ping=ping and not due)
+            # On a cluster renewals prove only their own nodes' connections: the PING goes
+            # to every node's with them.
+            replies = yield from self._renew_pipe(due, ping=ping and (not due or self.cluster))
         except (rexc.RedisError, OSError):  # not reached (or the module went away)
             self.registry.unreachable(due, time.monotonic())
             return
         self._apply(due, replies, sent)
-        self.registry.rebind_on(self.dog_link, Role.DOG, time.monotonic())
+        for link in list(self.dog_links.values()):
+            self.registry.rebind_on(link, Role.DOG, time.monotonic())
 
     def next_wake(self, now: float) -> Optional[float]:
-        return self.registry.next_wake(now, self.dog_link, self.ping_interval)
+        wakes = [self.registry.next_wake(now, link, self.ping_interval)
+                 for link in list(self.dog_links.values()) or [None]]
+        return min((w for w in wakes if w is not None), default=None)
 
     def wake_for(self, hold: H) -> bool:
         """Whether the watchdog must be woken for a new hold: only when it is due before the
@@ -447,3 +537,11 @@ class Core(Generic[H]):
             raise script_unsupported(what, self.server)
         return parse((yield op))
 
+
+
+def _not_reached(reply: Any) -> bool:
+    """A renewal's value that says nothing about the hold: its node could not be reached (a
+    cluster's shell answers a node's commands so), or it was still redirected."""
+    if isinstance(reply, (rexc.ConnectionError, rexc.TimeoutError, OSError, RedirectedError)):
+        return True
+    return isinstance(reply, rexc.ResponseError) and redirect_of(reply) is not None

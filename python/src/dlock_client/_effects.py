@@ -41,16 +41,27 @@ class Call:
     #: Part of the clean-up after a cut-short acquire: the asyncio shell lets a second
     #: cancellation not interrupt it.
     cleanup: bool = False
+    #: On a Redis Cluster, the node (``host:port``) a redirect named (None: the node serving
+    #: `key` in the shell's slot map), and whether ``ASKING`` goes first (an ``ASK``).
+    node: Optional[str] = None
+    asking: bool = False
 
 
 @dataclass(frozen=True)
 class Pipe:
     """Commands sent together on one connection (no transaction). The result is a
-    :class:`Replies`: error replies are values, a connection error is raised."""
+    :class:`Replies`: error replies are values, a connection error is raised.
+
+    On a Redis Cluster the shell sends each node its commands (by `keys`) on that node's
+    connection of the role, and a command without key (the PING) to every node it has such a
+    connection to; a node it cannot reach answers its commands with the connection error as
+    the value. `node`/`asking`: all commands to that node (a redirected renewal)."""
 
     role: Role
     commands: Sequence[Sequence[Any]]
     keys: Sequence[Optional[str]]
+    node: Optional[str] = None
+    asking: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,7 +69,27 @@ class Replies:
     values: List[Any]
     #: Which connection answered: equal links mean the same connection, not reconnected in
     #: between (RENEW ... BIND binds to a connection, and a sign of life proves only its own).
+    #: A link is ``(role, epoch)``, or on a cluster ``(role, node, epoch)``; None on a cluster,
+    #: where `links` say it per value.
     link: Any
+    #: On a cluster: the link that answered each value.
+    links: Optional[List[Any]] = None
+    #: On a cluster: every link that answered during the exchange (the PING's included).
+    answered: Optional[List[Any]] = None
+
+    def link_of(self, i: int) -> Any:
+        return self.link if self.links is None else self.links[i]
+
+    def all_links(self) -> List[Any]:
+        """Every link known open by this exchange."""
+        if self.answered is not None:
+            return list(self.answered)
+        return [] if self.link is None else [self.link]
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """On a Redis Cluster, read the slot map again (after a ``MOVED``); nothing elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +120,7 @@ class Sleep:
     seconds: float
 
 
-Op = Union[Call, Pipe, Subscribe, Listen, Unsubscribe, Sleep]
+Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep]
 
 #: A flow: yields requests, receives their results, returns a T.
 Flow = Generator[Op, Any, T]

@@ -246,10 +246,12 @@ class Registry(Generic[H]):
 
     def rebind_on(self, link: Any, role: Any, now: float) -> None:
         """`link` answered for `role`: holds bound to an earlier connection of that role (it
-        reconnected) are renewed at once, which binds them to this one."""
+        reconnected) are renewed at once, which binds them to this one. On a cluster, of
+        that role and node (a link's middle: ``(role, node, epoch)``)."""
         with self._lock:
             for e in self._entries.values():
-                if e.link is not None and e.link != link and e.link[0] == role:
+                if (e.link is not None and e.link != link and e.link[0] == role
+                        and e.link[1:-1] == link[1:-1]):
                     e.next_due = min(e.next_due, now)
 
     def expired(self, now: float) -> List[H]:
