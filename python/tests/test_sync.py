@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import time
-from typing import Any, List
+from typing import Any
 
 import pytest
 

@@ -4,12 +4,14 @@ its factories. The logic itself is in :mod:`._core`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, List, Optional, TypeVar
 
 from ._core import Core
+from ._effects import Replies, Role
 from ._holds import LostBase
 from ._pools import Pools
 from ._protocol import Kind, Request, lock_request, rwlock_request, semaphore_request
+from .errors import AcquireTimeoutError
 
 A = TypeVar("A")
 L = TypeVar("L")
@@ -102,3 +104,52 @@ class ClientBase(Generic[L, RW, S, H]):
     def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> S:
         """`capacity` permits, each holder with its own lease."""
         return self._semaphore(self, semaphore_request(name, capacity, lease))
+
+
+class AcquirableBase:
+    """A lock, a mode of a read-write lock, or a semaphore: its client and request."""
+
+    def __init__(self, client: Any, request: Request) -> None:
+        self._client = client
+        self._request = request
+
+    @property
+    def name(self) -> str:
+        return self._request.key
+
+
+class BoundedBase:
+    """``with lock(timeout=...)``: the acquire it stands for (the shells enter and exit)."""
+
+    def __init__(self, acquirable: AcquirableBase, timeout: Optional[float], count: int) -> None:
+        self._client = acquirable._client
+        self._name = acquirable.name
+        self._request = acquirable._request.with_count(count)
+        self._timeout = timeout
+
+    def _not_granted(self) -> AcquireTimeoutError:
+        return AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
+                                   self._client.server)
+
+
+class DogConnectionBase:
+    """The watchdog's one connection (renewals bind holds to it), shared with ``renew()`` and
+    a waited grant's confirmation under the shell's lock. Its link changes when it
+    reconnects (a connect callback counts the connections)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._epoch = 0
+
+    def _connected(self, _conn: Any) -> None:
+        self._epoch += 1
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            self._conn = self._pool.make_connection()
+            self._conn.register_connect_callback(self._connected)
+        return self._conn
+
+    def _replies(self, values: List[Any]) -> Replies:
+        return Replies(values, (Role.DOG, self._epoch))

@@ -17,12 +17,18 @@ import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._common import ClientBase, HeldBase, ReadWriteLockBase
+from ._common import (
+    AcquirableBase,
+    BoundedBase,
+    ClientBase,
+    DogConnectionBase,
+    HeldBase,
+    ReadWriteLockBase,
+)
 from ._effects import Call, Flow, Listen, Op, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
 from ._holds import LostBase
 from ._pools import open_pools
 from ._protocol import LockInfo, Request, Waiter
-from .errors import AcquireTimeoutError
 
 T = TypeVar("T")
 
@@ -88,22 +94,17 @@ class Held(HeldBase):
         self.release()
 
 
-class Bounded:
+class Bounded(BoundedBase):
     """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
-    def __init__(self, acquirable: "Acquirable", timeout: Optional[float], count: int) -> None:
-        self._acquirable = acquirable
-        self._timeout = timeout
-        self._count = count
-        self._held: Optional[Held] = None
+    _client: "Client"
+    _held: Optional[Held] = None
 
     def __enter__(self) -> Held:
-        a = self._acquirable
-        held = a._client._acquire(a._request.with_count(self._count), self._timeout)
+        held = self._client._acquire(self._request, self._timeout)
         if held is None:
-            raise AcquireTimeoutError(
-                f"{a.name!r} not granted within {self._timeout} s", a._client.server)
+            raise self._not_granted()
         self._held = held
         return held
 
@@ -112,17 +113,14 @@ class Bounded:
             self._held.release()
 
 
-class Acquirable:
+class Acquirable(AcquirableBase):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
-    def __init__(self, client: "Client", request: Request) -> None:
-        self._client = client
-        self._request = request
-        self._entered = threading.local()
+    _client: "Client"
 
-    @property
-    def name(self) -> str:
-        return self._request.key
+    def __init__(self, client: "Client", request: Request) -> None:
+        super().__init__(client, request)
+        self._entered = threading.local()
 
     def acquire(self, timeout: Optional[float] = None) -> Optional[Held]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
@@ -169,25 +167,14 @@ class Semaphore(Acquirable):
         return Bounded(self, timeout, count)
 
 
-class _DogConnection:
-    """The watchdog's one connection (renewals bind holds to it), shared with ``renew()`` and
-    a waited grant's confirmation under a lock. Its link changes when it reconnects."""
-
+class _DogConnection(DogConnectionBase):
     def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._conn: Any = None
-        self._epoch = 0
+        super().__init__(pool)
         self._lock = threading.Lock()
-
-    def _connected(self, _conn: Any) -> None:
-        self._epoch += 1
 
     def pipe(self, commands: List[List[Any]]) -> Replies:
         with self._lock:
-            if self._conn is None:
-                self._conn = self._pool.make_connection()
-                self._conn.register_connect_callback(self._connected)
-            conn = self._conn
+            conn = self._connection()
             try:
                 conn.send_packed_command(conn.pack_commands(commands))
                 values: List[Any] = []
@@ -199,7 +186,7 @@ class _DogConnection:
             except BaseException:
                 conn.disconnect()
                 raise
-            return Replies(values, (Role.DOG, self._epoch))
+            return self._replies(values)
 
     def close(self) -> None:
         with self._lock:

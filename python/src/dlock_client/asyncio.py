@@ -35,12 +35,18 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._common import ClientBase, HeldBase, ReadWriteLockBase
+from ._common import (
+    AcquirableBase,
+    BoundedBase,
+    ClientBase,
+    DogConnectionBase,
+    HeldBase,
+    ReadWriteLockBase,
+)
 from ._effects import Call, Flow, Listen, Op, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
 from ._holds import LostBase
 from ._pools import open_pools
 from ._protocol import LockInfo, Request, Waiter
-from .errors import AcquireTimeoutError
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -108,23 +114,18 @@ class Held(HeldBase):
         await self.release()
 
 
-class Bounded:
+class Bounded(BoundedBase):
     """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
-    def __init__(self, acquirable: "Acquirable", timeout: Optional[float], count: int) -> None:
-        self._acquirable = acquirable
-        self._timeout = timeout
-        self._count = count
-        self._held: Optional[Held] = None
+    _client: "Client"
+    _held: Optional[Held] = None
 
     async def __aenter__(self) -> Held:
-        a = self._acquirable
-        held = await a._client._acquire(a._request.with_count(self._count), self._timeout,
-                                        a._client._caller_owner())
+        held = await self._client._acquire(self._request, self._timeout,
+                                           self._client._caller_owner())
         if held is None:
-            raise AcquireTimeoutError(
-                f"{a.name!r} not granted within {self._timeout} s", a._client.server)
+            raise self._not_granted()
         self._held = held
         return held
 
@@ -133,16 +134,13 @@ class Bounded:
             await self._held.release()
 
 
-class Acquirable:
+class Acquirable(AcquirableBase):
+    _client: "Client"
+
     def __init__(self, client: "Client", request: Request) -> None:
-        self._client = client
-        self._request = request
+        super().__init__(client, request)
         self._entered: "weakref.WeakKeyDictionary[asyncio.Task[Any], List[Held]]" = (
             weakref.WeakKeyDictionary())
-
-    @property
-    def name(self) -> str:
-        return self._request.key
 
     def acquire(self, timeout: Optional[float] = None
                 ) -> Coroutine[Any, Any, Optional[Held]]:
@@ -189,26 +187,16 @@ class Semaphore(Acquirable):
         return Bounded(self, timeout, count)
 
 
-class _DogConnection:
-    """The watchdog's one connection (see the sync client's), under an asyncio lock."""
-
+class _DogConnection(DogConnectionBase):
     def __init__(self, pool: Any) -> None:
-        self._pool = pool
-        self._conn: Any = None
-        self._epoch = 0
-        self._lock: Optional[asyncio.Lock] = None
-
-    def _connected(self, _conn: Any) -> None:
-        self._epoch += 1
+        super().__init__(pool)
+        self._lock: Optional[asyncio.Lock] = None  # made on the loop that uses it
 
     async def pipe(self, commands: List[List[Any]]) -> Replies:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            if self._conn is None:
-                self._conn = self._pool.make_connection()
-                self._conn.register_connect_callback(self._connected)
-            conn = self._conn
+            conn = self._connection()
             try:
                 await conn.send_packed_command(conn.pack_commands(commands))
                 values: List[Any] = []
@@ -220,7 +208,7 @@ class _DogConnection:
             except BaseException:
                 await conn.disconnect()
                 raise
-            return Replies(values, (Role.DOG, self._epoch))
+            return self._replies(values)
 
     async def close(self) -> None:
         if self._conn is not None:
