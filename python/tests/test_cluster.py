@@ -16,7 +16,7 @@ import redis.asyncio.cluster
 from redis.crc import key_slot
 
 import dlock_client as dl
-from conftest import wait_until
+from helpers import wait_until
 from servers import Cluster
 
 
@@ -65,9 +65,11 @@ class Waiting(threading.Thread):
         self.held: Optional[dl.Held] = None
         self.error: Optional[BaseException] = None
         self.took = -1.0
+        self.owner: Optional[str] = None
         self.start()
 
     def run(self) -> None:
+        self.owner = self.acquirable._client.owner()
         start = time.monotonic()
         try:
             self.held = self.acquirable.acquire(timeout=self.timeout)
@@ -96,7 +98,7 @@ def test_locks_on_every_master(cluster: Cluster, client: dl.Client, other: dl.Cl
         assert [h.owner for h in other.info(key).holders] == [held.owner]
         # A waiter on that master, granted when the holder releases.
         w = Waiting(other.lock(key, fence=True), timeout=10)
-        wait_until(lambda: queued(client, key) == [other.owner()], what="the waiter queued")
+        wait_until(lambda: queued(client, key) == [w.owner], what="the waiter queued")
         assert held.release() is True
         second = w.result(5)
         assert second is not None and second.token == 2
@@ -129,7 +131,7 @@ def test_rwlock_and_semaphore_on_a_cluster(cluster: Cluster, client: dl.Client,
                                            other: dl.Client) -> None:
     rw, sem = key_on(cluster, 1), key_on(cluster, 2)
     r1 = client.rwlock(rw).read().acquire(timeout=0)
-    r2 = other.rwlock(rw).read().acquire(timeout=0)
+    r2 = client.rwlock(rw).read().acquire(timeout=0)  # reentrant
     assert r1 is not None and r2 is not None
     assert other.rwlock(rw).write().acquire(timeout=0.2) is None
     permits = client.semaphore(sem, 3).acquire(timeout=0, count=2)
@@ -159,7 +161,7 @@ def test_a_waiter_follows_its_slot_to_the_new_owner(
     assert cluster.holder(key) == dst
     # The waiter queues again at the new owner (the hold moved with its key); the holder's
     # renewals follow the slot too.
-    wait_until(lambda: queued(client, key) == [other.owner()], what="queued at the new owner")
+    wait_until(lambda: queued(client, key) == [w.owner], what="queued at the new owner")
     time.sleep(3 * 1.0)  # three leases of the holder on the new owner
     assert not held.lost.is_set()
     assert [h.owner for h in other.info(key).holders] == [held.owner]

@@ -7,17 +7,21 @@ serving its key, following the cluster's redirects (:func:`node_call`, :func:`an
   position in ``COMMAND``) and follows MOVED/ASK/TRYAGAIN; read time-out ``command_timeout``,
   no re-send after a lost connection;
 - waits go on a dedicated connection to the key's master (a pool per node, no read time-out),
-  found in ``cmds``' slot map; :class:`~._redirect.Follow` carries them across redirects;
-- the watchdog has a pool of its own per node (read time-out at most 1 s): renewals are
-  pipelined per node, and RENEW ... BIND binds a node's holds to that node's connection.
+  found in ``cmds``' slot map, or to the node a redirect named (the core follows redirects
+  within the wait's one deadline: ``Core._acquire_call``);
+- the watchdog has a connection of its own per node (read time-out at most 1 s): renewals
+  are pipelined per node, and RENEW ... BIND binds a node's holds to that node's connection
+  (a link per node); the PING goes to every node's.
+
+:class:`ClusterShell` and :class:`AsyncClusterShell` serve the core's requests so (the
+shells hand them ``Call``, ``Pipe``, ``Refresh`` and ``Subscribe`` on a cluster).
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import time
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+import threading
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import redis
 import redis.asyncio
@@ -25,7 +29,8 @@ import redis.asyncio.cluster
 import redis.cluster
 import redis.exceptions as rexc
 
-from ._redirect import Follow, Go, Pause
+from ._effects import Call, Pipe, Refresh, Replies, Role
+from ._pools import Pools
 
 # Settings of the caller's client that the package's connections keep. Not carried: those the
 # package sets (time-outs, retries, decoding) and those that would route elsewhere (replicas).
@@ -37,10 +42,6 @@ _NOT_CARRIED = frozenset({
 })
 
 
-def is_cluster(client: Any) -> bool:
-    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
-
-
 def _seeds(rc: Any) -> List[Tuple[str, int]]:
     """The nodes the caller's client knows (or was given to start from)."""
     nodes: Dict[str, Any] = {}
@@ -48,6 +49,11 @@ def _seeds(rc: Any) -> List[Tuple[str, int]]:
     for source in (getattr(manager, "nodes_cache", {}), getattr(manager, "startup_nodes", {})):
         nodes.update(source)
     return [(n.host, int(n.port)) for n in nodes.values()]
+
+
+def cluster_name(rc: Any) -> str:
+    """How errors name a cluster: ``cluster`` and (up to three of) the nodes it knows."""
+    return "cluster " + ",".join(f"{h}:{p}" for h, p in sorted(_seeds(rc))[:3])
 
 
 def _caller_settings(rc: Any) -> Tuple[Dict[str, Any], Any]:
@@ -137,6 +143,7 @@ class Nodes:
     def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, command_timeout: float,
                  dog_timeout: float) -> None:
         self.cmds: redis.cluster.RedisCluster = derive_cluster(rc, command_timeout, retry)
+        self.name = cluster_name(rc)
         pool = self._template()
         kwargs, connection_class = dict(pool.connection_kwargs), pool.connection_class
 
@@ -147,14 +154,13 @@ class Nodes:
         self.waits = _NodeClients(maker(None))
         self.dogs = _NodeClients(maker(dog_timeout))
 
+    def pools(self) -> Pools:
+        """What a client's base keeps: the name, and ``cmds`` for its short commands."""
+        return Pools(self.name, None, self.cmds, None)
+
     def _template(self) -> Any:
         node = self.cmds.get_default_node()
         return self.cmds.get_redis_connection(node).connection_pool
-
-    @property
-    def name(self) -> str:
-        """How errors name the cluster: its seed nodes."""
-        return "cluster " + ",".join(n.name for n in self.cmds.get_nodes()[:3])
 
     def addr_for(self, key: str) -> str:
         """The master serving `key`'s slot, as the cached slot map says."""
@@ -184,6 +190,7 @@ class AsyncNodes:
                  command_timeout: float, dog_timeout: float) -> None:
         self.cmds: redis.asyncio.cluster.RedisCluster = derive_cluster(rc, command_timeout,
                                                                        retry)
+        self.name = cluster_name(rc)
         self._retry = retry
         self._dog_timeout = dog_timeout
         self._ready = False
@@ -198,14 +205,13 @@ class AsyncNodes:
                 **_node_kwargs(node.connection_kwargs, self._retry, timeout, host, port)))
         return make
 
+    def pools(self) -> Pools:
+        return Pools(self.name, None, self.cmds, None)
+
     async def ready(self) -> None:
         if not self._ready:
             await self.cmds.initialize()
             self._ready = True
-
-    @property
-    def name(self) -> str:
-        return "cluster " + ",".join(n.name for n in self.cmds.get_nodes()[:3])
 
     def addr_for(self, key: str) -> str:
         """The master serving `key`'s slot, as the cached slot map says (after :meth:`ready`;
@@ -223,8 +229,8 @@ class AsyncNodes:
         await (self.cmds.aclose() if hasattr(self.cmds, "aclose") else self.cmds.close())
 
 
-def _asked(client: Any, args: List[Any]) -> Any:
-    """`args` after ``ASKING`` on one connection; an error reply raised as it came."""
+def _asked(client: Any, args: Sequence[Any]) -> Any:
+    """A pipeline of ``ASKING`` and `args` on one connection (ASKING is for the next command)."""
     pipe = client.pipeline(transaction=False)
     pipe.execute_command("ASKING")
     pipe.execute_command(*args)
@@ -232,73 +238,147 @@ def _asked(client: Any, args: List[Any]) -> Any:
 
 
 def _reply(replies: List[Any]) -> Any:
+    """The command's reply after ASKING's; an error reply raised as it came."""
     reply = replies[-1]
     if isinstance(reply, Exception):
         raise reply
     return reply
 
 
-def node_call(nodes: Nodes, clients: _NodeClients, key: str, follow: Follow,
-              command: Callable[[Optional[int]], List[Any]]) -> Any:
-    """Sends ``command(wait_ms)`` to the node serving `key` on a connection of `clients`,
-    following redirects as `follow` rules: MOVED (slot map read again) and ASK (``ASKING``
-    first) to the node named, TRYAGAIN/CLUSTERDOWN/UNBLOCKED again after a pause, each try
-    asking only for what is left of the deadline. The reply; None when the time ran out
-    between tries (not granted). A cut-short call (an exception, KeyboardInterrupt) closes
-    its connection, which drops a waiter from the node's queue."""
-    while True:
-        t = follow.next_try()
-        if t is None:
-            return None
-        addr = t.addr or nodes.addr_for(key)
-        client = clients.get(addr)
-        try:
-            if t.asking:
-                return _reply(_asked(client, command(t.wait_ms)).execute(raise_on_error=False))
-            return client.execute_command(*command(t.wait_ms))
-        except rexc.ResponseError as error:
-            step = follow.after(error, _host(addr))
-            if step is None:
-                raise
-        if isinstance(step, Pause):
-            time.sleep(step.seconds)
-        elif isinstance(step, Go) and step.moved:
-            nodes.refresh()
+class _Routing:
+    """What the sync and asyncio shells of a cluster share: which node serves which command of
+    a watchdog pipeline, and the replies put back in order with the link of each."""
+
+    @staticmethod
+    def groups(op: Pipe, addr_for: Callable[[str], str],
+               dog_nodes: Iterable[str]) -> Dict[str, List[int]]:
+        """Indexes of `op`'s commands per node: by key, all to `op.node`, and a command
+        without key (the PING) to every node with a watchdog connection."""
+        if op.node is not None:
+            return {op.node: list(range(len(op.commands)))}
+        groups: Dict[str, List[int]] = {}
+        keyless = [i for i, k in enumerate(op.keys) if k is None]
+        for i, key in enumerate(op.keys):
+            if key is not None:
+                groups.setdefault(addr_for(key), []).append(i)
+        for addr in dog_nodes:
+            groups.setdefault(addr, []).extend(keyless)
+        return groups
+
+    @staticmethod
+    def commands(op: Pipe, indexes: List[int]) -> List[List[Any]]:
+        cmds = [list(op.commands[i]) for i in indexes]
+        return [["ASKING"]] + cmds if op.asking else cmds
+
+    @staticmethod
+    def put(out: "_Out", addr: str, indexes: List[int], got: Any) -> None:
+        """A node's replies (or the connection error that stopped them) into `out`."""
+        if isinstance(got, BaseException):
+            for i in indexes:
+                if out.values[i] is None:
+                    out.values[i] = got
+            return
+        link = (Role.DOG, addr, got.link[-1])
+        out.answered.append(link)
+        values = got.values[1:] if len(got.values) > len(indexes) else got.values  # ASKING's
+        for i, value in zip(indexes, values):
+            out.values[i], out.links[i] = value, link
 
 
-async def anode_call(nodes: AsyncNodes, clients: _NodeClients, key: str, follow: Follow,
-                     command: Callable[[Optional[int]], List[Any]]) -> Any:
-    """:func:`node_call` for asyncio (a cancelled call closes its connection likewise)."""
-    while True:
-        t = follow.next_try()
-        if t is None:
-            return None
-        await nodes.ready()
-        try:
-            addr = t.addr or nodes.addr_for(key)
-        except rexc.SlotNotCoveredError:
-            await nodes.refresh()
-            addr = nodes.addr_for(key)
-        client = clients.get(addr)
-        try:
-            if t.asking:
-                return _reply(await _asked(client, command(t.wait_ms)).execute(
-                    raise_on_error=False))
-            return await client.execute_command(*command(t.wait_ms))
-        except rexc.ResponseError as error:
-            step = follow.after(error, _host(addr))
-            if step is None:
-                raise
-        if isinstance(step, Pause):
-            await asyncio.sleep(step.seconds)
-        elif isinstance(step, Go) and step.moved:
-            await nodes.refresh()
+class _Out:
+    def __init__(self, n: int) -> None:
+        self.values: List[Any] = [None] * n
+        self.links: List[Any] = [None] * n
+        self.answered: List[Any] = []
+
+    def replies(self) -> Replies:
+        return Replies(self.values, None, self.links, self.answered)
 
 
-def group_by_node(keys: Iterable[str], addr_for: Callable[[str], str]) -> Dict[str, List[int]]:
-    """Indexes of `keys` per node address, in order: one pipeline per node."""
-    groups: Dict[str, List[int]] = {}
-    for i, key in enumerate(keys):
-        groups.setdefault(addr_for(key), []).append(i)
-    return groups
+#: What a node's watchdog connection fails with, answered as its commands' values.
+_UNREACHED = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
+
+class ClusterShell:
+    """Serves a sync client's requests on a cluster (see the module's docstring); `dog` makes
+    the shell's watchdog connection (one per node) from a node's pool."""
+
+    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, command_timeout: float,
+                 dog: Callable[[Any], Any]) -> None:
+        self.nodes = Nodes(rc, retry, command_timeout, min(command_timeout, 1.0))
+        self._dog = dog
+        self._dogs: Dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def do(self, op: Any) -> Any:
+        if isinstance(op, Call):
+            if op.role is not Role.WAIT:
+                return self.nodes.cmds.execute_command(*op.args)  # routed by its key
+            client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
+            if op.asking:
+                return _reply(_asked(client, op.args).execute(raise_on_error=False))
+            return client.execute_command(*op.args)
+        if isinstance(op, Pipe):
+            out = _Out(len(op.commands))
+            for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():
+                try:
+                    got: Any = self._dog_of(addr).pipe(_Routing.commands(op, indexes))
+                except _UNREACHED as error:
+                    got = error
+                _Routing.put(out, addr, indexes, got)
+            return out.replies()
+        if isinstance(op, Refresh):
+            return self.nodes.refresh()
+        return None  # Subscribe: no pub/sub on a cluster, the script backend polls
+
+    def _dog_of(self, addr: str) -> Any:
+        with self._lock:
+            dog = self._dogs.get(addr)
+            if dog is None:
+                dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
+            return dog
+
+    def close(self) -> None:
+        for dog in list(self._dogs.values()):
+            dog.close()
+        self.nodes.close()
+
+
+class AsyncClusterShell:
+    """:class:`ClusterShell` for asyncio."""
+
+    def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
+                 command_timeout: float, dog: Callable[[Any], Any]) -> None:
+        self.nodes = AsyncNodes(rc, retry, command_timeout, min(command_timeout, 1.0))
+        self._dog = dog
+        self._dogs: Dict[str, Any] = {}
+
+    async def do(self, op: Any) -> Any:
+        await self.nodes.ready()
+        if isinstance(op, Call):
+            if op.role is not Role.WAIT:
+                return await self.nodes.cmds.execute_command(*op.args)
+            client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
+            if op.asking:
+                return _reply(await _asked(client, op.args).execute(raise_on_error=False))
+            return await client.execute_command(*op.args)
+        if isinstance(op, Pipe):
+            out = _Out(len(op.commands))
+            for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():
+                dog = self._dogs.get(addr)
+                if dog is None:
+                    dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
+                try:
+                    got: Any = await dog.pipe(_Routing.commands(op, indexes))
+                except _UNREACHED as error:
+                    got = error
+                _Routing.put(out, addr, indexes, got)
+            return out.replies()
+        if isinstance(op, Refresh):
+            return await self.nodes.refresh()
+        return None
+
+    async def close(self) -> None:
+        for dog in list(self._dogs.values()):
+            await dog.close()
+        await self.nodes.close()

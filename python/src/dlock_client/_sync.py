@@ -13,6 +13,7 @@ import time
 from typing import Any, List, Optional, TypeVar
 
 import redis
+import redis.cluster
 import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -25,7 +26,20 @@ from ._common import (
     HeldBase,
     ReadWriteLockBase,
 )
-from ._effects import Call, Flow, Listen, Op, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
+from ._cluster import ClusterShell
+from ._effects import (
+    Call,
+    Flow,
+    Listen,
+    Op,
+    Pipe,
+    Refresh,
+    Replies,
+    Role,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+)
 from ._holds import LostBase
 from ._pools import open_pools
 from ._protocol import LockInfo, Request, Waiter
@@ -202,11 +216,17 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _lock, _rwlock, _semaphore = Lock, ReadWriteLock, Semaphore
 
-    def __init__(self, redis_client: "redis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0, backend: str = "auto") -> None:
+    def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
+                 bind: Optional[float] = 2.0, command_timeout: float = 5.0,
+                 backend: str = "auto") -> None:
+        retry = Retry(NoBackoff(), 0)
+        self._cluster: Optional[ClusterShell] = None
+        if isinstance(redis_client, redis.cluster.RedisCluster):
+            self._cluster = ClusterShell(redis_client, retry, command_timeout, _DogConnection)
         super().__init__(
-            open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout),
-            bind, backend)
+            open_pools(redis_client, redis.Redis, retry, command_timeout)
+            if self._cluster is None else self._cluster.nodes.pools(), bind, backend)
+        self._core.cluster = self._cluster is not None
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
         self._closed = threading.Event()
@@ -249,6 +269,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         self._dog_wake.set()
         if self._dog is not None and self._dog is not threading.current_thread():
             self._dog.join()
+        if self._cluster is not None:
+            self._cluster.close()
+            return
         self._waits.close()
         self._cmds.close()
         self._waits.connection_pool.disconnect()
@@ -291,6 +314,10 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh, Subscribe)):
+            return self._cluster.do(op)
+        if isinstance(op, Refresh):
+            return None
         if isinstance(op, Call):
             conn = self._waits if op.role is Role.WAIT else self._cmds
             return conn.execute_command(*op.args)
