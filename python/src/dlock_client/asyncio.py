@@ -31,6 +31,7 @@ import weakref
 from typing import Any, Coroutine, List, Optional, Tuple, TypeVar
 
 import redis.asyncio as aredis
+import redis.asyncio.cluster
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -43,7 +44,20 @@ from ._common import (
     HeldBase,
     ReadWriteLockBase,
 )
-from ._effects import Call, Flow, Listen, Op, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
+from ._cluster import AsyncClusterShell
+from ._effects import (
+    Call,
+    Flow,
+    Listen,
+    Op,
+    Pipe,
+    Refresh,
+    Replies,
+    Role,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+)
 from ._holds import LostBase
 from ._pools import open_pools
 from ._protocol import LockInfo, Request, Waiter
@@ -220,11 +234,18 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _lock, _rwlock, _semaphore = Lock, ReadWriteLock, Semaphore
 
-    def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0, backend: str = "auto") -> None:
+    def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
+                 bind: Optional[float] = 2.0, command_timeout: float = 5.0,
+                 backend: str = "auto") -> None:
+        retry = Retry(NoBackoff(), 0)
+        self._cluster: Optional[AsyncClusterShell] = None
+        if isinstance(redis_client, aredis.cluster.RedisCluster):
+            self._cluster = AsyncClusterShell(redis_client, retry, command_timeout,
+                                              _DogConnection)
         super().__init__(
-            open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout),
-            bind, backend)
+            open_pools(redis_client, aredis.Redis, retry, command_timeout)
+            if self._cluster is None else self._cluster.nodes.pools(), bind, backend)
+        self._core.cluster = self._cluster is not None
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
         self._dog_conn = _DogConnection(self._dog_pool)
@@ -269,6 +290,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if self._dog is not None:
             self._dog.cancel()
             await asyncio.gather(self._dog, return_exceptions=True)
+        if self._cluster is not None:
+            await self._cluster.close()
+            return
         await self._waits.aclose()
         await self._cmds.aclose()
         await self._waits.connection_pool.disconnect()
@@ -315,6 +339,11 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh, Subscribe)):
+            work = self._cluster.do(op)
+            return await (_uninterrupted(work) if isinstance(op, Call) and op.cleanup else work)
+        if isinstance(op, Refresh):
+            return None
         if isinstance(op, Call):
             conn = self._waits if op.role is Role.WAIT else self._cmds
             if op.cleanup:
