@@ -9,7 +9,7 @@ import asyncio
 import threading
 import time
 import uuid
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import pytest
 import redis.asyncio.cluster
@@ -302,3 +302,18 @@ async def test_asyncio_wait_running_out_across_a_redirect(cluster: Cluster) -> N
     finally:
         await a.aclose()
         await b.aclose()
+
+
+def test_readme_cluster_example(cluster: Cluster) -> None:
+    from test_readme import python_blocks
+
+    block = next(b for b in python_blocks() if "RedisCluster" in b)
+    code = block.replace('host="10.0.0.1", port=7000', f'host="127.0.0.1", port={cluster.port}')
+    assert code != block
+    scope: Dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), scope)
+    client = scope["client"]
+    try:
+        assert scope["held"].released and client.info("orders:42").holders == ()
+    finally:
+        client.close()

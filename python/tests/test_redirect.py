@@ -42,9 +42,6 @@ def test_redirects_of_error_replies() -> None:
     assert redirect_of(rexc.ResponseError("ERR syntax error")) is None
     assert redirect_of(rexc.ResponseError("MOVED 3999")) is None
     assert redirect_of(rexc.ConnectionError("reset")) is None
-    # A node that does not know its own address names only the port: the host it was asked.
-    assert redirect_of(rexc.ResponseError("MOVED 3999 :7001"), "127.0.0.5") == Moved(
-        "127.0.0.5:7001")
 
 
 def test_backoff_doubles_up_to_200ms_while_time_is_left() -> None:

@@ -31,6 +31,7 @@ import redis.exceptions as rexc
 
 from ._effects import Call, Pipe, Refresh, Replies, Role
 from ._pools import Pools
+from ._redirect import Later, redirect_of
 
 # Settings of the caller's client that the package's connections keep. Not carried: those the
 # package sets (time-outs, retries, decoding) and those that would route elsewhere (replicas).
@@ -237,6 +238,14 @@ def _asked(client: Any, args: Sequence[Any]) -> Any:
     return pipe
 
 
+def _later(error: BaseException) -> bool:
+    """A TRYAGAIN/CLUSTERDOWN, or the UNBLOCKED of a demoted master, which closes the
+    connection it answered on: the node's idle wait connections are dropped, so that the
+    next try opens a fresh one (a grant bound to one of them is re-bound by the watchdog
+    within half the grace, as after any closed wait connection)."""
+    return isinstance(redirect_of(error), Later)
+
+
 def _reply(replies: List[Any]) -> Any:
     """The command's reply after ASKING's; an error reply raised as it came."""
     reply = replies[-1]
@@ -315,9 +324,14 @@ class ClusterShell:
             if op.role is not Role.WAIT:
                 return self.nodes.cmds.execute_command(*op.args)  # routed by its key
             client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
-            if op.asking:
-                return _reply(_asked(client, op.args).execute(raise_on_error=False))
-            return client.execute_command(*op.args)
+            try:
+                if op.asking:
+                    return _reply(_asked(client, op.args).execute(raise_on_error=False))
+                return client.execute_command(*op.args)
+            except rexc.ResponseError as error:
+                if _later(error):  # tried again on a fresh connection
+                    client.connection_pool.disconnect(inuse_connections=False)
+                raise
         if isinstance(op, Pipe):
             out = _Out(len(op.commands))
             for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():
@@ -359,9 +373,14 @@ class AsyncClusterShell:
             if op.role is not Role.WAIT:
                 return await self.nodes.cmds.execute_command(*op.args)
             client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
-            if op.asking:
-                return _reply(await _asked(client, op.args).execute(raise_on_error=False))
-            return await client.execute_command(*op.args)
+            try:
+                if op.asking:
+                    return _reply(await _asked(client, op.args).execute(raise_on_error=False))
+                return await client.execute_command(*op.args)
+            except rexc.ResponseError as error:
+                if _later(error):
+                    await client.connection_pool.disconnect(inuse_connections=False)
+                raise
         if isinstance(op, Pipe):
             out = _Out(len(op.commands))
             for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():

@@ -65,10 +65,8 @@ def error_code(error: BaseException) -> "tuple[str, str]":
     return code, details
 
 
-def redirect_of(error: BaseException, from_host: str = "") -> Optional[Redirect]:
-    """The redirect an error reply stands for; None for any other error. `from_host`: the host
-    of the node that answered, for a redirect naming only a port (``MOVED 3999 :7001``, from
-    a node that does not know its own address)."""
+def redirect_of(error: BaseException) -> Optional[Redirect]:
+    """The redirect an error reply stands for; None for any other error."""
     if not isinstance(error, rexc.ResponseError):
         return None
     code, details = error_code(error)
@@ -76,9 +74,7 @@ def redirect_of(error: BaseException, from_host: str = "") -> Optional[Redirect]
         parts = details.split(" ")
         if len(parts) < 2 or not parts[1] or ":" not in parts[1]:
             return None  # a redirect without a target is no redirect
-        host, port = parts[1].rsplit(":", 1)
-        addr = f"{host or from_host}:{port}"
-        return Moved(addr) if code == "MOVED" else Ask(addr)
+        return Moved(parts[1]) if code == "MOVED" else Ask(parts[1])
     if code in ("TRYAGAIN", "CLUSTERDOWN"):
         return Later()
     # Not `CLIENT UNBLOCK ... ERROR`, which means "stop waiting".
@@ -140,7 +136,7 @@ class Follow:
     ``deadline`` is a :func:`time.monotonic` time (None: no limit); `waits` says whether the
     request carries ``WAIT`` (each try then asks only for what is left). The I/O loop:
     ``t = f.next_try()`` (None: the time ran out: not granted), send it, and on an error reply
-    ``f.after(error, host)``: a :class:`Pause` or :class:`Go` to act on, None when the error
+    ``f.after(error)``: a :class:`Pause` or :class:`Go` to act on, None when the error
     is the answer (no redirect, or a TRYAGAIN/CLUSTERDOWN whose time ran out), or
     :class:`RedirectedError` raised past :data:`MAX_REDIRECTS`.
     """
@@ -171,8 +167,8 @@ class Follow:
             wait = 0 if left is None else max(1, math.ceil(left * 1000))
         return Try(self._addr, self._asking, wait)
 
-    def after(self, error: BaseException, from_host: str = "") -> Optional[Step]:
-        redirect = redirect_of(error, from_host)
+    def after(self, error: BaseException) -> Optional[Step]:
+        redirect = redirect_of(error)
         if redirect is None:
             return None
         if isinstance(redirect, Later):
