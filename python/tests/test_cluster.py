@@ -205,6 +205,28 @@ def test_a_wait_running_out_across_a_redirect_returns_none_on_time(
     assert held.release() is True
 
 
+def test_bound_holds_on_every_master_keep_a_sign_of_life(cluster: Cluster,
+                                                         other: dl.Client) -> None:
+    """BIND per node: each master's holds are bound to the watchdog's connection to that
+    master, whose sign of life (a PING well within the grace) keeps them valid between
+    renewals (30 s leases: none due in this test)."""
+    grace = 0.6
+    c = dl.Client(cluster.cluster(), bind=grace)
+    try:
+        holds = [c.lock(key_on(cluster, node), lease=30.0).acquire(timeout=1)
+                 for node in range(3)]
+        time.sleep(5 * grace)
+        for h in holds:
+            assert h is not None and not h.lost.is_set(), h
+    finally:
+        c.close()  # its connections closed, as when its process dies
+    # Bound on every master: freed a grace after the close, not a lease.
+    start = time.monotonic()
+    wait_until(lambda: all(h is not None and not other.info(h.key).holders for h in holds),
+               what="the holds freed after the grace")
+    assert time.monotonic() - start < 5
+
+
 def test_errors_name_the_cluster(cluster: Cluster, client: dl.Client) -> None:
     key = key_on(cluster, 0)
     with cluster.nodes[0].redis() as r:
@@ -317,3 +339,29 @@ def test_readme_cluster_example(cluster: Cluster) -> None:
         assert scope["held"].released and client.info("orders:42").holders == ()
     finally:
         client.close()
+
+
+@pytest.mark.asyncio
+async def test_asyncio_cancelled_wait_leaves_nothing_queued(cluster: Cluster) -> None:
+    a, b = await aclient_for(cluster), await aclient_for(cluster)
+    try:
+        key = key_on(cluster, 0)
+        held = await a.lock(key).acquire()
+        assert held is not None
+        waiter = asyncio.create_task(b.lock(key).acquire(timeout=None))
+
+        async def one_waiting() -> bool:
+            return len(await a.waiters(key)) == 1
+        await await_until(one_waiting, "the waiter queued")
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+
+        async def none_waiting() -> bool:
+            return await a.waiters(key) == []
+        await await_until(none_waiting, "the cancelled waiter gone from the node's queue")
+        assert await held.release() is True
+        assert (await a.info(key)).holders == ()
+    finally:
+        await a.aclose()
+        await b.aclose()
