@@ -9,7 +9,7 @@ import asyncio
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 import redis.asyncio.cluster
@@ -240,9 +240,26 @@ def test_errors_name_the_cluster(cluster: Cluster, client: dl.Client) -> None:
 # -- asyncio ---------------------------------------------------------------------------
 
 
-async def aclient_for(cluster: Cluster) -> dl.asyncio.Client:
-    return dl.asyncio.Client(redis.asyncio.cluster.RedisCluster(host="127.0.0.1",
-                                                                port=cluster.port))
+Clients = Tuple[dl.asyncio.Client, dl.asyncio.Client]
+
+
+@pytest.fixture
+async def aclients(cluster: Cluster) -> AsyncIterator[Clients]:
+    """Two asyncio clients, each on a redis.asyncio RedisCluster (not initialized yet)."""
+    a, b = (dl.asyncio.Client(redis.asyncio.cluster.RedisCluster(host="127.0.0.1",
+                                                                 port=cluster.port))
+            for _ in range(2))
+    try:
+        yield a, b
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def waiting_count(c: dl.asyncio.Client, key: str, n: int) -> None:
+    async def check() -> bool:
+        return len(await c.waiters(key)) == n
+    await await_until(check, f"{n} waiting")
 
 
 async def await_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
@@ -253,77 +270,58 @@ async def await_until(check: Callable[[], Any], what: str, timeout: float = 10.0
 
 
 @pytest.mark.asyncio
-async def test_asyncio_locks_on_every_master(cluster: Cluster) -> None:
-    a, b = await aclient_for(cluster), await aclient_for(cluster)
-    try:
-        for node in range(3):
-            key = key_on(cluster, node)
-            held = await a.lock(key, fence=True).acquire(timeout=0)
-            assert held is not None and held.token == 1
-            assert cluster.holder(key) == node
-            waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=10))
-
-            async def one_waiting() -> bool:
-                return len(await a.waiters(key)) == 1
-            await await_until(one_waiting, "the waiter queued")
-            assert await held.release() is True
-            second = await asyncio.wait_for(waiter, 5)
-            assert second is not None and second.token == 2
-            await second.release()
-    finally:
-        await a.aclose()
-        await b.aclose()
-
-
-@pytest.mark.asyncio
-async def test_asyncio_waiter_and_holder_follow_a_moved_slot(cluster: Cluster) -> None:
-    a, b = await aclient_for(cluster), await aclient_for(cluster)
-    try:
-        key = key_on(cluster, 1)
-        held = await a.lock(key, lease=1.0, fence=True).acquire()
-        assert held is not None
-        start = time.monotonic()
-        waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=8))
-
-        async def one_waiting() -> bool:
-            return len(await a.waiters(key)) == 1
-        await await_until(one_waiting, "the waiter queued")
-        dst = await asyncio.to_thread(move_slot_of, cluster, key)
-        await await_until(one_waiting, "queued at the new owner")
-        await asyncio.sleep(3 * 1.0)
-        assert not held.lost.is_set() and not waiter.done()
+async def test_asyncio_locks_on_every_master(aclients: Clients, cluster: Cluster) -> None:
+    a, b = aclients
+    for node in range(3):
+        key = key_on(cluster, node)
+        held = await a.lock(key, fence=True).acquire(timeout=0)
+        assert held is not None and held.token == 1
+        assert cluster.holder(key) == node
+        waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=10))
+        await waiting_count(a, key, 1)
         assert await held.release() is True
         second = await asyncio.wait_for(waiter, 5)
-        assert second is not None and held.token is not None and second.token is not None
-        assert second.token > held.token and time.monotonic() - start < 8
-        assert cluster.holder(key) == dst
+        assert second is not None and second.token == 2
         await second.release()
-    finally:
-        await a.aclose()
-        await b.aclose()
 
 
 @pytest.mark.asyncio
-async def test_asyncio_wait_running_out_across_a_redirect(cluster: Cluster) -> None:
-    a, b = await aclient_for(cluster), await aclient_for(cluster)
-    try:
-        key = key_on(cluster, 2)
-        held = await a.lock(key).acquire()
-        assert held is not None
-        start = time.monotonic()
-        waiter = asyncio.create_task(b.lock(key).acquire(timeout=1.5))
+async def test_asyncio_waiter_and_holder_follow_a_moved_slot(
+        aclients: Clients, cluster: Cluster) -> None:
+    a, b = aclients
+    key = key_on(cluster, 1)
+    held = await a.lock(key, lease=1.0, fence=True).acquire()
+    assert held is not None
+    start = time.monotonic()
+    waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=8))
+    await waiting_count(a, key, 1)
+    dst = await asyncio.to_thread(move_slot_of, cluster, key)
+    await waiting_count(a, key, 1)  # queued again at the new owner
+    await asyncio.sleep(3 * 1.0)
+    assert not held.lost.is_set() and not waiter.done()
+    assert await held.release() is True
+    second = await asyncio.wait_for(waiter, 5)
+    assert second is not None and held.token is not None and second.token is not None
+    assert second.token > held.token and time.monotonic() - start < 8
+    assert cluster.holder(key) == dst
+    await second.release()
 
-        async def one_waiting() -> bool:
-            return len(await a.waiters(key)) == 1
-        await await_until(one_waiting, "the waiter queued")
-        await asyncio.to_thread(move_slot_of, cluster, key)
-        assert await asyncio.wait_for(waiter, 5) is None
-        assert 1.45 <= time.monotonic() - start < 2.5
-        assert await a.waiters(key) == []
-        await held.release()
-    finally:
-        await a.aclose()
-        await b.aclose()
+
+@pytest.mark.asyncio
+async def test_asyncio_wait_running_out_across_a_redirect(
+        aclients: Clients, cluster: Cluster) -> None:
+    a, b = aclients
+    key = key_on(cluster, 2)
+    held = await a.lock(key).acquire()
+    assert held is not None
+    start = time.monotonic()
+    waiter = asyncio.create_task(b.lock(key).acquire(timeout=1.5))
+    await waiting_count(a, key, 1)
+    await asyncio.to_thread(move_slot_of, cluster, key)
+    assert await asyncio.wait_for(waiter, 5) is None
+    assert 1.45 <= time.monotonic() - start < 2.5
+    assert await a.waiters(key) == []
+    await held.release()
 
 
 def test_readme_cluster_example(cluster: Cluster) -> None:
@@ -342,26 +340,17 @@ def test_readme_cluster_example(cluster: Cluster) -> None:
 
 
 @pytest.mark.asyncio
-async def test_asyncio_cancelled_wait_leaves_nothing_queued(cluster: Cluster) -> None:
-    a, b = await aclient_for(cluster), await aclient_for(cluster)
-    try:
-        key = key_on(cluster, 0)
-        held = await a.lock(key).acquire()
-        assert held is not None
-        waiter = asyncio.create_task(b.lock(key).acquire(timeout=None))
-
-        async def one_waiting() -> bool:
-            return len(await a.waiters(key)) == 1
-        await await_until(one_waiting, "the waiter queued")
-        waiter.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await waiter
-
-        async def none_waiting() -> bool:
-            return await a.waiters(key) == []
-        await await_until(none_waiting, "the cancelled waiter gone from the node's queue")
-        assert await held.release() is True
-        assert (await a.info(key)).holders == ()
-    finally:
-        await a.aclose()
-        await b.aclose()
+async def test_asyncio_cancelled_wait_leaves_nothing_queued(
+        aclients: Clients, cluster: Cluster) -> None:
+    a, b = aclients
+    key = key_on(cluster, 0)
+    held = await a.lock(key).acquire()
+    assert held is not None
+    waiter = asyncio.create_task(b.lock(key).acquire(timeout=None))
+    await waiting_count(a, key, 1)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await waiting_count(a, key, 0)  # the cancelled waiter gone from the node's queue
+    assert await held.release() is True
+    assert (await a.info(key)).holders == ()

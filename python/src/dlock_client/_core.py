@@ -16,18 +16,8 @@ from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 import redis.exceptions as rexc
 
 from . import _scripts as scripts
-from ._effects import (
-    Call,
-    Flow,
-    Listen,
-    Pipe,
-    Refresh,
-    Replies,
-    Role,
-    Sleep,
-    Subscribe,
-    Unsubscribe,
-)
+from ._effects import (Call, Flow, Listen, Pipe, Refresh, Replies, Role, Sleep, Subscribe,
+                       Unsubscribe)
 from ._holds import Entry, HoldLike, Registry
 from ._redirect import Follow, Pause, redirect_of
 from ._protocol import (

@@ -27,19 +27,8 @@ from ._common import (
     ReadWriteLockBase,
 )
 from ._cluster import ClusterShell
-from ._effects import (
-    Call,
-    Flow,
-    Listen,
-    Op,
-    Pipe,
-    Refresh,
-    Replies,
-    Role,
-    Sleep,
-    Subscribe,
-    Unsubscribe,
-)
+from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
+                       Subscribe, Unsubscribe)
 from ._holds import LostBase
 from ._pools import open_pools
 from ._protocol import LockInfo, Request, Waiter
