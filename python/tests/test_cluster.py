@@ -227,6 +227,28 @@ def test_bound_holds_on_every_master_keep_a_sign_of_life(cluster: Cluster,
     assert time.monotonic() - start < 5
 
 
+def test_script_backend_on_a_cluster(cluster: Cluster) -> None:
+    """backend="script" (Redisson's scripts, as on a cluster without the module): tries and
+    renewals are scripts routed by key; a waiter listens on the unlock channel on its key's
+    node and is woken by the release."""
+    from dlock_client import _scripts
+
+    key = key_on(cluster, 1)
+    with dl.Client(cluster.cluster(), backend="script") as a, \
+            dl.Client(cluster.cluster(), backend="script") as b:
+        held = a.lock(key, lease=1.0).acquire(timeout=0)
+        assert held is not None and a.native_backend() is False
+        w = Waiting(b.lock(key), timeout=10)
+        with cluster.nodes[1].redis() as r:
+            wait_until(lambda: r.pubsub_numsub(_scripts.channel(key))[0][1] == 1,
+                       what="the waiter subscribed on the key's node")
+        time.sleep(3 * 1.0)  # three leases, renewed by script
+        assert not held.lost.is_set() and w.is_alive()
+        assert held.release() is True
+        second = w.result(5)
+        assert second is not None and second.release() is True
+
+
 def test_errors_name_the_cluster(cluster: Cluster, client: dl.Client) -> None:
     key = key_on(cluster, 0)
     with cluster.nodes[0].redis() as r:

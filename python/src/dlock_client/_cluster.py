@@ -343,7 +343,11 @@ class ClusterShell:
             return out.replies()
         if isinstance(op, Refresh):
             return self.nodes.refresh()
-        return None  # Subscribe: no pub/sub on a cluster, the script backend polls
+        raise TypeError(op)
+
+    def waits_for(self, key: str) -> Any:
+        """The waits' client of the node serving `key` (the script backend's subscriptions)."""
+        return self.nodes.waits.get(self.nodes.addr_for(key))
 
     def _dog_of(self, addr: str) -> Any:
         with self._lock:
@@ -395,7 +399,11 @@ class AsyncClusterShell:
             return out.replies()
         if isinstance(op, Refresh):
             return await self.nodes.refresh()
-        return None
+        raise TypeError(op)
+
+    async def waits_for(self, key: str) -> Any:
+        await self.nodes.ready()
+        return self.nodes.waits.get(self.nodes.addr_for(key))
 
     async def close(self) -> None:
         for dog in list(self._dogs.values()):

@@ -303,7 +303,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh, Subscribe)):
+        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
             return self._cluster.do(op)
         if isinstance(op, Refresh):
             return None
@@ -313,7 +313,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if isinstance(op, Pipe):
             return self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
-            return self._subscribe(op.channel)
+            return self._subscribe(op.channel, op.key)
         if isinstance(op, Listen):
             return self._listen(op.handle, op.timeout)
         if isinstance(op, Unsubscribe):
@@ -325,10 +325,12 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             return None
         raise TypeError(op)
 
-    def _subscribe(self, channel: str) -> Any:
+    def _subscribe(self, channel: str, key: str) -> Any:
         """A pub/sub connection subscribed to `channel` (confirmed, so a message published
-        after this returns is seen)."""
-        ps = self._waits.pubsub()
+        after this returns is seen); on a cluster, to the node serving `key` (a PUBLISH
+        reaches every node)."""
+        waits = self._waits if self._cluster is None else self._cluster.waits_for(key)
+        ps = waits.pubsub()
         try:
             ps.subscribe(channel)
             end = time.monotonic() + 5.0

@@ -328,7 +328,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh, Subscribe)):
+        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
             work = self._cluster.do(op)
             return await (_uninterrupted(work) if isinstance(op, Call) and op.cleanup else work)
         if isinstance(op, Refresh):
@@ -341,7 +341,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if isinstance(op, Pipe):
             return await self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
-            return await self._subscribe(op.channel)
+            return await self._subscribe(op.channel, op.key)
         if isinstance(op, Listen):
             return await self._listen(op.handle, op.timeout)
         if isinstance(op, Unsubscribe):
@@ -353,8 +353,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             return None
         raise TypeError(op)
 
-    async def _subscribe(self, channel: str) -> Any:
-        ps = self._waits.pubsub()
+    async def _subscribe(self, channel: str, key: str) -> Any:
+        waits = self._waits if self._cluster is None else await self._cluster.waits_for(key)
+        ps = waits.pubsub()
         try:
             await ps.subscribe(channel)
             end = time.monotonic() + 5.0
