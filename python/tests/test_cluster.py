@@ -249,6 +249,25 @@ def test_script_backend_on_a_cluster(cluster: Cluster) -> None:
         assert second is not None and second.release() is True
 
 
+def test_a_dead_master_loses_only_its_own_holds() -> None:
+    """A master killed (its own cluster: this one ends broken): holds on the other masters
+    stay renewed, the dead master's hold is lost when its lease runs out."""
+    lease = 0.8
+    cluster = Cluster(3)
+    try:
+        with dl.Client(cluster.cluster()) as c:
+            holds = [c.lock(key_on(cluster, node), lease=lease).acquire(timeout=1)
+                     for node in range(3)]
+            cluster.nodes[2].kill()
+            time.sleep(3 * lease)  # well within the cluster's node time-out (5 s)
+            alive, dead = holds[:2], holds[2]
+            assert all(h is not None and not h.lost.is_set() for h in alive)
+            assert dead is not None and dead.lost.is_set()
+            assert all(h is not None and h.release() for h in alive)
+    finally:
+        cluster.stop()
+
+
 def test_errors_name_the_cluster(cluster: Cluster, client: dl.Client) -> None:
     key = key_on(cluster, 0)
     with cluster.nodes[0].redis() as r:
