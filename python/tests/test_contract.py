@@ -73,7 +73,7 @@ while True:
     b = time.monotonic()
     if b - a < 0.001:
         if lost:
-            print(last_held, b, held.lost.reason, flush=True)
+            print(last_held, b, getattr(held.lost, "reason", None), flush=True)
             break
         last_held = b
     time.sleep(0.001)

@@ -37,7 +37,7 @@ from ._protocol import (
     wait_ms,
     waiters_command,
 )
-from .errors import CommandError, ConfigError
+from .errors import CommandError, ConfigError, ModuleNotLoadedError
 
 T = TypeVar("T")
 H = TypeVar("H", bound=HoldLike)
@@ -107,7 +107,7 @@ class Core(Generic[H]):
             text = str(error).lower()
             has = not (text.startswith("unknown command") and "dlock." in text)
         if self.backend == "native" and not has:
-            raise ConfigError(f"backend='native': the dlock module is not loaded on {self.server}")
+            raise ModuleNotLoadedError(f"dlock module not loaded on {self.server}", self.server)
         self.native = has
         self._detected = True
         return has
@@ -351,7 +351,7 @@ class Core(Generic[H]):
     def _confirm(self, entry: Entry[H]) -> Flow[bool]:
         sent = time.monotonic()
         replies = yield from self._renew_pipe([entry])
-        return bool(self._apply([entry], replies, sent))
+        return self._apply([entry], replies, sent)[0]
 
     def _renew_command(self, native: bool, e: Entry[H], bind: Optional[int]) -> List[Any]:
         if native:
