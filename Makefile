@@ -107,8 +107,10 @@ test: build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
 	$(MAKE) --no-print-directory test-python
 
-# The Python package (python/): mypy --strict, pytest against servers the tests start, the
-# sdist and wheel (python -m build, twine check), and a fresh venv installing it with pip.
+# The Python package (python/): mypy --strict, pytest against servers the tests start (the
+# conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
+# with the Python driver), the sdist and wheel (python -m build, twine check), and a fresh venv
+# installing it with pip.
 # Tools in python/.venv (redis-py, pytest, pytest-asyncio, mypy, build, twine, and
 # python-redis-lock for `make bench`), re-installed when pyproject.toml changes.
 python/.venv/installed: python/pyproject.toml
@@ -122,6 +124,7 @@ python/.venv/installed: python/pyproject.toml
 	@touch $@
 
 test-python: build python/.venv/installed
+	$(CARGO) build --release -p dlock-conformance
 	cd python && .venv/bin/mypy --strict src
 	cd python && .venv/bin/python -m pytest -q
 	rm -rf python/dist
@@ -130,7 +133,7 @@ test-python: build python/.venv/installed
 		$(PYTHON) -m venv "$$tmp/venv" && \
 		"$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check ./python && \
 		cd "$$tmp" && "$$tmp/venv/bin/python" -c \
-		"import dlock_client, dlock_client.asyncio; print('fresh venv: dlock-client', dlock_client.__version__, 'installed')"
+		"import dlock_client, dlock_client.asyncio, dlock_client._scripts as s; assert 'pexpire' in s.text('lock'); print('fresh venv: dlock-client', dlock_client.__version__, 'installed, scripts.json included')"
 
 # The script backend's Lua texts for the packages that ship a copy (the Rust client's
 # export; the copies are listed once, in client/script-copies.txt, which

@@ -337,12 +337,20 @@ class AsyncDriver:
                 await self.reply(req, self.done({"owner_id": self.client.owner()}))
                 continue
             sent = now_us()
-            coro = acquirable(self.client, req).acquire(**acquire_args(req))
+            try:
+                coro = acquirable(self.client, req).acquire(**acquire_args(req))
+            except Exception as exc:  # refused where the lock is made (ConfigError)
+                await self.reply(req, self.failed(exc), sent)
+                continue
             self.pending[req["id"]] = self.spawn(self.reply(req, self.acquired(req, coro), sent))
 
     @staticmethod
     async def done(fields: Dict[str, Any]) -> Dict[str, Any]:
         return fields
+
+    @staticmethod
+    async def failed(exc: BaseException) -> Dict[str, Any]:
+        raise exc
 
     async def acquired(self, req: Dict[str, Any], coro: Any) -> Dict[str, Any]:
         try:

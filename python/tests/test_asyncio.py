@@ -77,8 +77,8 @@ async def test_wait_for_time_out_leaves_no_hold_and_no_waiter(
         aclient: dl.asyncio.Client, key: str) -> None:
     holder = await aclient.lock(key).acquire()
     assert holder is not None
-    with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(aclient.lock(key).acquire(), 0.3)
+    with pytest.raises(asyncio.TimeoutError):  # another task waits (its own owner)
+        await other_task(lambda: asyncio.wait_for(aclient.lock(key).acquire(), 0.3))
     assert await aclient.waiters(key) == []
     await holder.release()
     assert (await aclient.info(key)).kind == "none"
@@ -171,7 +171,7 @@ async def test_rwlock_and_semaphore(aclient: dl.asyncio.Client, key: str) -> Non
 
 async def test_errors(new_server: "object", key: str) -> None:
     plain = new_server(module=False)  # type: ignore[operator]
-    c = dl.asyncio.Client.from_url(plain.url)
+    c = dl.asyncio.Client.from_url(plain.url, backend="native")
     with pytest.raises(dl.ModuleNotLoadedError,
                        match=f"^dlock module not loaded on 127.0.0.1:{plain.port}$"):
         await c.lock(key).acquire()

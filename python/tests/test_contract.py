@@ -73,7 +73,7 @@ while True:
     b = time.monotonic()
     if b - a < 0.001:
         if lost:
-            print(last_held, b, held.lost.reason, flush=True)
+            print(last_held, b, getattr(held.lost, "reason", None), flush=True)
             break
         last_held = b
     time.sleep(0.001)
@@ -155,3 +155,28 @@ def test_lost_reads_the_clock(client: dl.Client, key: str) -> None:
     client._dog.join()
     assert held.lost.wait(3)
     assert held.lost.reason == "expired"
+
+
+def test_sign_of_life_and_rebinding_after_the_connections_close(server: Server,
+                                                               key: str) -> None:
+    """A bound hold with nothing to renew for long (lease 30 s) stays valid by the watchdog's
+    PING every grace/3; when the client's connections are closed under it (the process
+    running), the watchdog reconnects and re-binds the hold before the server's cut (the grace)
+    ends, and `lost` does not count the new connection's PING for the old binding."""
+    grace = 0.6
+    with dl.Client.from_url(server.url + "?client_name=pinged", bind=grace) as c, \
+            server.redis() as r:
+        held = c.lock(key, lease=30.0).acquire()
+        assert held is not None
+        pings = int(r.info("commandstats").get("cmdstat_ping", {}).get("calls", 0))
+        time.sleep(1.5)
+        pinged = int(r.info("commandstats")["cmdstat_ping"]["calls"]) - pings
+        assert 3 <= pinged <= 15, f"about one PING per grace/3, got {pinged} in 1.5 s"
+        assert not held.lost.is_set()
+        for conn in r.client_list():
+            if conn["name"] == "pinged":
+                r.client_kill_filter(_id=conn["id"])
+        time.sleep(1.5)  # more than twice the grace
+        assert not held.lost.is_set()
+        assert holders(c, key) == [held.owner], "re-bound before the server's cut ended"
+        assert held.release() is True

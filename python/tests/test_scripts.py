@@ -31,7 +31,7 @@ def sclient(plain: Server) -> Iterator[dl.Client]:
 def test_auto_falls_back_and_native_insists(plain: Server, sclient: dl.Client, key: str) -> None:
     assert sclient.native_backend() is False
     with dl.Client.from_url(plain.url, backend="native") as c:
-        with pytest.raises(dl.ConfigError, match="not loaded"):
+        with pytest.raises(dl.ModuleNotLoadedError, match="not loaded"):
             c.lock(key).acquire()
     with pytest.raises(dl.ConfigError, match="backend"):
         dl.Client.from_url(plain.url, backend="lua")

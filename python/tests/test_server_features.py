@@ -18,7 +18,7 @@ from servers import Server
 def test_bind_is_detected(client: dl.Client, key: str, features: Features) -> None:
     held = client.lock(key).acquire()
     assert held is not None, "acquires with or without BIND on the server"
-    assert client._bind.supported is features.bind
+    assert client._core.bind.supported is features.bind
     held.release()
 
 

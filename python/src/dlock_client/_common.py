@@ -72,6 +72,7 @@ class ClientBase(Generic[L, RW, S, H]):
     where the server has it, else Redisson's Lua scripts), ``"native"`` or ``"script"``.
     """
 
+    _held: Callable[[Any, Request, str, int, Optional[int]], H]
     _lock: Callable[[Any, Request], L]
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
@@ -87,6 +88,10 @@ class ClientBase(Generic[L, RW, S, H]):
         """True when the dlock module serves this client, False for the script backend, None
         until the first command with ``backend="auto"`` found out."""
         return self._core.native
+
+    def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
+        """A hold object of the shell's kind, for the core."""
+        return self._held(self, request, owner, count, token)
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
              lock_delay: Optional[float] = None) -> L:

@@ -39,7 +39,7 @@ from ._protocol import (
     wait_ms,
     waiters_command,
 )
-from .errors import CommandError, ConfigError, RedirectedError
+from .errors import CommandError, ConfigError, ModuleNotLoadedError, RedirectedError
 
 T = TypeVar("T")
 H = TypeVar("H", bound=HoldLike)
@@ -113,7 +113,7 @@ class Core(Generic[H]):
             text = str(error).lower()
             has = not (text.startswith("unknown command") and "dlock." in text)
         if self.backend == "native" and not has:
-            raise ConfigError(f"backend='native': the dlock module is not loaded on {self.server}")
+            raise ModuleNotLoadedError(f"dlock module not loaded on {self.server}", self.server)
         self.native = has
         self._detected = True
         return has
@@ -386,7 +386,7 @@ class Core(Generic[H]):
         reply = replies.values[0]
         if isinstance(reply, BaseException) and _not_reached(reply):
             raise reply  # a cluster's node not reached: as a connection error elsewhere
-        return all(self._apply([entry], replies, sent))
+        return self._apply([entry], replies, sent)[0]
 
     def _renew_command(self, native: bool, e: Entry[H], bind: Optional[int]) -> List[Any]:
         if native:

@@ -36,9 +36,10 @@ class LostBase:
     passed before a renewal got through).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, event: Any) -> None:
         self.reason: Optional[str] = None
         self._deadline: Optional["DeadlineSource"] = None
+        self._event = event  # a threading.Event or an asyncio.Event: what wait() waits on
 
     def is_set(self) -> bool:
         if self.reason is not None:
@@ -63,7 +64,7 @@ class LostBase:
             self._set_event()
 
     def _set_event(self) -> None:
-        raise NotImplementedError
+        self._event.set()
 
     def __bool__(self) -> bool:
         return self.is_set()

@@ -46,11 +46,7 @@ class Lost(LostBase):
     :meth:`threading.Event.wait`."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._event = threading.Event()
-
-    def _set_event(self) -> None:
-        self._event.set()
+        super().__init__(threading.Event())
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         end = None if timeout is None else time.monotonic() + timeout
@@ -203,7 +199,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     short commands; ``backend``: ``"auto"``, ``"native"`` or ``"script"``; all explained in
     ``dlock_client._common.ClientBase``)."""
 
-    _lock, _rwlock, _semaphore = Lock, ReadWriteLock, Semaphore
+    _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
                  bind: Optional[float] = 2.0, command_timeout: float = 5.0,
@@ -281,10 +277,6 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if held is not None:
             self._start_watchdog(self._core.wake_for(held))
         return held
-
-    def _make_held(self, request: Request, owner: str, count: int,
-                   token: Optional[int]) -> Held:
-        return Held(self, request, owner, count, token)
 
     def _run(self, flow: Flow[T]) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`."""

@@ -70,11 +70,7 @@ class Lost(LostBase):
     :meth:`asyncio.Event.wait`."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self._event = asyncio.Event()
-
-    def _set_event(self) -> None:
-        self._event.set()
+        super().__init__(asyncio.Event())
 
     async def wait(self) -> bool:
         while not self.is_set():
@@ -221,7 +217,7 @@ class _DogConnection(DogConnectionBase):
 class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
 
-    _lock, _rwlock, _semaphore = Lock, ReadWriteLock, Semaphore
+    _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
                  bind: Optional[float] = 2.0, command_timeout: float = 5.0,
@@ -306,10 +302,6 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if held is not None:
             self._start_watchdog(self._core.wake_for(held))
         return held
-
-    def _make_held(self, request: Request, owner: str, count: int,
-                   token: Optional[int]) -> Held:
-        return Held(self, request, owner, count, token)
 
     async def _run(self, flow: Flow[T]) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
