@@ -1,6 +1,5 @@
 """The package's connections to a Redis Cluster's nodes, derived from the caller's redis-py
-cluster client (sync or asyncio), and a command sent on a dedicated connection to the node
-serving its key, following the cluster's redirects (:func:`node_call`, :func:`anode_call`).
+cluster client (sync or asyncio), and the shells' requests served on them.
 
 - short commands (releases, INFO, WAITERS, acquires without wait) go on a RedisCluster of the
   package's own (``cmds``): redis-py routes each by its key (the module declares the key's
@@ -14,7 +13,8 @@ serving its key, following the cluster's redirects (:func:`node_call`, :func:`an
   (a link per node); the PING goes to every node's.
 
 :class:`ClusterShell` and :class:`AsyncClusterShell` serve the core's requests so (the
-shells hand them ``Call``, ``Pipe``, ``Refresh`` and ``Subscribe`` on a cluster).
+shells hand them ``Call``, ``Pipe`` and ``Refresh`` on a cluster; the script backend's
+subscriptions go to the key's node, :meth:`ClusterShell.waits_for`).
 """
 
 from __future__ import annotations
@@ -101,17 +101,6 @@ def _redis_version() -> Tuple[int, ...]:
         return (99,)
 
 
-def _master_addr(cluster: Any, key: str) -> str:
-    node = cluster.get_node_from_key(key)
-    if node is None:
-        raise rexc.SlotNotCoveredError(f"the slot of {key!r} is not covered by the cluster")
-    return str(node.name)
-
-
-def _host(addr: str) -> str:
-    return addr.rsplit(":", 1)[0]
-
-
 class _NodeClients:
     """Plain clients per node address (``host:port``), made from a template's keyword
     arguments with the address replaced."""
@@ -119,13 +108,15 @@ class _NodeClients:
     def __init__(self, make: Callable[[str, int], Any]) -> None:
         self._make = make
         self.clients: Dict[str, Any] = {}
+        self._lock = threading.Lock()  # callers' threads (never held across an await)
 
     def get(self, addr: str) -> Any:
-        client = self.clients.get(addr)
-        if client is None:
-            host, port = addr.rsplit(":", 1)
-            client = self.clients[addr] = self._make(host, int(port))
-        return client
+        with self._lock:
+            client = self.clients.get(addr)
+            if client is None:
+                host, port = addr.rsplit(":", 1)
+                client = self.clients[addr] = self._make(host, int(port))
+            return client
 
 
 def _node_kwargs(kwargs: Dict[str, Any], retry: Any, socket_timeout: Optional[float],
@@ -138,13 +129,31 @@ def _node_kwargs(kwargs: Dict[str, Any], retry: Any, socket_timeout: Optional[fl
     return out
 
 
-class Nodes:
-    """A sync cluster: ``cmds`` (routing), and per node the waits' and the watchdog's pools."""
+class _NodesBase:
+    """``cmds`` (a cluster client of the package's own, for routing) and the cluster's name."""
+
+    def __init__(self, rc: Any, retry: Any, command_timeout: float) -> None:
+        self.cmds: Any = derive_cluster(rc, command_timeout, retry)
+        self.name = cluster_name(rc)
+
+    def pools(self) -> Pools:
+        """What a client's base keeps: the name, and ``cmds`` for its short commands."""
+        return Pools(self.name, None, self.cmds, None)
+
+    def addr_for(self, key: str) -> str:
+        """The master serving `key`'s slot, as the cached slot map says."""
+        node = self.cmds.get_node_from_key(key)
+        if node is None:
+            raise rexc.SlotNotCoveredError(f"the slot of {key!r} is not covered by the cluster")
+        return str(node.name)
+
+
+class Nodes(_NodesBase):
+    """A sync cluster: ``cmds``, and per node the waits' and the watchdog's pools."""
 
     def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, command_timeout: float,
                  dog_timeout: float) -> None:
-        self.cmds: redis.cluster.RedisCluster = derive_cluster(rc, command_timeout, retry)
-        self.name = cluster_name(rc)
+        super().__init__(rc, retry, command_timeout)
         pool = self._template()
         kwargs, connection_class = dict(pool.connection_kwargs), pool.connection_class
 
@@ -155,21 +164,17 @@ class Nodes:
         self.waits = _NodeClients(maker(None))
         self.dogs = _NodeClients(maker(dog_timeout))
 
-    def pools(self) -> Pools:
-        """What a client's base keeps: the name, and ``cmds`` for its short commands."""
-        return Pools(self.name, None, self.cmds, None)
-
     def _template(self) -> Any:
         node = self.cmds.get_default_node()
         return self.cmds.get_redis_connection(node).connection_pool
 
     def addr_for(self, key: str) -> str:
-        """The master serving `key`'s slot, as the cached slot map says."""
+        """The master serving `key`'s slot (a slot not covered: the map read again first)."""
         try:
-            return _master_addr(self.cmds, key)
+            return super().addr_for(key)
         except rexc.SlotNotCoveredError:
             self.refresh()
-            return _master_addr(self.cmds, key)
+            return super().addr_for(key)
 
     def refresh(self) -> None:
         """Reads the slot map again (after a MOVED)."""
@@ -183,15 +188,13 @@ class Nodes:
         self.cmds.close()
 
 
-class AsyncNodes:
+class AsyncNodes(_NodesBase):
     """The same for an asyncio cluster; :meth:`ready` before first use (the cluster client
     reads its slot map then)."""
 
     def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
                  command_timeout: float, dog_timeout: float) -> None:
-        self.cmds: redis.asyncio.cluster.RedisCluster = derive_cluster(rc, command_timeout,
-                                                                       retry)
-        self.name = cluster_name(rc)
+        super().__init__(rc, retry, command_timeout)
         self._retry = retry
         self._dog_timeout = dog_timeout
         self._ready = False
@@ -206,18 +209,19 @@ class AsyncNodes:
                 **_node_kwargs(node.connection_kwargs, self._retry, timeout, host, port)))
         return make
 
-    def pools(self) -> Pools:
-        return Pools(self.name, None, self.cmds, None)
-
     async def ready(self) -> None:
         if not self._ready:
             await self.cmds.initialize()
             self._ready = True
 
-    def addr_for(self, key: str) -> str:
-        """The master serving `key`'s slot, as the cached slot map says (after :meth:`ready`;
-        a slot not covered: :meth:`refresh`, then ask again)."""
-        return _master_addr(self.cmds, key)
+    async def addr_of(self, key: str) -> str:
+        """:meth:`addr_for` (a slot not covered: the map read again first)."""
+        await self.ready()
+        try:
+            return self.addr_for(key)
+        except rexc.SlotNotCoveredError:
+            await self.refresh()
+            return self.addr_for(key)
 
     async def refresh(self) -> None:
         await self.cmds.nodes_manager.initialize()
@@ -376,7 +380,7 @@ class AsyncClusterShell:
         if isinstance(op, Call):
             if op.role is not Role.WAIT:
                 return await self.nodes.cmds.execute_command(*op.args)
-            client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
+            client = self.nodes.waits.get(op.node or await self.nodes.addr_of(str(op.key)))
             try:
                 if op.asking:
                     return _reply(await _asked(client, op.args).execute(raise_on_error=False))
@@ -387,7 +391,12 @@ class AsyncClusterShell:
                 raise
         if isinstance(op, Pipe):
             out = _Out(len(op.commands))
-            for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():
+            try:
+                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+            except rexc.SlotNotCoveredError:
+                await self.nodes.refresh()
+                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+            for addr, indexes in groups.items():
                 dog = self._dogs.get(addr)
                 if dog is None:
                     dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
@@ -402,8 +411,7 @@ class AsyncClusterShell:
         raise TypeError(op)
 
     async def waits_for(self, key: str) -> Any:
-        await self.nodes.ready()
-        return self.nodes.waits.get(self.nodes.addr_for(key))
+        return self.nodes.waits.get(await self.nodes.addr_of(key))
 
     async def close(self) -> None:
         for dog in list(self._dogs.values()):
