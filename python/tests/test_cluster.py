@@ -127,6 +127,47 @@ def test_a_blocked_wait_does_not_stall_other_commands(
     second.release()
 
 
+def test_a_wait_outlasts_the_command_timeout(cluster: Cluster, client: dl.Client) -> None:
+    """Waits have no read time-out: a 0.3 s command time-out does not cut a 1 s wait."""
+    key = key_on(cluster, 2)
+    held = client.lock(key).acquire()
+    assert held is not None
+    with dl.Client(cluster.cluster(), command_timeout=0.3) as c:
+        w = Waiting(c.lock(key), timeout=5)
+        wait_until(lambda: len(queued(client, key)) == 1, what="the waiter queued")
+        time.sleep(1.0)
+        assert held.release() is True
+        second = w.result(5)
+        assert second is not None and 1.0 <= w.took < 5
+        second.release()
+
+
+def moved_errors(cluster: Cluster, node: int) -> int:
+    with cluster.nodes[node].redis() as r:
+        stats = r.info("errorstats")
+    return int(stats.get("errorstat_MOVED", {}).get("count", 0))
+
+
+def test_a_wait_sent_on_a_stale_slot_map_follows_moved(cluster: Cluster, client: dl.Client,
+                                                        other: dl.Client) -> None:
+    """The waiter's slot map says the old owner: MOVED, the map read again, the wait queued
+    at the new owner and granted there."""
+    key = key_on(cluster, 0)
+    assert other.native_backend()  # its slot map read before the slot moves
+    held = client.lock(key).acquire()
+    assert held is not None
+    src = cluster.key_owner(key)
+    dst = move_slot_of(cluster, key)
+    before = moved_errors(cluster, src)
+    w = Waiting(other.lock(key), timeout=5)
+    wait_until(lambda: len(queued(client, key)) == 1, what="the waiter queued at the new owner")
+    assert moved_errors(cluster, src) > before  # it went to the old owner first
+    assert held.release() is True
+    second = w.result(5)
+    assert second is not None and cluster.holder(key) == dst
+    second.release()
+
+
 def test_rwlock_and_semaphore_on_a_cluster(cluster: Cluster, client: dl.Client,
                                            other: dl.Client) -> None:
     rw, sem = key_on(cluster, 1), key_on(cluster, 2)
