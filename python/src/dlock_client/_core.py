@@ -16,7 +16,7 @@ from typing import Any, Callable, Generic, List, Optional, Tuple, TypeVar
 import redis.exceptions as rexc
 
 from . import _scripts as scripts
-from ._effects import Call, Flow, Listen, Pipe, Replies, Role, Subscribe, Unsubscribe
+from ._effects import Call, Flow, Listen, Pipe, Replies, Role, Sleep, Subscribe, Unsubscribe
 from ._holds import Entry, HoldLike, Registry
 from ._protocol import (
     BindSupport,
@@ -225,7 +225,7 @@ class Core(Generic[H]):
                                   cleanup=True)
                 if not any(w.owner == owner for w in parse_waiters(rows)):
                     break
-                yield Call(Role.CMD, ["PING"], cleanup=True)  # a round trip, then look again
+                yield Sleep(0.002, cleanup=True)
             info = parse_info((yield Call(Role.CMD, ["DLOCK.INFO", request.key], request.key,
                                           cleanup=True)))
             give = give_back_command(info, owner, request, before)

@@ -87,6 +87,7 @@ class Unsubscribe:
 @dataclass(frozen=True)
 class Sleep:
     seconds: float
+    cleanup: bool = False  # as Call.cleanup
 
 
 Op = Union[Call, Pipe, Subscribe, Listen, Unsubscribe, Sleep]
