@@ -23,7 +23,11 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import redis
 import redis.asyncio as aredis
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
+import redis.cluster
 import redis.exceptions as rexc
+import redis.sentinel
 
 import dlock_client as dl
 

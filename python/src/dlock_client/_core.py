@@ -257,7 +257,7 @@ class Core(Generic[H]):
                                   cleanup=True)
                 if not any(w.owner == owner for w in parse_waiters(rows)):
                     break
-                yield Call(Role.CMD, ["PING"], cleanup=True)  # a round trip, then look again
+                yield Sleep(0.002, cleanup=True)
             info = parse_info((yield Call(Role.CMD, ["DLOCK.INFO", request.key], request.key,
                                           cleanup=True)))
             give = give_back_command(info, owner, request, before)

@@ -118,6 +118,7 @@ class Unsubscribe:
 @dataclass(frozen=True)
 class Sleep:
     seconds: float
+    cleanup: bool = False  # as Call.cleanup
 
 
 Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep]

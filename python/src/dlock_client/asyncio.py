@@ -341,7 +341,8 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 await _uninterrupted(op.handle.aclose())
             return None
         if isinstance(op, Sleep):
-            await asyncio.sleep(op.seconds)
+            sleep = asyncio.sleep(op.seconds)
+            await (_uninterrupted(sleep) if op.cleanup else sleep)
             return None
         raise TypeError(op)
 
