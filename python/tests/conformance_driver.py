@@ -142,8 +142,15 @@ class Holds:
             self.last_held[name] = now_us()
 
     def get(self, name: str) -> Any:
+        """The hold of that name; None when it was never granted."""
         with self.lock:
-            return self.holds[name]
+            return self.holds.get(name)
+
+    def granted(self, name: str) -> Any:
+        held = self.get(name)
+        if held is None:
+            raise NotHeld(f"{name} was never granted")
+        return held
 
     def ended(self, name: str) -> None:
         with self.lock:
@@ -192,7 +199,10 @@ def check_not_lost(name: str, held: Any, done: bool) -> None:
 
 
 def held_reply(held: Any) -> Dict[str, Any]:
-    """"Is it still held?": not once released, nor once lost (asked now)."""
+    """"Is it still held?": not if never granted (a cancelled or refused acquire), not once
+    released, nor once lost (asked now)."""
+    if held is None:
+        return {"held": False, "reason": "not_granted"}
     if held.released:
         return {"held": False, "reason": "released"}
     lost = held.lost.is_set()
@@ -281,10 +291,10 @@ class SyncDriver:
         op = req["op"]
         assert self.client is not None
         if op == "release":
-            held = self.holds.get(req["hold"])
+            held = self.holds.granted(req["hold"])
             return release_reply(self.holds, req["hold"], held, held.release())
         if op == "renew":
-            held = self.holds.get(req["hold"])
+            held = self.holds.granted(req["hold"])
             return renew_reply(req["hold"], held, held.renew())
         if op == "held":
             return held_reply(self.holds.get(req["hold"]))
@@ -413,10 +423,10 @@ class AsyncDriver:
         op = req["op"]
         assert self.client is not None
         if op == "release":
-            held = self.holds.get(req["hold"])
+            held = self.holds.granted(req["hold"])
             return release_reply(self.holds, req["hold"], held, await held.release())
         if op == "renew":
-            held = self.holds.get(req["hold"])
+            held = self.holds.granted(req["hold"])
             return renew_reply(req["hold"], held, await held.renew())
         if op == "held":
             return held_reply(self.holds.get(req["hold"]))
