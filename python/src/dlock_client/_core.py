@@ -26,6 +26,7 @@ from ._protocol import (
     check_options,
     first_unknown_option,
     give_back_command,
+    is_module_missing,
     is_unknown_option,
     new_owner_prefix,
     script_unsupported,
@@ -104,8 +105,7 @@ class Core(Generic[H]):
             yield Call(Role.CMD, ["DLOCK.INFO", "dlock:probe"])
             has = True
         except rexc.ResponseError as error:
-            text = str(error).lower()
-            has = not (text.startswith("unknown command") and "dlock." in text)
+            has = not is_module_missing(error)
         if self.backend == "native" and not has:
             raise ModuleNotLoadedError(f"dlock module not loaded on {self.server}", self.server)
         self.native = has
