@@ -142,8 +142,15 @@ class Holds:
             self.last_held[name] = now_us()
 
     def get(self, name: str) -> Any:
+        """The hold of that name; None when it was never granted."""
         with self.lock:
-            return self.holds[name]
+            return self.holds.get(name)
+
+    def granted(self, name: str) -> Any:
+        held = self.get(name)
+        if held is None:
+            raise NotHeld(f"{name} was never granted")
+        return held
 
     def ended(self, name: str) -> None:
         with self.lock:
@@ -176,9 +183,30 @@ class Holds:
 
 def release_reply(holds: Holds, name: str, held: Any, released: bool) -> Dict[str, Any]:
     holds.ended(name)
-    if not released and held.lost.is_set():
-        raise NotHeld(f"{name} was not held any more ({held.lost.reason})")
+    check_not_lost(name, held, released)
     return {"released": released}
+
+
+def renew_reply(name: str, held: Any, renewed: bool) -> Dict[str, Any]:
+    check_not_lost(name, held, renewed)
+    return {"renewed": renewed}
+
+
+def check_not_lost(name: str, held: Any, done: bool) -> None:
+    """A release or renewal of a lost hold answers False and marks it lost: not_held."""
+    if not done and held.lost.is_set():
+        raise NotHeld(f"{name} was not held any more ({held.lost.reason})")
+
+
+def held_reply(held: Any) -> Dict[str, Any]:
+    """"Is it still held?": not if never granted (a cancelled or refused acquire), not once
+    released, nor once lost (asked now)."""
+    if held is None:
+        return {"held": False, "reason": "not_granted"}
+    if held.released:
+        return {"held": False, "reason": "released"}
+    lost = held.lost.is_set()
+    return {"held": not lost, "reason": held.lost.reason}
 
 
 class NotHeld(Exception):
@@ -263,13 +291,13 @@ class SyncDriver:
         op = req["op"]
         assert self.client is not None
         if op == "release":
-            held = self.holds.get(req["hold"])
+            held = self.holds.granted(req["hold"])
             return release_reply(self.holds, req["hold"], held, held.release())
         if op == "renew":
-            return {"renewed": self.holds.get(req["hold"]).renew()}
+            held = self.holds.granted(req["hold"])
+            return renew_reply(req["hold"], held, held.renew())
         if op == "held":
-            lost = self.holds.get(req["hold"]).lost
-            return {"held": not lost.is_set(), "reason": lost.reason}
+            return held_reply(self.holds.get(req["hold"]))
         if op == "waiters":
             return waiters_reply(self.client.waiters(req["key"]))
         if op == "info":
@@ -395,13 +423,13 @@ class AsyncDriver:
         op = req["op"]
         assert self.client is not None
         if op == "release":
-            held = self.holds.get(req["hold"])
+            held = self.holds.granted(req["hold"])
             return release_reply(self.holds, req["hold"], held, await held.release())
         if op == "renew":
-            return {"renewed": await self.holds.get(req["hold"]).renew()}
+            held = self.holds.granted(req["hold"])
+            return renew_reply(req["hold"], held, await held.renew())
         if op == "held":
-            lost = self.holds.get(req["hold"]).lost
-            return {"held": not lost.is_set(), "reason": lost.reason}
+            return held_reply(self.holds.get(req["hold"]))
         if op == "waiters":
             return waiters_reply(await self.client.waiters(req["key"]))
         if op == "info":

@@ -176,3 +176,20 @@ async def test_errors(new_server: "object", key: str) -> None:
                        match=f"^dlock module not loaded on 127.0.0.1:{plain.port}$"):
         await c.lock(key).acquire()
     await c.aclose()
+
+
+async def test_short_commands_after_the_server_closed_the_connections(server: Server,
+                                                                      key: str) -> None:
+    """A pooled connection the server closed meanwhile is replaced on checkout (redis-py 8
+    skips that check while its maintenance notifications are on: the package turns them off
+    for its pools)."""
+    async with dl.asyncio.Client.from_url(server.url + "?client_name=killed") as c:
+        held = await c.lock(key, lease=5.0).acquire()
+        assert held is not None
+        with server.redis() as r:
+            for conn in r.client_list():
+                if conn["name"] == "killed":
+                    r.client_kill_filter(_id=conn["id"])
+        await asyncio.sleep(0.2)
+        assert (await c.info(key)).holders[0].owner == held.owner
+        assert await held.release() is True

@@ -28,6 +28,7 @@ from ._protocol import (
     check_options,
     first_unknown_option,
     give_back_command,
+    is_module_missing,
     is_unknown_option,
     new_owner_prefix,
     script_unsupported,
@@ -110,8 +111,7 @@ class Core(Generic[H]):
             yield Call(Role.CMD, ["DLOCK.INFO", "dlock:probe"])
             has = True
         except rexc.ResponseError as error:
-            text = str(error).lower()
-            has = not (text.startswith("unknown command") and "dlock." in text)
+            has = not is_module_missing(error)
         if self.backend == "native" and not has:
             raise ModuleNotLoadedError(f"dlock module not loaded on {self.server}", self.server)
         self.native = has
@@ -276,7 +276,7 @@ class Core(Generic[H]):
         got = yield from self._script_try(request, owner, before)
         if got is not None or (deadline is not None and time.monotonic() >= deadline):
             return got
-        handle = yield Subscribe(scripts.channel(request.key), request.key)
+        handle = yield from self._subscribe(scripts.channel(request.key), request.key)
         try:
             while True:
                 sent = time.monotonic()
@@ -289,11 +289,44 @@ class Core(Generic[H]):
                     until = min(until if until is not None else math.inf, now + n / 1000)
                 if handle is None:  # no pub/sub: poll
                     until = min(until if until is not None else math.inf, now + 0.1)
-                yield Listen(handle, None if until is None else max(0.0, until - now))
+                yield from self._listen(handle, None if until is None else max(0.0, until - now))
                 if deadline is not None and time.monotonic() >= deadline:
                     return (yield from self._script_try(request, owner, before))
         finally:
+            if handle is not None:
+                yield Unsubscribe(handle)
+
+    def _subscribe(self, channel: str, key: str) -> Flow[Any]:
+        """A subscription to `channel`, once the server confirmed it (so a message published
+        after this returns is seen); None when pub/sub is unavailable (the caller polls)."""
+        handle = None
+        try:
+            handle = yield Subscribe(channel, key)
+            end = time.monotonic() + 5.0
+            while time.monotonic() < end:
+                msg = yield Listen(handle, end - time.monotonic())
+                if msg is not None and msg["type"] == "subscribe":
+                    return handle
+        except (rexc.ConnectionError, rexc.TimeoutError):
+            pass
+        if handle is not None:
             yield Unsubscribe(handle)
+        return None
+
+    def _listen(self, handle: Any, timeout: Optional[float]) -> Flow[bool]:
+        """Waits up to `timeout` seconds (None: without limit) for a message on the channel;
+        True when one came. Without a subscription, sleeps the time."""
+        if handle is None:
+            yield Sleep(timeout or 0.0)
+            return False
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if end is None else max(0.0, end - time.monotonic())
+            msg = yield Listen(handle, left)
+            if msg is not None and msg["type"] == "message":
+                return True
+            if end is not None and time.monotonic() >= end:
+                return False
 
     def _script_try(self, request: Request, owner: str, before: int
                     ) -> Flow[Optional[Tuple[int, Optional[int], float, Any]]]:

@@ -94,8 +94,9 @@ class Refresh:
 
 @dataclass(frozen=True)
 class Subscribe:
-    """Subscribe to a channel (the script backend's unlock channel); the result is a handle
-    for :class:`Listen` and :class:`Unsubscribe`, or None when pub/sub is unavailable."""
+    """Send SUBSCRIBE for a channel (the script backend's unlock channel) on a pub/sub
+    connection of its own; the result is a handle (redis-py's ``PubSub``) for
+    :class:`Listen` and :class:`Unsubscribe`."""
 
     channel: str
     key: str
@@ -103,8 +104,8 @@ class Subscribe:
 
 @dataclass(frozen=True)
 class Listen:
-    """Wait up to `timeout` seconds (None: without limit) for a message on a subscription;
-    the result is True when one came."""
+    """Wait up to `timeout` seconds (None: without limit) for the next pub/sub message of a
+    subscription; the result is the message (redis-py's dict) or None."""
 
     handle: Any
     timeout: Optional[float]

@@ -18,8 +18,16 @@ from ._protocol import server_name
 def derive(pool: Any, retry: Any, socket_timeout: Optional[float]) -> Tuple[Dict[str, Any], str]:
     """Connection keyword arguments for a new pool like `pool`, and the server's name."""
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
-    for legacy in ("retry_on_timeout", "retry_on_error"):
+    for legacy in ("retry_on_timeout", "retry_on_error", "maint_notifications_pool_handler"):
         kwargs.pop(legacy, None)
+    if "maint_notifications_config" in kwargs:
+        # redis-py >= 7 skips the check of a pooled connection's health on checkout (a
+        # connection the server closed meanwhile is then used, and fails) while maintenance
+        # notifications are on ("auto" by default); this package's pools need the check and
+        # use no push notifications.
+        from redis.maint_notifications import MaintNotificationsConfig
+
+        kwargs["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
     kwargs.update(
         retry=retry,
         socket_timeout=socket_timeout,

@@ -180,6 +180,13 @@ def is_unknown_option(error: BaseException) -> bool:
     return text.startswith("syntax error") or text.startswith("wrong number of arguments")
 
 
+def is_module_missing(error: BaseException) -> bool:
+    """``ERR unknown command 'DLOCK....'``: the server has no dlock module. Any other error
+    (WRONGTYPE, NOPERM) still proves the command exists."""
+    text = str(error)
+    return text.lower().startswith("unknown command") and "dlock." in text.lower()
+
+
 def translate(error: BaseException, server: str) -> BaseException:
     """A redis-py exception as this package's exception naming the server; others as they are."""
     if isinstance(error, DlockError):
@@ -189,7 +196,7 @@ def translate(error: BaseException, server: str) -> BaseException:
     if isinstance(error, (rexc.ConnectionError, rexc.TimeoutError)):
         out = ServerConnectionError(f"cannot reach {server}: {text}", server)
     elif isinstance(error, rexc.ResponseError):
-        if text.startswith("unknown command") and "dlock." in text.lower():
+        if is_module_missing(error):
             out = ModuleNotLoadedError(f"dlock module not loaded on {server}", server)
         elif text.startswith("WRONGTYPE"):
             out = WrongTypeError(f"{server}: {text}", server)

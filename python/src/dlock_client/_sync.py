@@ -305,49 +305,20 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if isinstance(op, Pipe):
             return self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
-            return self._subscribe(op.channel, op.key)
+            # On a cluster, on the node serving the key (a PUBLISH reaches every node).
+            waits = self._waits if self._cluster is None else self._cluster.waits_for(op.key)
+            ps = waits.pubsub()
+            ps.subscribe(op.channel)
+            return ps
         if isinstance(op, Listen):
-            return self._listen(op.handle, op.timeout)
+            return op.handle.get_message(timeout=op.timeout)
         if isinstance(op, Unsubscribe):
-            if op.handle is not None:
-                op.handle.close()
+            op.handle.close()
             return None
         if isinstance(op, Sleep):
             time.sleep(op.seconds)
             return None
         raise TypeError(op)
-
-    def _subscribe(self, channel: str, key: str) -> Any:
-        """A pub/sub connection subscribed to `channel` (confirmed, so a message published
-        after this returns is seen); on a cluster, to the node serving `key` (a PUBLISH
-        reaches every node)."""
-        waits = self._waits if self._cluster is None else self._cluster.waits_for(key)
-        ps = waits.pubsub()
-        try:
-            ps.subscribe(channel)
-            end = time.monotonic() + 5.0
-            while time.monotonic() < end:
-                msg = ps.get_message(timeout=end - time.monotonic())
-                if msg is not None and msg["type"] == "subscribe":
-                    return ps
-        except (rexc.ConnectionError, rexc.TimeoutError):
-            pass
-        ps.close()
-        return None
-
-    @staticmethod
-    def _listen(ps: Any, timeout: Optional[float]) -> bool:
-        if ps is None:
-            time.sleep(timeout or 0.0)
-            return False
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if end is None else max(0.0, end - time.monotonic())
-            msg = ps.get_message(timeout=left)
-            if msg is not None and msg["type"] == "message":
-                return True
-            if end is not None and time.monotonic() >= end:
-                return False
 
     # -- the watchdog -----------------------------------------------------------------
 

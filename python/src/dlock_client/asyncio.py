@@ -333,47 +333,22 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if isinstance(op, Pipe):
             return await self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
-            return await self._subscribe(op.channel, op.key)
+            # On a cluster, on the node serving the key (a PUBLISH reaches every node).
+            waits = (self._waits if self._cluster is None
+                     else await self._cluster.waits_for(op.key))
+            ps = waits.pubsub()
+            await ps.subscribe(op.channel)
+            return ps
         if isinstance(op, Listen):
-            return await self._listen(op.handle, op.timeout)
+            return await op.handle.get_message(timeout=op.timeout)
         if isinstance(op, Unsubscribe):
-            if op.handle is not None:
-                await _uninterrupted(op.handle.aclose())
+            await _uninterrupted(op.handle.aclose())
             return None
         if isinstance(op, Sleep):
             sleep = asyncio.sleep(op.seconds)
             await (_uninterrupted(sleep) if op.cleanup else sleep)
             return None
         raise TypeError(op)
-
-    async def _subscribe(self, channel: str, key: str) -> Any:
-        waits = self._waits if self._cluster is None else await self._cluster.waits_for(key)
-        ps = waits.pubsub()
-        try:
-            await ps.subscribe(channel)
-            end = time.monotonic() + 5.0
-            while time.monotonic() < end:
-                msg = await ps.get_message(timeout=end - time.monotonic())
-                if msg is not None and msg["type"] == "subscribe":
-                    return ps
-        except (rexc.ConnectionError, rexc.TimeoutError):
-            pass
-        await ps.aclose()
-        return None
-
-    @staticmethod
-    async def _listen(ps: Any, timeout: Optional[float]) -> bool:
-        if ps is None:
-            await asyncio.sleep(timeout or 0.0)
-            return False
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            left = None if end is None else max(0.0, end - time.monotonic())
-            msg = await ps.get_message(timeout=left)
-            if msg is not None and msg["type"] == "message":
-                return True
-            if end is not None and time.monotonic() >= end:
-                return False
 
     # -- the watchdog -----------------------------------------------------------------
 
