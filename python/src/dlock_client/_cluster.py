@@ -30,7 +30,7 @@ import redis.cluster
 import redis.exceptions as rexc
 
 from ._effects import Call, Pipe, Refresh, Replies, Role
-from ._pools import Pools
+from ._pools import Pools, no_maintenance_notifications
 from ._redirect import Later, redirect_of
 
 # Settings of the caller's client that the package's connections keep. Not carried: those the
@@ -87,6 +87,7 @@ def derive_cluster(rc: Any, socket_timeout: Optional[float], retry: Any) -> Any:
     remap = getattr(rc.nodes_manager, "address_remap", None)
     if remap is not None:
         settings["address_remap"] = remap
+    no_maintenance_notifications(settings)
     if _redis_version() < (5, 3):  # before 5.3 these retries were not the `retry`'s
         settings["cluster_error_retry_attempts"] = 0
     seeds = [node_cls(host, port) for host, port in _seeds(rc)]
@@ -126,6 +127,7 @@ def _node_kwargs(kwargs: Dict[str, Any], retry: Any, socket_timeout: Optional[fl
                         "retry_on_error")}
     out.update(host=host, port=port, retry=retry, socket_timeout=socket_timeout,
                socket_keepalive=True, decode_responses=True)
+    no_maintenance_notifications(out)
     return out
 
 
