@@ -11,7 +11,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
+.PHONY: all toolchain setup build run test test-python scripts test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -107,8 +107,10 @@ test: build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
 	$(MAKE) --no-print-directory test-python
 
-# The Python package (python/): mypy --strict, pytest against servers the tests start, the
-# sdist and wheel (python -m build, twine check), and a fresh venv installing it with pip.
+# The Python package (python/): mypy --strict, pytest against servers the tests start (the
+# conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
+# with the Python driver), the sdist and wheel (python -m build, twine check), and a fresh venv
+# installing it with pip.
 # Tools in python/.venv (redis-py, pytest, pytest-asyncio, mypy, build, twine, and
 # python-redis-lock for `make bench`), re-installed when pyproject.toml changes.
 python/.venv/installed: python/pyproject.toml
@@ -122,6 +124,7 @@ python/.venv/installed: python/pyproject.toml
 	@touch $@
 
 test-python: build python/.venv/installed
+	$(CARGO) build --release -p dlock-conformance
 	cd python && .venv/bin/mypy --strict src
 	cd python && .venv/bin/python -m pytest -q
 	rm -rf python/dist
@@ -130,7 +133,17 @@ test-python: build python/.venv/installed
 		$(PYTHON) -m venv "$$tmp/venv" && \
 		"$$tmp/venv/bin/pip" install --quiet --disable-pip-version-check ./python && \
 		cd "$$tmp" && "$$tmp/venv/bin/python" -c \
-		"import dlock_client, dlock_client.asyncio; print('fresh venv: dlock-client', dlock_client.__version__, 'installed')"
+		"import dlock_client, dlock_client.asyncio, dlock_client._scripts as s; assert 'pexpire' in s.text('lock'); print('fresh venv: dlock-client', dlock_client.__version__, 'installed, scripts.json included')"
+
+# The script backend's Lua texts for the packages that ship a copy (the Rust client's
+# export; the copies are listed once, in client/script-copies.txt, which
+# client/tests/script_copies.rs checks): run after changing a script in client/src/backend/lua.rs.
+scripts: toolchain
+	@mkdir -p target
+	$(CARGO) run -q -p dlock-client --example export_scripts > target/scripts.json.tmp
+	@grep -v '^#' client/script-copies.txt | grep . | while read -r copy; do \
+		cp target/scripts.json.tmp "$$copy" && echo "wrote $$copy"; done
+	@rm -f target/scripts.json.tmp
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Callable, Iterator, List
 
@@ -75,19 +74,3 @@ class Features:
 def features(server: Server) -> Features:
     with server.redis() as r:
         return Features(r)
-
-
-def wait_until(check: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}")
-        time.sleep(0.005)
-
-
-def holders(c: dl.Client, key: str) -> List[str]:
-    return [h.owner for h in c.info(key).holders]
-
-
-def waiting(c: dl.Client, key: str) -> List[str]:
-    return [w.owner for w in c.waiters(key)]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import redis.exceptions as rexc
 
 from dlock_client._holds import Registry
+from dlock_client._sync import Lost
 from dlock_client._protocol import (
     BindSupport,
     Holder,
@@ -68,18 +71,46 @@ def test_give_back_what_the_cut_request_was_granted() -> None:
 class Hold:
     def __init__(self, key: str, owner: str) -> None:
         self.key, self.owner, self.kind, self.count = key, owner, "lock", 1
+        self.lost = Lost()
 
 
 def test_registry_renews_and_forgets() -> None:
-    reg: Registry[Hold] = Registry()
+    reg: Registry[Hold] = Registry(grace=None)
     a, b = Hold("k", "o"), Hold("k", "o")
-    reg.add(a, 3000, granted_at=100.0, first_renewal=1.0)
-    reg.add(b, 3000, granted_at=100.5, first_renewal=1.0)  # re-entered: one entry
+    reg.add(a, 3000, 100.0, None, first_renewal=1.0)
+    reg.add(b, 3000, 100.5, None, first_renewal=1.0)  # re-entered: one entry
     assert len(reg) == 1 and reg.due(100.9) == [] and len(reg.due(101.0)) == 1
     (entry,) = reg.due(101.0)
-    assert reg.apply([entry], [1], sent_at=101.0) == []
-    assert reg.next_wake(101.0) == 1.0  # lease / 3
+    reg.renewed(entry, 101.0, None)
+    assert reg.next_wake(101.0, None, None) == 1.0  # lease / 3
     reg.remove(a)
     assert len(reg) == 1, "b still holds"
     assert reg.expired(104.0) == [b], "no renewal got through before the lease ended"
     assert len(reg) == 0
+
+
+def test_deadline_of_a_bound_hold() -> None:
+    """The earlier of lease and (last answered on its connection + grace); a sign of life on
+    another connection (the same role, reconnected) does not count."""
+    reg: Registry[Hold] = Registry(grace=2.0)
+    h = Hold("k", "o")
+    dog1, dog2 = ("dog", 1), ("dog", 2)
+    reg.add(h, 30000, 100.0, dog1, first_renewal=1.0)
+    assert reg.deadline_of(("k", "o")) == 102.0
+    reg.answered(dog1, 101.5)
+    assert reg.deadline_of(("k", "o")) == 103.5
+    reg.answered(dog2, 103.0)
+    assert reg.deadline_of(("k", "o")) == 103.5
+    reg.rebind_on(dog2, "dog", 103.0)
+    assert reg.due(103.0), "renewed at once to re-bind on the new connection"
+    assert reg.expired(103.5) == [h]
+
+
+def test_lost_reads_its_deadline_when_asked() -> None:
+    reg: Registry[Hold] = Registry(grace=None)
+    h = Hold("k", "o")
+    now = time.monotonic()
+    reg.add(h, 50, now, None, first_renewal=10.0)
+    assert not h.lost.is_set()
+    time.sleep(0.06)
+    assert h.lost.is_set() and h.lost.reason == "expired", "no watchdog ran"

@@ -10,15 +10,15 @@ from typing import Any, List
 import pytest
 
 import dlock_client as dl
-from conftest import Features, wait_until
+from conftest import Features
+from helpers import in_thread, start_holder, wait_until
 from servers import Server
-from test_sync import in_thread, start_holder
 
 
 def test_bind_is_detected(client: dl.Client, key: str, features: Features) -> None:
     held = client.lock(key).acquire()
     assert held is not None, "acquires with or without BIND on the server"
-    assert client._bind.supported is features.bind
+    assert client._core.bind.supported is features.bind
     held.release()
 
 

@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import time
-from typing import Any, List
+from typing import Any
 
 import pytest
 
 import dlock_client as dl
-from conftest import holders, wait_until, waiting
+from helpers import holders, in_thread, start_holder, wait_until, waiting
 from servers import Server
-
-
-def in_thread(fn: Any) -> "tuple[threading.Thread, List[Any]]":
-    out: List[Any] = []
-    t = threading.Thread(target=lambda: out.append(fn()))
-    t.start()
-    return t, out
 
 
 def test_long_hold_is_renewed_past_many_leases(client: dl.Client, key: str) -> None:
@@ -195,22 +186,6 @@ def test_semaphore_rules(client: dl.Client, key: str) -> None:
     assert wout[0] is not None and wout[0].count == 2
     wout[0].release()
     assert client.info(key).kind == "none"
-
-
-HOLDER = """
-import sys, time, dlock_client as dl
-c = dl.Client.from_url(sys.argv[1], bind=float(sys.argv[4]))
-held = c.lock(sys.argv[2], lease=float(sys.argv[3])).acquire()
-print(held.owner, flush=True)
-time.sleep(60)
-"""
-
-
-def start_holder(server: Server, key: str, lease: float, bind: float) -> "tuple[subprocess.Popen[str], str]":
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, server.url, key, str(lease), str(bind)],
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
 
 
 def test_kill_9_of_a_holder_process(server: Server, client: dl.Client, key: str) -> None:

@@ -12,13 +12,16 @@ The asyncio API has the same names under :mod:`dlock_client.asyncio`.
 """
 
 from ._protocol import Holder, LockInfo, Waiter
-from ._sync import Acquirable, Client, Held, Lock, ReadWriteLock, Semaphore
+from ._sync import Acquirable, Bounded, Client, Held, Lock, Lost, ReadWriteLock, Semaphore
 from .errors import (
+    AcquireTimeoutError,
     CommandError,
+    ConfigError,
     DeadlockError,
     DlockError,
     ModuleNotLoadedError,
     NotSupportedError,
+    RedirectedError,
     ServerConnectionError,
     WrongTypeError,
 )
@@ -28,17 +31,22 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Acquirable",
+    "AcquireTimeoutError",
+    "Bounded",
     "Client",
     "CommandError",
+    "ConfigError",
     "DeadlockError",
     "DlockError",
     "Held",
     "Holder",
     "Lock",
     "LockInfo",
+    "Lost",
     "ModuleNotLoadedError",
     "NotSupportedError",
     "ReadWriteLock",
+    "RedirectedError",
     "Semaphore",
     "ServerConnectionError",
     "Waiter",

@@ -1,24 +1,17 @@
 """What the sync and asyncio APIs share, apart from I/O (sync calls or awaited ones) and the
 kind of their events: a hold's fields, a read-write lock's two sides, the client's state and
-its factories."""
+its factories. The logic itself is in :mod:`._core`."""
 
 from __future__ import annotations
 
-import math
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, List, Optional, TypeVar
 
-from ._holds import Registry
+from ._core import Core
+from ._effects import Replies, Role
+from ._holds import LostBase
 from ._pools import Pools
-from ._protocol import (
-    BindSupport,
-    Kind,
-    Request,
-    lock_request,
-    new_owner_prefix,
-    opt_ms,
-    rwlock_request,
-    semaphore_request,
-)
+from ._protocol import Kind, Request, lock_request, rwlock_request, semaphore_request
+from .errors import AcquireTimeoutError
 
 A = TypeVar("A")
 L = TypeVar("L")
@@ -29,7 +22,10 @@ H = TypeVar("H", bound="HeldBase")
 
 class HeldBase:
     """``token``: the fencing token (with ``fence=True``); ``count``: the hold count (or the
-    permits this acquire took, for a semaphore); ``owner``: who holds it on the server."""
+    permits this acquire took, for a semaphore); ``owner``: who holds it on the server;
+    ``lost``: whether it is lost, read against the clock when asked (see the subclasses)."""
+
+    lost: LostBase
 
     def __init__(self, request: Request, owner: str, count: int, token: Optional[int]) -> None:
         self._request = request
@@ -44,12 +40,9 @@ class HeldBase:
     def released(self) -> bool:
         return self._released
 
-    def _lost_now(self) -> bool:
-        raise NotImplementedError
-
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.kind} {self.key!r} owner={self.owner!r} "
-                f"count={self.count} token={self.token} lost={self._lost_now()} "
+                f"count={self.count} token={self.token} lost={self.lost.is_set()} "
                 f"released={self._released})")
 
 
@@ -75,7 +68,8 @@ class ClientBase(Generic[L, RW, S, H]):
     ``bind``: the grace in seconds after which the server frees a hold whose process died
     (its connections closed); None keeps only the lease. Sent where the server's module
     supports it, else left out. ``command_timeout``: the read time-out of the short commands
-    (releases, renewals, INFO); waits have none.
+    (releases, renewals, INFO); waits have none. ``backend``: ``"auto"`` (the dlock module
+    where the server has it, else Redisson's Lua scripts), ``"native"`` or ``"script"``.
     """
 
     _held: Callable[[Any, Request, str, int, Optional[int]], H]
@@ -83,20 +77,28 @@ class ClientBase(Generic[L, RW, S, H]):
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
 
-    def __init__(self, pools: Pools, bind: Optional[float]) -> None:
+    def __init__(self, pools: Pools, bind: Optional[float], backend: str) -> None:
+        self._core: Core[H] = Core(pools.server, bind, backend)
         self.server, self._waits, self._cmds, self._dog_pool = pools
-        self._prefix = new_owner_prefix()
-        # Learnt per command: a module may know BIND on its grants before DLOCK.RENEW has it.
-        self._bind = BindSupport(opt_ms(bind, "bind"))
-        self._bind_renew = BindSupport(opt_ms(bind, "bind"))
-        self._registry: Registry[H] = Registry()
-        self._dog_sleeps_until = -math.inf  # monotonic time the watchdog wakes by itself
+        self._prefix = self._core.prefix
+        self._registry = self._core.registry
+
+    @property
+    def native(self) -> Optional[bool]:
+        """True when the dlock module serves this client, False for the script backend, None
+        until the first command with ``backend="auto"`` found out."""
+        return self._core.native
+
+    def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
+        """A hold object of the shell's kind, for the core."""
+        return self._held(self, request, owner, count, token)
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
              lock_delay: Optional[float] = None) -> L:
         """An exclusive lock, reentrant per owner. `lease` in seconds (the watchdog renews);
-        `fence`: grants carry a fencing token; `lock_delay` (seconds): after a hold ends
-        without a release, nobody gets the lock for that long."""
+        `fence`: grants carry a fencing token; `lock_delay` (seconds, at most 60): after a
+        hold ends without a release, nobody gets the lock for that long. Bad values raise
+        :class:`~dlock_client.ConfigError` here."""
         return self._lock(self, lock_request(name, lease, fence, lock_delay))
 
     def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
@@ -108,28 +110,51 @@ class ClientBase(Generic[L, RW, S, H]):
         """`capacity` permits, each holder with its own lease."""
         return self._semaphore(self, semaphore_request(name, capacity, lease))
 
-    def _granted(self, request: Request, owner: str, reply: Any,
-                 granted_at: float) -> Optional[H]:
-        """The hold for an acquire's reply (None when not granted), handed to the watchdog."""
-        grant = request.parse_grant(reply)
-        if grant is None:
-            return None
-        held = self._held(self, request, owner, grant[0], grant[1])
-        self._registry.add(held, request.lease_ms, granted_at, self._first_renewal(request))
-        return held
 
-    def _first_renewal(self, request: Request) -> float:
-        """Seconds from a grant to its first renewal: a third of the lease, and with BIND
-        within half the grace. The grant bound the hold to a pooled waiting connection; if
-        that connection closes (another wait on it cut short), the server cuts the hold to
-        the grace unless the watchdog's RENEW ... BIND has re-bound it to its own."""
-        first = request.lease_ms / 3000
-        grace = self._bind.arg()
-        if self._bind.supported and grace is not None:
-            first = min(first, min(grace, request.lease_ms) / 2000)
-        return first
+class AcquirableBase:
+    """A lock, a mode of a read-write lock, or a semaphore: its client and request."""
 
-    def _watchdog_due(self, request: Request, granted_at: float) -> bool:
-        """Whether the watchdog must be woken for a hold granted now: only when it is due
-        before the watchdog wakes anyway (most acquires cost the watchdog nothing)."""
-        return granted_at + self._first_renewal(request) < self._dog_sleeps_until
+    def __init__(self, client: Any, request: Request) -> None:
+        self._client = client
+        self._request = request
+
+    @property
+    def name(self) -> str:
+        return self._request.key
+
+
+class BoundedBase:
+    """``with lock(timeout=...)``: the acquire it stands for (the shells enter and exit)."""
+
+    def __init__(self, acquirable: AcquirableBase, timeout: Optional[float], count: int) -> None:
+        self._client = acquirable._client
+        self._name = acquirable.name
+        self._request = acquirable._request.with_count(count)
+        self._timeout = timeout
+
+    def _not_granted(self) -> AcquireTimeoutError:
+        return AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
+                                   self._client.server)
+
+
+class DogConnectionBase:
+    """The watchdog's one connection (renewals bind holds to it), shared with ``renew()`` and
+    a waited grant's confirmation under the shell's lock. Its link changes when it
+    reconnects (a connect callback counts the connections)."""
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = pool
+        self._conn: Any = None
+        self._epoch = 0
+
+    def _connected(self, _conn: Any) -> None:
+        self._epoch += 1
+
+    def _connection(self) -> Any:
+        if self._conn is None:
+            self._conn = self._pool.make_connection()
+            self._conn.register_connect_callback(self._connected)
+        return self._conn
+
+    def _replies(self, values: List[Any]) -> Replies:
+        return Replies(values, (Role.DOG, self._epoch))

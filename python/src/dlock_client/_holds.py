@@ -1,17 +1,80 @@
-"""What the watchdog renews, and when: the bookkeeping shared by the thread and the task.
+"""What the client holds, until when it surely holds it, and what the watchdog renews.
 
 One entry per (key, owner): the server renews an owner's hold on a key with one RENEW, whatever
 its hold count or modes. An entry lives while at least one of its holds is not released.
+
+**The local deadline** (docs/CLIENTS.md, the client contract): a hold is surely held until the
+earlier of
+- the send time of the last command that set its lease, plus the lease; and
+- for a hold bound to a connection (BIND), the last moment that connection was known open (the
+  send time of the last command answered on it) plus the grace: the server cuts the lease to
+  the grace when the connection closes.
+
+A *link* names one connection (equal links: the same connection, not reconnected in between);
+the registry keeps, per link, the send time of the last command answered on it.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Generic, List, Optional, Protocol, Tuple, TypeVar
 
 from ._protocol import Kind
+
+
+class LostBase:
+    """``held.lost``: whether the hold is lost, read against the clock when asked.
+
+    ``is_set()`` compares the hold's local deadline with ``time.monotonic()`` at the moment of
+    asking (and sets itself when it has passed), so the answer never depends on the watchdog
+    having run since the process resumed. It keeps the ``is_set()`` / ``wait()`` API of
+    :class:`threading.Event` (sync) and :class:`asyncio.Event` (asyncio). ``reason`` says why:
+    ``"not_held"`` (the server says the hold is gone) or ``"expired"`` (its local deadline
+    passed before a renewal got through).
+    """
+
+    def __init__(self, event: Any) -> None:
+        self.reason: Optional[str] = None
+        self._deadline: Optional["DeadlineSource"] = None
+        self._event = event  # a threading.Event or an asyncio.Event: what wait() waits on
+
+    def is_set(self) -> bool:
+        if self.reason is not None:
+            return True
+        source = self._deadline
+        if source is not None:
+            deadline = source.deadline()
+            if deadline is not None and time.monotonic() >= deadline:
+                self._fire("expired")
+                return True
+        return False
+
+    def _time_left(self) -> Optional[float]:
+        """Seconds until the local deadline, None when there is none to watch."""
+        source = self._deadline
+        deadline = None if source is None else source.deadline()
+        return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+    def _fire(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            self._set_event()
+
+    def _set_event(self) -> None:
+        self._event.set()
+
+    def __bool__(self) -> bool:
+        return self.is_set()
+
+    def __repr__(self) -> str:
+        return f"<lost {self.is_set()} reason={self.reason}>"
+
+
+class DeadlineSource(Protocol):
+    def deadline(self) -> Optional[float]: ...
 
 
 class HoldLike(Protocol):
@@ -19,6 +82,7 @@ class HoldLike(Protocol):
     owner: str
     kind: Kind
     count: int
+    lost: LostBase
 
 
 H = TypeVar("H", bound=HoldLike)
@@ -28,9 +92,11 @@ H = TypeVar("H", bound=HoldLike)
 class Entry(Generic[H]):
     key: str
     owner: str
+    kind: Kind  # of its first hold: what a script renewal runs (a lock, rwlock or semaphore)
     lease_ms: int
     next_due: float  # monotonic time of the next renewal
-    deadline: float  # monotonic time by which the server surely still has the lease
+    lease_deadline: float  # send time of the last lease-setting command + lease
+    link: Any  # the connection the hold is bound to; None: not bound
     holds: List[H] = field(default_factory=list)
 
     @property
@@ -43,38 +109,90 @@ def retry_interval(lease: float) -> float:
     return min(lease / 10, 0.25)
 
 
+class _EntryDeadline:
+    """What a hold's ``lost`` reads: its entry's deadline while the entry is registered."""
+
+    def __init__(self, registry: "Registry[Any]", key: Tuple[str, str]) -> None:
+        self._registry = registry
+        self._key = key
+
+    def deadline(self) -> Optional[float]:
+        return self._registry.deadline_of(self._key)
+
+
 class Registry(Generic[H]):
     """Thread-safe: holds are added and released from the callers' threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, grace: Optional[float]) -> None:
         self._lock = threading.Lock()
         self._entries: Dict[Tuple[str, str], Entry[H]] = {}
+        self._alive: Dict[Any, float] = {}  # link -> send time of the last command answered
+        self.grace = grace  # the bind grace in seconds, where holds are bound
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def add(self, hold: H, lease_ms: int, granted_at: float, first_renewal: float) -> None:
-        """A grant made (or re-entered) at `granted_at`: the server's lease runs from then;
-        the first renewal is due `first_renewal` seconds later."""
-        lease = lease_ms / 1000
+    def _deadline(self, entry: Entry[H]) -> float:
+        deadline = entry.lease_deadline
+        if entry.link is not None and self.grace is not None:
+            deadline = min(deadline, self._alive.get(entry.link, -math.inf) + self.grace)
+        return deadline
+
+    def deadline_of(self, key: Tuple[str, str]) -> Optional[float]:
         with self._lock:
-            entry = self._entries.get((hold.key, hold.owner))
+            entry = self._entries.get(key)
+            return None if entry is None else self._deadline(entry)
+
+    def answered(self, link: Any, sent_at: float) -> None:
+        """A command sent at `sent_at` was answered on `link`: it was open then."""
+        if link is not None:
+            with self._lock:
+                self._alive[link] = max(self._alive.get(link, -math.inf), sent_at)
+
+    def add(self, hold: H, lease_ms: int, sent_at: float, link: Any,
+            first_renewal: float, count_holds: bool = False) -> Entry[H]:
+        """A grant (or re-entry) by a command sent at `sent_at`, answered on `link` (None: not
+        bound); the first renewal is due `first_renewal` seconds after. `count_holds`: the
+        server did not say the hold count (the script backend's lock): it is the owner's
+        holds of that kind, this one included."""
+        self.answered(link, sent_at)
+        with self._lock:
+            key = (hold.key, hold.owner)
+            entry = self._entries.get(key)
             if entry is None:
-                entry = Entry(hold.key, hold.owner, lease_ms, 0.0, 0.0)
-                self._entries[(hold.key, hold.owner)] = entry
+                entry = Entry(hold.key, hold.owner, hold.kind, lease_ms, math.inf, -math.inf,
+                              link)
+                self._entries[key] = entry
             entry.lease_ms = lease_ms
-            entry.deadline = granted_at + lease
-            entry.next_due = min(entry.next_due or math.inf, granted_at + first_renewal)
+            entry.lease_deadline = sent_at + lease_ms / 1000
+            entry.link = link
+            entry.next_due = min(entry.next_due, sent_at + first_renewal)
             entry.holds.append(hold)
+            if count_holds:
+                hold.count = sum(1 for h in entry.holds if h.kind == hold.kind)
+        hold.lost._deadline = _EntryDeadline(self, key)
+        return entry
 
     def remove(self, hold: H) -> None:
-        """Released: never renewed again for this hold."""
+        """Released: never renewed again for this hold, and its ``lost`` stops watching."""
+        hold.lost._deadline = None
         with self._lock:
             entry = self._entries.get((hold.key, hold.owner))
             if entry is not None and hold in entry.holds:
                 entry.holds.remove(hold)
                 if not entry.holds:
                     del self._entries[(hold.key, hold.owner)]
+                    self._forget_links()
+
+    def _forget_links(self) -> None:
+        live = {e.link for e in self._entries.values()}
+        for link in [k for k in self._alive if k not in live]:
+            del self._alive[link]
+
+    def entry(self, hold: H) -> Optional[Entry[H]]:
+        with self._lock:
+            entry = self._entries.get((hold.key, hold.owner))
+            return entry if entry is not None and hold in entry.holds else None
 
     def held(self, key: str, owner: str, kind: Kind) -> int:
         """What this owner holds on key in kind by our count (holds, or permits)."""
@@ -88,17 +206,31 @@ class Registry(Generic[H]):
         with self._lock:
             return [e for e in self._entries.values() if e.next_due <= now]
 
-    def next_wake(self, now: float) -> Optional[float]:
-        """Seconds until something is due (a renewal or a deadline); None when nothing is held."""
+    def ping_due(self, now: float, link: Any, interval: float) -> bool:
+        """Whether holds are bound to `link` and nothing answered on it for `interval`."""
+        with self._lock:
+            if not any(e.link == link for e in self._entries.values()):
+                return False
+            return self._alive.get(link, -math.inf) + interval <= now
+
+    def next_wake(self, now: float, link: Any, ping_interval: Optional[float]) -> Optional[float]:
+        """Seconds until something is due (a renewal, a deadline, a sign of life on `link`);
+        None when nothing is held."""
         with self._lock:
             if not self._entries:
                 return None
-            soonest = min(min(e.next_due, e.deadline) for e in self._entries.values())
+            soonest = min(min(e.next_due, self._deadline(e)) for e in self._entries.values())
+            if ping_interval is not None and any(e.link == link and link is not None
+                                                 for e in self._entries.values()):
+                soonest = min(soonest, self._alive.get(link, -math.inf) + ping_interval)
         return max(0.0, soonest - now)
 
-    def renewed(self, entry: Entry[H], sent_at: float) -> None:
+    def renewed(self, entry: Entry[H], sent_at: float, link: Any) -> None:
+        """A renewal sent at `sent_at` answered on `link` (None: it did not bind)."""
+        self.answered(link, sent_at)
         with self._lock:
-            entry.deadline = sent_at + entry.lease
+            entry.lease_deadline = sent_at + entry.lease
+            entry.link = link
             entry.next_due = sent_at + entry.lease / 3
 
     def gone(self, entry: Entry[H]) -> List[H]:
@@ -108,31 +240,27 @@ class Registry(Generic[H]):
                 del self._entries[(entry.key, entry.owner)]
             return list(entry.holds)
 
-    def unreachable(self, entry: Entry[H], now: float) -> None:
+    def unreachable(self, entries: List[Entry[H]], now: float) -> None:
         with self._lock:
-            entry.next_due = now + retry_interval(entry.lease)
+            for entry in entries:
+                entry.next_due = now + retry_interval(entry.lease)
 
-    def apply(self, due: List[Entry[H]], replies: List[Any], sent_at: float) -> List[H]:
-        """The replies to the RENEWs of `due` sent at `sent_at`; the holds now lost: a reply
-        other than 1 (0, or an error such as WRONGTYPE) says the hold is gone."""
-        lost: List[H] = []
-        for entry, reply in zip(due, replies):
-            if reply == 1:
-                self.renewed(entry, sent_at)
-            else:
-                lost.extend(self.gone(entry))
-        return lost
-
-    def all_unreachable(self, due: List[Entry[H]], now: float) -> None:
-        for entry in due:
-            self.unreachable(entry, now)
+    def rebind_on(self, link: Any, role: Any, now: float) -> None:
+        """`link` answered for `role`: holds bound to an earlier connection of that role (it
+        reconnected) are renewed at once, which binds them to this one. On a cluster, of
+        that role and node (a link's middle: ``(role, node, epoch)``)."""
+        with self._lock:
+            for e in self._entries.values():
+                if (e.link is not None and e.link != link and e.link[0] == role
+                        and e.link[1:-1] == link[1:-1]):
+                    e.next_due = min(e.next_due, now)
 
     def expired(self, now: float) -> List[H]:
-        """Holds whose lease ran out before a renewal got through: lost."""
+        """Holds whose local deadline passed before a renewal got through: lost."""
         lost: List[H] = []
         with self._lock:
             for key, entry in list(self._entries.items()):
-                if entry.deadline <= now:
+                if self._deadline(entry) <= now:
                     del self._entries[key]
                     lost.extend(entry.holds)
         return lost

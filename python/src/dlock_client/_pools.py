@@ -20,6 +20,7 @@ def derive(pool: Any, retry: Any, socket_timeout: Optional[float]) -> Tuple[Dict
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
     for legacy in ("retry_on_timeout", "retry_on_error"):
         kwargs.pop(legacy, None)
+    no_maintenance_notifications(kwargs)
     kwargs.update(
         retry=retry,
         socket_timeout=socket_timeout,
@@ -28,6 +29,20 @@ def derive(pool: Any, retry: Any, socket_timeout: Optional[float]) -> Tuple[Dict
         connection_class=pool.connection_class,
     )
     return kwargs, server_name(kwargs, getattr(pool, "service_name", None))
+
+
+def no_maintenance_notifications(kwargs: Dict[str, Any]) -> None:
+    """Turns redis-py's maintenance notifications off in connection (or cluster) keyword
+    arguments: redis-py >= 7 skips the check of a pooled connection's health on checkout (a
+    connection the server closed meanwhile is then used, and fails) while they are on ("auto"
+    by default); this package's pools need the check and use no push notifications."""
+    for handler in ("maint_notifications_pool_handler",
+                    "oss_cluster_maint_notifications_handler"):
+        kwargs.pop(handler, None)
+    if "maint_notifications_config" in kwargs:
+        from redis.maint_notifications import MaintNotificationsConfig
+
+        kwargs["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
 
 
 def new_pool(pool: Any, kwargs: Dict[str, Any]) -> Any:

@@ -15,6 +15,7 @@ import redis.exceptions as rexc
 
 from .errors import (
     CommandError,
+    ConfigError,
     DeadlockError,
     DlockError,
     ModuleNotLoadedError,
@@ -34,11 +35,31 @@ def new_owner_prefix() -> str:
     return secrets.token_hex(16)
 
 
-def to_ms(seconds: float, what: str) -> int:
-    """Seconds (a lease, a grace, a delay) as whole milliseconds, rounded up."""
-    if seconds < 0 or math.isnan(seconds):
-        raise ValueError(f"{what} must not be negative, got {seconds}")
-    return math.ceil(seconds * 1000)
+def _limit(name: str) -> int:
+    """The module's argument limits (dlock-core's `limits`, exported with the scripts)."""
+    from ._scripts import limits
+
+    return limits()[name]
+
+
+def to_ms(seconds: float, what: str, positive: bool = False,
+          most_ms: Optional[int] = None) -> int:
+    """Seconds (a lease, a grace, a delay) as whole milliseconds, rounded up; refused (a
+    :class:`ConfigError`) where the server would refuse it."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ConfigError(f"{what} must be a number of seconds, got {seconds!r}")
+    if math.isnan(seconds) or seconds < 0 or (positive and seconds <= 0):
+        raise ConfigError(f"{what} must be {'positive' if positive else 'at least 0'}, "
+                          f"got {seconds}")
+    ms = math.ceil(seconds * 1000)
+    most = _limit("max_ms") if most_ms is None else most_ms
+    if ms > most:
+        raise ConfigError(f"{what} must be at most {most / 1000:g} s, got {seconds}")
+    return ms
+
+
+def lease_ms(lease: float) -> int:
+    return to_ms(lease, "lease", positive=True)
 
 
 def wait_ms(timeout: Optional[float]) -> Optional[int]:
@@ -48,7 +69,7 @@ def wait_ms(timeout: Optional[float]) -> Optional[int]:
         return 0
     if timeout <= 0:
         return None
-    return max(1, to_ms(timeout, "timeout"))
+    return max(1, min(math.ceil(timeout * 1000), _limit("max_ms")))
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,7 @@ class Request:
 
     def with_count(self, count: int) -> "Request":
         """A semaphore request for `count` permits."""
-        return replace(self, count=count)
+        return replace(self, count=check_count(count, "count"))
 
     def release_command(self, owner: str) -> List[Arg]:
         args: List[Arg] = ["DLOCK.RELEASE", self.key, owner]
@@ -109,17 +130,38 @@ class Request:
         return int(reply), None
 
 
+def _delay_ms(lock_delay: Optional[float]) -> Optional[int]:
+    if lock_delay is None:
+        return None
+    return to_ms(lock_delay, "lock_delay", most_ms=_limit("max_lock_delay_ms"))
+
+
+def _name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"a lock's name must be a non-empty str, got {name!r}")
+    return name
+
+
 def lock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
-    return Request("lock", name, to_ms(lease, "lease"), fence, opt_ms(lock_delay, "lock_delay"))
+    return Request("lock", _name(name), lease_ms(lease), fence, _delay_ms(lock_delay))
 
 
 def rwlock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
     """The WRITE request; :meth:`Request.read_mode` gives the READ one."""
-    return Request("write", name, to_ms(lease, "lease"), fence, opt_ms(lock_delay, "lock_delay"))
+    return Request("write", _name(name), lease_ms(lease), fence, _delay_ms(lock_delay))
+
+
+def check_count(count: int, what: str) -> int:
+    if isinstance(count, bool) or not isinstance(count, int) or not \
+            1 <= count <= _limit("max_capacity"):
+        raise ConfigError(f"{what} must be an int from 1 to {_limit('max_capacity')}, "
+                          f"got {count!r}")
+    return count
 
 
 def semaphore_request(name: str, capacity: int, lease: float) -> Request:
-    return Request("semaphore", name, to_ms(lease, "lease"), capacity=capacity)
+    return Request("semaphore", _name(name), lease_ms(lease),
+                   capacity=check_count(capacity, "capacity"))
 
 
 def renew_command(key: str, owner: str, lease_ms: int, bind_ms: Optional[int]) -> List[Arg]:
@@ -138,6 +180,13 @@ def is_unknown_option(error: BaseException) -> bool:
     return text.startswith("syntax error") or text.startswith("wrong number of arguments")
 
 
+def is_module_missing(error: BaseException) -> bool:
+    """``ERR unknown command 'DLOCK....'``: the server has no dlock module. Any other error
+    (WRONGTYPE, NOPERM) still proves the command exists."""
+    text = str(error)
+    return text.lower().startswith("unknown command") and "dlock." in text.lower()
+
+
 def translate(error: BaseException, server: str) -> BaseException:
     """A redis-py exception as this package's exception naming the server; others as they are."""
     if isinstance(error, DlockError):
@@ -147,7 +196,7 @@ def translate(error: BaseException, server: str) -> BaseException:
     if isinstance(error, (rexc.ConnectionError, rexc.TimeoutError)):
         out = ServerConnectionError(f"cannot reach {server}: {text}", server)
     elif isinstance(error, rexc.ResponseError):
-        if text.startswith("unknown command") and "dlock." in text.lower():
+        if is_module_missing(error):
             out = ModuleNotLoadedError(f"dlock module not loaded on {server}", server)
         elif text.startswith("WRONGTYPE"):
             out = WrongTypeError(f"{server}: {text}", server)
@@ -165,6 +214,11 @@ def not_supported(option: str, server: str) -> NotSupportedError:
     return NotSupportedError(
         f"the dlock module on {server} does not support {option} (upgrade the module)", server
     )
+
+
+def script_unsupported(what: str, server: str) -> NotSupportedError:
+    return NotSupportedError(
+        f"{what} is not available on the script backend ({server} has no dlock module)", server)
 
 
 def server_name(connection_kwargs: Mapping[str, Any], service: Optional[str] = None) -> str:
@@ -253,7 +307,7 @@ def waiters_command(key: str, count: Optional[int]) -> List[Arg]:
 
 
 def opt_ms(seconds: Optional[float], what: str) -> Optional[int]:
-    return None if seconds is None else to_ms(seconds, what)
+    return None if seconds is None else to_ms(seconds, what, positive=True)
 
 
 def give_back_command(info: LockInfo, owner: str, request: Request,
@@ -298,4 +352,4 @@ class BindSupport:
 def check_options(error: BaseException, request: Optional["Request"], server: str) -> None:
     """A LOCKDELAY the module does not know is an error of its own, not a syntax error."""
     if request is not None and request.lock_delay_ms is not None and is_unknown_option(error):
-        raise not_supported("LOCKDELAY", server) from None
+        raise not_supported("LOCKDELAY", server) from error

@@ -1,4 +1,8 @@
-"""The synchronous API: a Client, its locks, and the watchdog thread."""
+"""The synchronous API: a Client, its locks, and the watchdog thread.
+
+A thin shell: the logic is :mod:`._core`'s flows, run here with blocking calls (``_run`` and
+``_do``: the one place a request reaches a connection).
+"""
 
 from __future__ import annotations
 
@@ -6,31 +10,28 @@ import itertools
 import math
 import threading
 import time
-from typing import Any, Callable, List, Optional, TypeVar
+from typing import Any, List, Optional, TypeVar
 
 import redis
+import redis.cluster
 import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._holds import Entry
-from ._common import ClientBase, HeldBase, ReadWriteLockBase
-from ._pools import open_pools
-from ._protocol import (
-    BindSupport,
-    LockInfo,
-    Request,
-    Waiter,
-    check_options,
-    first_unknown_option,
-    give_back_command,
-    parse_info,
-    parse_waiters,
-    renew_command,
-    translate,
-    wait_ms,
-    waiters_command,
+from ._common import (
+    AcquirableBase,
+    BoundedBase,
+    ClientBase,
+    DogConnectionBase,
+    HeldBase,
+    ReadWriteLockBase,
 )
+from ._cluster import ClusterShell
+from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
+                       Subscribe, Unsubscribe)
+from ._holds import LostBase
+from ._pools import open_pools
+from ._protocol import LockInfo, Request, Waiter
 
 T = TypeVar("T")
 
@@ -38,19 +39,37 @@ _thread_numbers = threading.local()
 _next_number = itertools.count(1)
 
 
+class Lost(LostBase):
+    """``held.lost``: ``is_set()`` answers, at the moment it is asked, whether the hold is lost
+    (the server said it is gone, or its local deadline passed: see docs/CLIENTS.md);
+    ``wait(timeout)`` blocks until it is (True) or the time-out passed (False), like
+    :meth:`threading.Event.wait`."""
+
+    def __init__(self) -> None:
+        super().__init__(threading.Event())
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.is_set():
+            waits = [w for w in (self._time_left(),
+                                 None if end is None else end - time.monotonic())
+                     if w is not None]
+            if end is not None and time.monotonic() >= end:
+                return False
+            self._event.wait(min(waits) if waits else None)
+        return True
+
+
 class Held(HeldBase):
     """A hold the server granted: released with :meth:`release` or by leaving a ``with``.
-    ``lost`` is a :class:`threading.Event`, set when the watchdog learns that the hold is gone
-    (the server says so, or could not be reached before the lease ended)."""
+    ``lost`` (a :class:`Lost`, with :class:`threading.Event`'s ``is_set()`` and ``wait()``)
+    says whether the hold is lost, checked against the clock when asked."""
 
     def __init__(self, client: "Client", request: Request, owner: str, count: int,
                  token: Optional[int]) -> None:
         super().__init__(request, owner, count, token)
         self._client = client
-        self.lost = threading.Event()
-
-    def _lost_now(self) -> bool:
-        return self.lost.is_set()
+        self.lost = Lost()
 
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
@@ -58,8 +77,14 @@ class Held(HeldBase):
         if self._released:
             return False
         self._released = True
-        self._client._registry.remove(self)
-        return bool(self._client._call(self._request.release_command(self.owner)) == 1)
+        return self._client._run(self._client._core.release(self, self._request))
+
+    def renew(self) -> bool:
+        """Sets the lease again now (the watchdog does it by itself); False when the hold is
+        lost or released."""
+        if self._released:
+            return False
+        return self._client._run(self._client._core.renew(self))
 
     def __enter__(self) -> "Held":
         return self
@@ -68,22 +93,42 @@ class Held(HeldBase):
         self.release()
 
 
-class Acquirable:
+class Bounded(BoundedBase):
+    """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
+    :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
+
+    _client: "Client"
+    _held: Optional[Held] = None
+
+    def __enter__(self) -> Held:
+        held = self._client._acquire(self._request, self._timeout)
+        if held is None:
+            raise self._not_granted()
+        self._held = held
+        return held
+
+    def __exit__(self, *exc: object) -> None:
+        if self._held is not None:
+            self._held.release()
+
+
+class Acquirable(AcquirableBase):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
-    def __init__(self, client: "Client", request: Request) -> None:
-        self._client = client
-        self._request = request
-        self._entered = threading.local()
+    _client: "Client"
 
-    @property
-    def name(self) -> str:
-        return self._request.key
+    def __init__(self, client: "Client", request: Request) -> None:
+        super().__init__(client, request)
+        self._entered = threading.local()
 
     def acquire(self, timeout: Optional[float] = None) -> Optional[Held]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out."""
         return self._client._acquire(self._request, timeout)
+
+    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+        """``with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
+        return Bounded(self, timeout, 1)
 
     def __enter__(self) -> Held:
         held = self.acquire(None)
@@ -117,22 +162,61 @@ class Semaphore(Acquirable):
     def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
         return self._client._acquire(self._request.with_count(count), timeout)
 
+    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+        return Bounded(self, timeout, count)
+
+
+class _DogConnection(DogConnectionBase):
+    def __init__(self, pool: Any) -> None:
+        super().__init__(pool)
+        self._lock = threading.Lock()
+
+    def pipe(self, commands: List[List[Any]]) -> Replies:
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.send_packed_command(conn.pack_commands(commands))
+                values: List[Any] = []
+                for _ in commands:
+                    try:
+                        values.append(conn.read_response())
+                    except rexc.ResponseError as error:
+                        values.append(error)
+            except BaseException:
+                conn.disconnect()
+                raise
+            return self._replies(values)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.disconnect()
+
 
 class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
     grace in seconds for a crashed process's holds; ``command_timeout``: the read time-out of
-    short commands; both explained in ``dlock_client._common.ClientBase``)."""
+    short commands; ``backend``: ``"auto"``, ``"native"`` or ``"script"``; all explained in
+    ``dlock_client._common.ClientBase``)."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
-    def __init__(self, redis_client: "redis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0) -> None:
+    def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
+                 bind: Optional[float] = 2.0, command_timeout: float = 5.0,
+                 backend: str = "auto") -> None:
+        retry = Retry(NoBackoff(), 0)
+        self._cluster: Optional[ClusterShell] = None
+        if isinstance(redis_client, redis.cluster.RedisCluster):
+            self._cluster = ClusterShell(redis_client, retry, command_timeout, _DogConnection)
         super().__init__(
-            open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout), bind)
+            open_pools(redis_client, redis.Redis, retry, command_timeout)
+            if self._cluster is None else self._cluster.nodes.pools(), bind, backend)
+        self._core.cluster = self._cluster is not None
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
         self._closed = threading.Event()
         self._dog_lock = threading.Lock()
+        self._dog_conn = _DogConnection(self._dog_pool)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "Client":
@@ -150,13 +234,18 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             n = _thread_numbers.n = next(_next_number)
         return f"{self._prefix}:{n}"
 
+    def native_backend(self) -> bool:
+        """True when the dlock module serves this client, False for the script backend (asks
+        the server the first time, with ``backend="auto"``)."""
+        return self._run(self._core.translating(self._core.detect()))
+
     def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
-        """``DLOCK.WAITERS``: who waits on `name`, in FIFO order."""
-        return parse_waiters(self._call(waiters_command(name, count)))
+        """``DLOCK.WAITERS``: who waits on `name`, in FIFO order (native backend)."""
+        return self._run(self._core.waiters(name, count))
 
     def info(self, name: str) -> LockInfo:
-        """``DLOCK.INFO``: kind, holders, waiters, last fencing token."""
-        return parse_info(self._call(["DLOCK.INFO", name]))
+        """``DLOCK.INFO``: kind, holders, waiters, last fencing token (native backend)."""
+        return self._run(self._core.info(name))
 
     def close(self) -> None:
         """Stops the watchdog and closes the connections. Holds not released are freed by the
@@ -165,10 +254,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         self._dog_wake.set()
         if self._dog is not None and self._dog is not threading.current_thread():
             self._dog.join()
+        if self._cluster is not None:
+            self._cluster.close()
+            return
         self._waits.close()
         self._cmds.close()
         self._waits.connection_pool.disconnect()
         self._cmds.connection_pool.disconnect()
+        self._dog_conn.close()
         self._dog_pool.disconnect()
 
     def __enter__(self) -> "Client":
@@ -177,71 +270,55 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- acquiring --------------------------------------------------------------------
+    # -- the shell: running flows -----------------------------------------------------
 
     def _acquire(self, request: Request, timeout: Optional[float]) -> Optional[Held]:
-        owner = self.owner()
-        wait = wait_ms(timeout)
-        conn = self._cmds if wait is None else self._waits
-        before = self._registry.held(request.key, owner, request.kind)
-        held: Optional[Held] = None
-        try:
-            granted_at = time.monotonic()
-            reply = self._with_bind(
-                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
-                self._bind)
-            held = self._granted(request, owner, reply, granted_at)
-            if held is not None:
-                self._start_watchdog(self._watchdog_due(request, granted_at))
-            return held
-        except BaseException as error:
-            if held is not None:
-                held.release()
-            elif not isinstance(error, rexc.ResponseError):
-                # A wait cut short (KeyboardInterrupt, a lost connection): redis-py closed
-                # its connection, so the server drops the waiter; a grant made just before
-                # is given back.
-                self._give_back(request, owner, before)
-            raise translate(error, self.server) from None
+        held = self._run(self._core.acquire(request, self.owner(), timeout, self._make_held))
+        if held is not None:
+            self._start_watchdog(self._core.wake_for(held))
+        return held
 
-    def _with_bind(self, send: Callable[[Optional[int]], T], request: Optional[Request],
-                   support: BindSupport) -> T:
-        """Sends with BIND where the module supports it."""
-        bind = support.arg()
+    def _run(self, flow: Flow[T]) -> T:
+        """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
         try:
-            result = send(bind)
-        except rexc.ResponseError as error:
-            if not support.retry_without(error, bind):
-                check_options(error, request, self.server)
-                raise
-            bind = None
-            try:
-                result = send(None)
-            except rexc.ResponseError as error2:
-                check_options(error2, request, self.server)
-                raise
-        support.accepted(bind)
-        return result
+            op = next(flow)
+            while True:
+                try:
+                    result = self._do(op)
+                except BaseException as error:
+                    op = flow.throw(error)
+                else:
+                    op = flow.send(result)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
 
-    def _give_back(self, request: Request, owner: str, before: int) -> None:
-        """After a cut-short wait: once the server has dropped the waiter, release whatever
-        that request was granted (what the owner holds beyond what it held before)."""
-        try:
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and any(
-                    w.owner == owner for w in self.waiters(request.key)):
-                time.sleep(0.002)
-            give = give_back_command(self.info(request.key), owner, request, before)
-            if give is not None:
-                self._call(give)
-        except Exception:
-            pass  # the server is gone too: the lease (or BIND) frees it
-
-    def _call(self, args: List[Any]) -> Any:
-        try:
-            return self._cmds.execute_command(*args)
-        except Exception as error:
-            raise translate(error, self.server) from None
+    def _do(self, op: Op) -> Any:
+        """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
+            return self._cluster.do(op)
+        if isinstance(op, Refresh):
+            return None
+        if isinstance(op, Call):
+            conn = self._waits if op.role is Role.WAIT else self._cmds
+            return conn.execute_command(*op.args)
+        if isinstance(op, Pipe):
+            return self._dog_conn.pipe([list(c) for c in op.commands])
+        if isinstance(op, Subscribe):
+            # On a cluster, on the node serving the key (a PUBLISH reaches every node).
+            waits = self._waits if self._cluster is None else self._cluster.waits_for(op.key)
+            ps = waits.pubsub()
+            ps.subscribe(op.channel)
+            return ps
+        if isinstance(op, Listen):
+            return op.handle.get_message(timeout=op.timeout)
+        if isinstance(op, Unsubscribe):
+            op.handle.close()
+            return None
+        if isinstance(op, Sleep):
+            time.sleep(op.seconds)
+            return None
+        raise TypeError(op)
 
     # -- the watchdog -----------------------------------------------------------------
 
@@ -257,49 +334,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._dog.start()
 
     def _watch(self) -> None:
-        # Its own pool, used by this thread alone: one connection, which RENEW ... BIND binds
-        # the holds to (re-bound after a reconnect).
-        conn = redis.Redis(connection_pool=self._dog_pool)
-        try:
-            while not self._closed.is_set():
-                self._dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-                now = time.monotonic()
-                wake = self._registry.next_wake(now)
-                self._dog_sleeps_until = math.inf if wake is None else now + wake
-                self._dog_wake.wait(timeout=wake)
-                self._dog_wake.clear()
-                if self._closed.is_set():
-                    break
-                self._renew_due(conn)
-        finally:
-            conn.close()
-
-    def _renew_due(self, conn: "redis.Redis") -> None:
-        now = time.monotonic()
-        for hold in self._registry.expired(now):
-            hold.lost.set()
-        due = self._registry.due(now)
-        if not due:
-            return
-        sent_at = time.monotonic()
-        try:
-            replies = self._renew_pipeline(conn, due)
-        except (rexc.RedisError, OSError):  # not reached (or the module went away)
-            self._registry.all_unreachable(due, time.monotonic())
-            return
-        for hold in self._registry.apply(due, replies, sent_at):
-            hold.lost.set()
-
-    def _renew_pipeline(self, conn: "redis.Redis", due: List[Entry[Held]]) -> List[Any]:
-        """One pipeline of RENEW ... BIND (re-binding the holds to this connection)."""
-        def send(bind: Optional[int]) -> List[Any]:
-            pipe = conn.pipeline(transaction=False)
-            for e in due:
-                pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
-            replies = pipe.execute(raise_on_error=False)
-            unknown = first_unknown_option(replies)
-            if unknown is not None and bind is not None:
-                raise unknown
-            return replies
-        return self._with_bind(send, None, self._bind_renew)
-
+        core = self._core
+        while not self._closed.is_set():
+            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
+            now = time.monotonic()
+            wake = core.next_wake(now)
+            core.dog_sleeps_until = math.inf if wake is None else now + wake
+            self._dog_wake.wait(timeout=wake)
+            self._dog_wake.clear()
+            if self._closed.is_set():
+                break
+            self._run(core.watch_round())

@@ -11,61 +11,86 @@ await held.release()
 await client.aclose()
 ```
 
-Owners are per task: two tasks exclude each other, a task re-entering its own lock counts up.
+Owners are per task, and the owner of an ``acquire()`` is the task that *calls* it (kept in a
+context variable): ``asyncio.wait_for(lock.acquire(), 5)`` and ``asyncio.timeout`` keep the
+caller's owner, though ``wait_for`` runs the coroutine in a task of its own on Python < 3.12.
+Two tasks exclude each other, a task re-entering its own lock counts up.
+
+A thin shell: the logic is :mod:`._core`'s flows, awaited here (``_run`` and ``_do``: the one
+place a request reaches a connection).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import itertools
 import math
 import time
 import weakref
-from typing import Any, Awaitable, Callable, List, Optional, TypeVar
+from typing import Any, Coroutine, List, Optional, Tuple, TypeVar
 
 import redis.asyncio as aredis
+import redis.asyncio.cluster
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._holds import Entry
-from ._common import ClientBase, HeldBase, ReadWriteLockBase
-from ._pools import open_pools
-from ._protocol import (
-    BindSupport,
-    LockInfo,
-    Request,
-    Waiter,
-    check_options,
-    first_unknown_option,
-    give_back_command,
-    parse_info,
-    parse_waiters,
-    renew_command,
-    translate,
-    wait_ms,
-    waiters_command,
+from ._common import (
+    AcquirableBase,
+    BoundedBase,
+    ClientBase,
+    DogConnectionBase,
+    HeldBase,
+    ReadWriteLockBase,
 )
+from ._cluster import AsyncClusterShell
+from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
+                       Subscribe, Unsubscribe)
+from ._holds import LostBase
+from ._pools import open_pools
+from ._protocol import LockInfo, Request, Waiter
 
-__all__ = ["Acquirable", "Client", "Held", "Lock", "ReadWriteLock", "Semaphore"]
+__all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
+           "Semaphore"]
 
 T = TypeVar("T")
 
 _task_numbers = itertools.count(1)
+#: The owner number of the task whose context this is: (the task, its number). A task created
+#: from another copies its context, so the task is kept too: a copy in another task is not
+#: that task's owner.
+_owner_number: "contextvars.ContextVar[Optional[Tuple[weakref.ref[asyncio.Task[Any]], int]]]" = (
+    contextvars.ContextVar("dlock_owner_number", default=None))
+
+
+class Lost(LostBase):
+    """``held.lost``: ``is_set()`` answers, at the moment it is asked, whether the hold is lost
+    (see :class:`dlock_client.Lost`); ``await wait()`` returns once it is, like
+    :meth:`asyncio.Event.wait`."""
+
+    def __init__(self) -> None:
+        super().__init__(asyncio.Event())
+
+    async def wait(self) -> bool:
+        while not self.is_set():
+            left = self._time_left()
+            try:
+                await asyncio.wait_for(self._event.wait(), left)
+            except asyncio.TimeoutError:
+                pass
+        return True
 
 
 class Held(HeldBase):
-    """A hold the server granted; ``lost`` is an :class:`asyncio.Event`. See
-    :class:`dlock_client.Held`."""
+    """A hold the server granted; ``lost`` is a :class:`Lost` (``is_set()``, ``await
+    wait()``). See :class:`dlock_client.Held`."""
 
     def __init__(self, client: "Client", request: Request, owner: str, count: int,
                  token: Optional[int]) -> None:
         super().__init__(request, owner, count, token)
         self._client = client
-        self.lost = asyncio.Event()
-
-    def _lost_now(self) -> bool:
-        return self.lost.is_set()
+        self.lost = Lost()
 
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
@@ -73,8 +98,13 @@ class Held(HeldBase):
         if self._released:
             return False
         self._released = True
-        self._client._registry.remove(self)
-        return bool(await self._client._call(self._request.release_command(self.owner)) == 1)
+        return await self._client._run(self._client._core.release(self, self._request))
+
+    async def renew(self) -> bool:
+        """Sets the lease again now; False when the hold is lost or released."""
+        if self._released:
+            return False
+        return await self._client._run(self._client._core.renew(self))
 
     async def __aenter__(self) -> "Held":
         return self
@@ -83,22 +113,45 @@ class Held(HeldBase):
         await self.release()
 
 
-class Acquirable:
+class Bounded(BoundedBase):
+    """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
+    :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
+
+    _client: "Client"
+    _held: Optional[Held] = None
+
+    async def __aenter__(self) -> Held:
+        held = await self._client._acquire(self._request, self._timeout,
+                                           self._client._caller_owner())
+        if held is None:
+            raise self._not_granted()
+        self._held = held
+        return held
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._held is not None:
+            await self._held.release()
+
+
+class Acquirable(AcquirableBase):
+    _client: "Client"
+
     def __init__(self, client: "Client", request: Request) -> None:
-        self._client = client
-        self._request = request
+        super().__init__(client, request)
         self._entered: "weakref.WeakKeyDictionary[asyncio.Task[Any], List[Held]]" = (
             weakref.WeakKeyDictionary())
 
-    @property
-    def name(self) -> str:
-        return self._request.key
-
-    async def acquire(self, timeout: Optional[float] = None) -> Optional[Held]:
+    def acquire(self, timeout: Optional[float] = None
+                ) -> Coroutine[Any, Any, Optional[Held]]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
-        `timeout` seconds. The hold, or None when the time ran out. Cancelling the call
-        leaves nothing held and nothing queued."""
-        return await self._client._acquire(self._request, timeout)
+        `timeout` seconds. The hold, or None when the time ran out. The owner is the task
+        that calls this (not the one that awaits it). Cancelling the call leaves nothing held
+        and nothing queued."""
+        return self._client._acquire(self._request, timeout, self._client._caller_owner())
+
+    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+        """``async with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
+        return Bounded(self, timeout, 1)
 
     async def __aenter__(self) -> Held:
         held = await self.acquire(None)
@@ -124,8 +177,41 @@ class ReadWriteLock(ReadWriteLockBase[Acquirable]):
 
 
 class Semaphore(Acquirable):
-    async def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
-        return await self._client._acquire(self._request.with_count(count), timeout)
+    def acquire(self, timeout: Optional[float] = None, count: int = 1
+                ) -> Coroutine[Any, Any, Optional[Held]]:
+        return self._client._acquire(self._request.with_count(count), timeout,
+                                     self._client._caller_owner())
+
+    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+        return Bounded(self, timeout, count)
+
+
+class _DogConnection(DogConnectionBase):
+    def __init__(self, pool: Any) -> None:
+        super().__init__(pool)
+        self._lock: Optional[asyncio.Lock] = None  # made on the loop that uses it
+
+    async def pipe(self, commands: List[List[Any]]) -> Replies:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            conn = self._connection()
+            try:
+                await conn.send_packed_command(conn.pack_commands(commands))
+                values: List[Any] = []
+                for _ in commands:
+                    try:
+                        values.append(await conn.read_response())
+                    except rexc.ResponseError as error:
+                        values.append(error)
+            except BaseException:
+                await conn.disconnect()
+                raise
+            return self._replies(values)
+
+    async def close(self) -> None:
+        if self._conn is not None:
+            await self._conn.disconnect()
 
 
 class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
@@ -133,14 +219,21 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
-    def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0) -> None:
+    def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
+                 bind: Optional[float] = 2.0, command_timeout: float = 5.0,
+                 backend: str = "auto") -> None:
+        retry = Retry(NoBackoff(), 0)
+        self._cluster: Optional[AsyncClusterShell] = None
+        if isinstance(redis_client, aredis.cluster.RedisCluster):
+            self._cluster = AsyncClusterShell(redis_client, retry, command_timeout,
+                                              _DogConnection)
         super().__init__(
-            open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout), bind)
+            open_pools(redis_client, aredis.Redis, retry, command_timeout)
+            if self._cluster is None else self._cluster.nodes.pools(), bind, backend)
+        self._core.cluster = self._cluster is not None
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
-        self._tasks: "weakref.WeakKeyDictionary[asyncio.Task[Any], int]" = (
-            weakref.WeakKeyDictionary())
+        self._dog_conn = _DogConnection(self._dog_pool)
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "Client":
@@ -151,16 +244,30 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("dlock_client.asyncio needs a running task")
-        n = self._tasks.get(task)
-        if n is None:
-            n = self._tasks[task] = next(_task_numbers)
+        mine = _owner_number.get()
+        if mine is not None and mine[0]() is task:
+            n = mine[1]
+        else:
+            n = next(_task_numbers)
+            _owner_number.set((weakref.ref(task), n))
         return f"{self._prefix}:task-{n}"
 
+    def _caller_owner(self) -> Optional[str]:
+        """The owner of the task calling now; None outside a task (found when awaited)."""
+        try:
+            return self.owner()
+        except RuntimeError:
+            return None
+
+    async def native_backend(self) -> bool:
+        """See :meth:`dlock_client.Client.native_backend`."""
+        return await self._run(self._core.translating(self._core.detect()))
+
     async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
-        return parse_waiters(await self._call(waiters_command(name, count)))
+        return await self._run(self._core.waiters(name, count))
 
     async def info(self, name: str) -> LockInfo:
-        return parse_info(await self._call(["DLOCK.INFO", name]))
+        return await self._run(self._core.info(name))
 
     async def aclose(self) -> None:
         """Stops the watchdog and closes the connections. Holds not released are freed by the
@@ -168,10 +275,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if self._dog is not None:
             self._dog.cancel()
             await asyncio.gather(self._dog, return_exceptions=True)
+        if self._cluster is not None:
+            await self._cluster.close()
+            return
         await self._waits.aclose()
         await self._cmds.aclose()
         await self._waits.connection_pool.disconnect()
         await self._cmds.connection_pool.disconnect()
+        await self._dog_conn.close()
         await self._dog_pool.disconnect()
 
     close = aclose
@@ -182,121 +293,95 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _acquire(self, request: Request, timeout: Optional[float]) -> Optional[Held]:
-        owner = self.owner()
-        wait = wait_ms(timeout)
-        conn = self._cmds if wait is None else self._waits
-        before = self._registry.held(request.key, owner, request.kind)
-        held: Optional[Held] = None
-        try:
-            granted_at = time.monotonic()
-            reply = await self._with_bind(
-                lambda bind: conn.execute_command(*request.command(owner, wait, bind)), request,
-                self._bind)
-            held = self._granted(request, owner, reply, granted_at)
-            if held is not None:
-                self._start_watchdog(self._watchdog_due(request, granted_at))
-            return held
-        except BaseException as error:
-            if not isinstance(error, rexc.ResponseError):
-                # Cancelled or cut off: redis-py closed the waiting connection, so the
-                # server drops the waiter; whatever was granted just before goes back. A
-                # second cancellation does not interrupt that.
-                cleanup = asyncio.ensure_future(self._give_back(request, owner, before, held))
-                try:
-                    await asyncio.shield(cleanup)
-                except asyncio.CancelledError:
-                    pass
-            raise translate(error, self.server) from None
+    # -- the shell: running flows -----------------------------------------------------
 
-    async def _with_bind(self, send: Callable[[Optional[int]], Awaitable[T]],
-                         request: Optional[Request], support: BindSupport) -> T:
-        """Sends with BIND where the module supports it."""
-        bind = support.arg()
-        try:
-            result = await send(bind)
-        except rexc.ResponseError as error:
-            if not support.retry_without(error, bind):
-                check_options(error, request, self.server)
-                raise
-            bind = None
-            try:
-                result = await send(None)
-            except rexc.ResponseError as error2:
-                check_options(error2, request, self.server)
-                raise
-        support.accepted(bind)
-        return result
-
-    async def _give_back(self, request: Request, owner: str, before: int,
-                         held: Optional[Held]) -> None:
+    async def _acquire(self, request: Request, timeout: Optional[float],
+                       owner: Optional[str]) -> Optional[Held]:
+        held = await self._run(self._core.acquire(
+            request, owner if owner is not None else self.owner(), timeout, self._make_held))
         if held is not None:
-            await held.release()
-            return
-        try:
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and any(
-                    w.owner == owner for w in await self.waiters(request.key)):
-                await asyncio.sleep(0.002)
-            give = give_back_command(await self.info(request.key), owner, request, before)
-            if give is not None:
-                await self._call(give)
-        except Exception:
-            pass  # the server is gone too: the lease (or BIND) frees it
+            self._start_watchdog(self._core.wake_for(held))
+        return held
 
-    async def _call(self, args: List[Any]) -> Any:
+    async def _run(self, flow: Flow[T]) -> T:
+        """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
         try:
-            return await self._cmds.execute_command(*args)
-        except Exception as error:
-            raise translate(error, self.server) from None
+            op = next(flow)
+            while True:
+                try:
+                    result = await self._do(op)
+                except BaseException as error:
+                    op = flow.throw(error)
+                else:
+                    op = flow.send(result)
+        except StopIteration as stop:
+            value: T = stop.value
+            return value
+
+    async def _do(self, op: Op) -> Any:
+        """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
+            work = self._cluster.do(op)
+            return await (_uninterrupted(work) if isinstance(op, Call) and op.cleanup else work)
+        if isinstance(op, Refresh):
+            return None
+        if isinstance(op, Call):
+            conn = self._waits if op.role is Role.WAIT else self._cmds
+            if op.cleanup:
+                return await _uninterrupted(conn.execute_command(*op.args))
+            return await conn.execute_command(*op.args)
+        if isinstance(op, Pipe):
+            return await self._dog_conn.pipe([list(c) for c in op.commands])
+        if isinstance(op, Subscribe):
+            # On a cluster, on the node serving the key (a PUBLISH reaches every node).
+            waits = (self._waits if self._cluster is None
+                     else await self._cluster.waits_for(op.key))
+            ps = waits.pubsub()
+            await ps.subscribe(op.channel)
+            return ps
+        if isinstance(op, Listen):
+            return await op.handle.get_message(timeout=op.timeout)
+        if isinstance(op, Unsubscribe):
+            await _uninterrupted(op.handle.aclose())
+            return None
+        if isinstance(op, Sleep):
+            sleep = asyncio.sleep(op.seconds)
+            await (_uninterrupted(sleep) if op.cleanup else sleep)
+            return None
+        raise TypeError(op)
+
+    # -- the watchdog -----------------------------------------------------------------
 
     def _start_watchdog(self, wake: bool) -> None:
         if wake:
             self._dog_wake.set()
         if self._dog is None or self._dog.done():
-            self._dog = asyncio.get_running_loop().create_task(self._watch())
+            # Its own context: the watchdog is no owner's task.
+            self._dog = contextvars.Context().run(
+                asyncio.get_running_loop().create_task, self._watch())
 
     async def _watch(self) -> None:
-        conn = aredis.Redis(connection_pool=self._dog_pool)  # this task alone: one connection
-        try:
-            while True:
-                self._dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-                now = time.monotonic()
-                wake = self._registry.next_wake(now)
-                self._dog_sleeps_until = math.inf if wake is None else now + wake
-                try:
-                    await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
-                except asyncio.TimeoutError:
-                    pass
-                self._dog_wake.clear()
-                await self._renew_due(conn)
-        finally:
-            await conn.aclose()
+        core = self._core
+        while True:
+            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
+            now = time.monotonic()
+            wake = core.next_wake(now)
+            core.dog_sleeps_until = math.inf if wake is None else now + wake
+            try:
+                await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
+            except asyncio.TimeoutError:
+                pass
+            self._dog_wake.clear()
+            await self._run(core.watch_round())
 
-    async def _renew_due(self, conn: "aredis.Redis") -> None:
-        now = time.monotonic()
-        for hold in self._registry.expired(now):
-            hold.lost.set()
-        due = self._registry.due(now)
-        if not due:
-            return
-        sent_at = time.monotonic()
-        try:
-            replies = await self._renew_pipeline(conn, due)
-        except (rexc.RedisError, OSError):  # not reached (or the module went away)
-            self._registry.all_unreachable(due, time.monotonic())
-            return
-        for hold in self._registry.apply(due, replies, sent_at):
-            hold.lost.set()
 
-    async def _renew_pipeline(self, conn: "aredis.Redis", due: List[Entry[Held]]) -> List[Any]:
-        async def send(bind: Optional[int]) -> List[Any]:
-            pipe = conn.pipeline(transaction=False)
-            for e in due:
-                pipe.execute_command(*renew_command(e.key, e.owner, e.lease_ms, bind))
-            replies: List[Any] = await pipe.execute(raise_on_error=False)
-            unknown = first_unknown_option(replies)
-            if unknown is not None and bind is not None:
-                raise unknown
-            return replies
-        return await self._with_bind(send, None, self._bind_renew)
+async def _uninterrupted(aw: Any) -> Any:
+    """Awaits `aw` to its end even when the caller is cancelled meanwhile (a clean-up after a
+    cut-short acquire must not be cut short by a second cancellation)."""
+    task = asyncio.ensure_future(aw)
+    while True:
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise

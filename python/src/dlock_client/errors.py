@@ -1,9 +1,17 @@
-"""The exceptions of dlock_client: each names the server and the cause."""
+"""The exceptions of dlock_client: each names the server and the cause.
+
+They live in redis-py's hierarchy: every one is a :class:`redis.exceptions.RedisError` (so
+``except redis.RedisError`` catches them), the connection error is also redis-py's
+:class:`redis.exceptions.ConnectionError`, and the redis-py error that caused one is kept as
+its ``__cause__``.
+"""
 
 from __future__ import annotations
 
+import redis.exceptions as rexc
 
-class DlockError(Exception):
+
+class DlockError(rexc.RedisError):
     """Base class of every error this package raises.
 
     ``server`` is the address the failing command went to (``host:port``, or a socket path).
@@ -15,11 +23,13 @@ class DlockError(Exception):
 
 
 class ModuleNotLoadedError(DlockError):
-    """The server answered ``unknown command``: the dlock module is not loaded there."""
+    """The server answered ``unknown command``: the dlock module is not loaded there (only with
+    ``backend="native"``; ``"auto"`` falls back to the script backend)."""
 
 
-class ServerConnectionError(DlockError, ConnectionError):
-    """The server cannot be reached (refused, reset, timed out)."""
+class ServerConnectionError(DlockError, rexc.ConnectionError, ConnectionError):
+    """The server cannot be reached (refused, reset, timed out): also redis-py's
+    ``ConnectionError`` and the built-in one."""
 
 
 class WrongTypeError(DlockError):
@@ -39,8 +49,27 @@ class DeadlockError(DlockError):
 
 
 class NotSupportedError(DlockError):
-    """An option this server's dlock module does not know (e.g. ``LOCKDELAY`` on an old module)."""
+    """An option the server cannot serve: one this server's dlock module does not know (e.g.
+    ``LOCKDELAY`` on an old module), or one that needs the module where the script backend
+    serves the client (fencing tokens, ``lock_delay``, ``waiters()``, ``info()``)."""
 
 
 class CommandError(DlockError):
     """Any other error reply (a bad argument, a full queue, ``ERR ...``)."""
+
+
+class ConfigError(DlockError, ValueError):
+    """An argument refused where it is given (``lease=0``, ``lock_delay=120``, an unknown
+    ``backend``...), before anything is sent; also a :class:`ValueError`."""
+
+
+class AcquireTimeoutError(DlockError, rexc.LockError, TimeoutError):
+    """``with lock(timeout=...)``: the lock was not granted within the time-out (also
+    redis-py's :class:`~redis.exceptions.LockError`, as its ``Lock`` raises in ``with``, and
+    the built-in :class:`TimeoutError`)."""
+
+
+class RedirectedError(DlockError):
+    """On a Redis Cluster, a request followed as many ``MOVED``/``ASK`` redirects as it may
+    (16) without reaching the key's node: the cluster's slot map does not settle. ``server``
+    is the node the last redirect named."""

@@ -1,0 +1,488 @@
+"""The Python driver of the client conformance suite (conformance/README.md): reads requests
+(one JSON object a line) on stdin, calls dlock_client, writes replies and events on stdout.
+
+    python conformance_driver.py --api sync|asyncio
+
+Owner labels: the sync API runs each label's acquires on a thread of its own; the asyncio API
+calls each label's ``acquire()`` from a task of its own (the calling task is the owner). Every
+other request runs concurrently with the rest (a thread, or a task). A sampler asks every live
+hold ``lost.is_set()`` every ``sample_ms`` and reports the change to "lost".
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import queue
+import sys
+import threading
+import time
+import weakref
+from typing import Any, Callable, Dict, Optional, Tuple
+
+import redis
+import redis.asyncio as aredis
+import redis.asyncio.cluster
+import redis.asyncio.sentinel
+import redis.cluster
+import redis.exceptions as rexc
+import redis.sentinel
+
+import dlock_client as dl
+
+ERROR_KINDS: Tuple[Tuple[type, str], ...] = (
+    (dl.DeadlockError, "deadlock"),
+    (dl.WrongTypeError, "wrong_type"),
+    (dl.ModuleNotLoadedError, "module_not_loaded"),
+    (dl.ServerConnectionError, "connection"),
+    (dl.ConfigError, "config"),
+    (dl.NotSupportedError, "unsupported"),
+    (asyncio.CancelledError, "cancelled"),
+    (rexc.ConnectionError, "connection"),
+)
+
+
+def now_us() -> int:
+    return time.monotonic_ns() // 1000
+
+
+class Out:
+    """stdout, one JSON object a line, from any thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def write(self, obj: Dict[str, Any]) -> None:
+        line = json.dumps(obj)
+        with self._lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+
+def error_of(exc: BaseException) -> Dict[str, Any]:
+    kind = next((k for cls, k in ERROR_KINDS if isinstance(exc, cls)), "other")
+    return {"kind": kind, "class": type(exc).__name__, "message": str(exc)}
+
+
+def seconds(ms: Any) -> Optional[float]:
+    return None if ms is None else ms / 1000
+
+
+def connect_kwargs(req: Dict[str, Any]) -> Dict[str, Any]:
+    kwargs: Dict[str, Any] = {"backend": req.get("backend", "auto")}
+    if "bind_ms" in req:
+        kwargs["bind"] = seconds(req["bind_ms"])
+    return kwargs
+
+
+def redis_client(req: Dict[str, Any], asyncio_api: bool) -> Any:
+    """The caller's redis-py client for the topology the runner names."""
+    mod: Any = aredis if asyncio_api else redis
+    topology = req.get("topology", "standalone")
+    if topology == "sentinel":
+        hosts = [(h, int(p)) for h, p in (s.rsplit(":", 1) for s in req["sentinels"])]
+        return mod.sentinel.Sentinel(hosts).master_for(req["service"])
+    if topology == "cluster":
+        host, port = req["nodes"][0].rsplit(":", 1)
+        return mod.cluster.RedisCluster(host=host, port=int(port))
+    return mod.Redis.from_url(req["url"])
+
+
+def acquirable(client: Any, req: Dict[str, Any]) -> Any:
+    lease = req.get("lease_ms", 30000) / 1000
+    kind = req.get("kind", "lock")
+    if kind == "semaphore":
+        return client.semaphore(req["key"], req.get("capacity", 1), lease=lease)
+    delay = seconds(req.get("lock_delay_ms"))
+    fence = bool(req.get("fence", False))
+    if kind == "lock":
+        return client.lock(req["key"], lease=lease, fence=fence, lock_delay=delay)
+    rw = client.rwlock(req["key"], lease=lease, fence=fence, lock_delay=delay)
+    return rw.read() if kind == "read" else rw.write()
+
+
+def acquire_args(req: Dict[str, Any]) -> Dict[str, Any]:
+    args: Dict[str, Any] = {"timeout": seconds(req.get("wait_ms"))}
+    if req.get("kind") == "semaphore":
+        args["count"] = req.get("count", 1)
+    return args
+
+
+def grant_reply(held: Any) -> Dict[str, Any]:
+    if held is None:
+        return {"granted": False}
+    return {"granted": True, "count": held.count, "token": held.token}
+
+
+def info_reply(info: Any) -> Dict[str, Any]:
+    return {"info": {"kind": info.kind,
+                     "holders": [[h.owner, h.count, h.lease_ms] for h in info.holders],
+                     "waiters": info.waiters}}
+
+
+def waiters_reply(rows: Any) -> Dict[str, Any]:
+    return {"waiters": [[w.owner, w.request, w.waited_ms, w.timeout_left_ms] for w in rows]}
+
+
+class Holds:
+    """The driver's holds by name, and the sampler's state (shared by both APIs)."""
+
+    def __init__(self, out: Out) -> None:
+        self.out = out
+        self.lock = threading.Lock()
+        self.holds: Dict[str, Any] = {}
+        self.last_held: Dict[str, int] = {}
+        self.live: Dict[str, Any] = {}  # sampled: granted, not released, not yet lost
+
+    def add(self, name: str, held: Any) -> None:
+        with self.lock:
+            self.holds[name] = held
+            self.live[name] = held
+            self.last_held[name] = now_us()
+
+    def get(self, name: str) -> Any:
+        """The hold of that name; None when it was never granted."""
+        with self.lock:
+            return self.holds.get(name)
+
+    def granted(self, name: str) -> Any:
+        held = self.get(name)
+        if held is None:
+            raise NotHeld(f"{name} was never granted")
+        return held
+
+    def ended(self, name: str) -> None:
+        with self.lock:
+            self.live.pop(name, None)
+
+    def sample(self) -> None:
+        with self.lock:
+            live = list(self.live.items())
+        for name, held in live:
+            a = now_us()
+            lost = held.lost.is_set()
+            b = now_us()
+            if b - a >= 1000:
+                continue  # straddled a pause: says nothing about when it was taken
+            if not lost:
+                self.last_held[name] = b
+                continue
+            with self.lock:
+                if self.live.pop(name, None) is None:
+                    continue
+            self.out.write({"event": "lost", "hold": name, "t_us": b,
+                            "last_held_us": self.last_held[name],
+                            "reason": held.lost.reason or "not_held"})
+
+    def alive(self) -> None:
+        with self.lock:
+            names = list(self.live)
+        self.out.write({"event": "alive", "t_us": now_us(), "held": names})
+
+
+def release_reply(holds: Holds, name: str, held: Any, released: bool) -> Dict[str, Any]:
+    holds.ended(name)
+    check_not_lost(name, held, released)
+    return {"released": released}
+
+
+def renew_reply(name: str, held: Any, renewed: bool) -> Dict[str, Any]:
+    check_not_lost(name, held, renewed)
+    return {"renewed": renewed}
+
+
+def check_not_lost(name: str, held: Any, done: bool) -> None:
+    """A release or renewal of a lost hold answers False and marks it lost: not_held."""
+    if not done and held.lost.is_set():
+        raise NotHeld(f"{name} was not held any more ({held.lost.reason})")
+
+
+def held_reply(held: Any) -> Dict[str, Any]:
+    """"Is it still held?": not if never granted (a cancelled or refused acquire), not once
+    released, nor once lost (asked now)."""
+    if held is None:
+        return {"held": False, "reason": "not_granted"}
+    if held.released:
+        return {"held": False, "reason": "released"}
+    lost = held.lost.is_set()
+    return {"held": not lost, "reason": held.lost.reason}
+
+
+class NotHeld(Exception):
+    pass
+
+
+ERROR_KINDS = ((NotHeld, "not_held"),) + ERROR_KINDS
+
+
+# -- the sync API ---------------------------------------------------------------------
+
+
+class SyncDriver:
+    def __init__(self, out: Out) -> None:
+        self.out = out
+        self.holds = Holds(out)
+        self.client: Optional[dl.Client] = None
+        self.owners: Dict[str, "queue.Queue[Callable[[], None]]"] = {}
+        self.sample_s = 0.002
+        self.stopped = threading.Event()
+        self.inflight: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+
+    def reply(self, req: Dict[str, Any], fn: Callable[[], Dict[str, Any]]) -> None:
+        sent = now_us()
+        try:
+            fields = fn()
+            msg = {"id": req["id"], "ok": True, "sent_us": sent, "t_us": now_us(), **fields}
+        except BaseException as exc:  # noqa: BLE001 - every failure is a reply
+            msg = {"id": req["id"], "ok": False, "sent_us": sent, "t_us": now_us(),
+                   "error": error_of(exc)}
+        self.out.write(msg)
+
+    def on_owner(self, label: str, job: Callable[[], None]) -> None:
+        """Runs `job` on the thread of owner `label` (one thread per label: one owner)."""
+        q = self.owners.get(label)
+        if q is None:
+            q = self.owners[label] = queue.Queue()
+
+            def loop(q: "queue.Queue[Callable[[], None]]" = q) -> None:
+                while True:
+                    q.get()()
+
+            threading.Thread(target=loop, daemon=True, name=f"owner-{label}").start()
+        q.put(job)
+
+    def handle(self, req: Dict[str, Any]) -> None:
+        op = req["op"]
+        if op == "connect":
+            self.reply(req, lambda: self.connect(req))
+        elif op == "acquire":
+            self.on_owner(req.get("owner", "main"), lambda: self.reply(req, lambda: self.acquire(req)))
+        elif op == "owner_id":
+            assert self.client is not None
+            client = self.client
+            self.on_owner(req.get("owner", "main"),
+                          lambda: self.reply(req, lambda: {"owner_id": client.owner()}))
+        elif op == "close":
+            for t in list(self.inflight):  # requests sent before the close are answered
+                t.join(2.0)
+            self.reply(req, self.close)
+            self.stopped.set()
+        else:
+            t = threading.Thread(target=self.reply, args=(req, lambda: self.other(req)),
+                                 daemon=True)
+            self.inflight.add(t)
+            t.start()
+
+    def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        self.client = dl.Client(redis_client(req, False), **connect_kwargs(req))
+        self.sample_s = req.get("sample_ms", 2) / 1000
+        threading.Thread(target=self.sampler, daemon=True).start()
+        return {"native": self.client.native_backend()}
+
+    def acquire(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        assert self.client is not None
+        held = acquirable(self.client, req).acquire(**acquire_args(req))
+        if held is not None:
+            self.holds.add(req["hold"], held)
+        return grant_reply(held)
+
+    def other(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        op = req["op"]
+        assert self.client is not None
+        if op == "release":
+            held = self.holds.granted(req["hold"])
+            return release_reply(self.holds, req["hold"], held, held.release())
+        if op == "renew":
+            held = self.holds.granted(req["hold"])
+            return renew_reply(req["hold"], held, held.renew())
+        if op == "held":
+            return held_reply(self.holds.get(req["hold"]))
+        if op == "waiters":
+            return waiters_reply(self.client.waiters(req["key"]))
+        if op == "info":
+            return info_reply(self.client.info(req["key"]))
+        if op == "cancel":
+            raise dl.NotSupportedError("the sync API has no way to cancel a waiting acquire "
+                                       "from another thread")
+        raise ValueError(f"unknown op {op!r}")
+
+    def close(self) -> Dict[str, Any]:
+        if self.client is not None:
+            self.client.close()
+        return {}
+
+    def sampler(self) -> None:
+        next_alive = time.monotonic()
+        while not self.stopped.is_set():
+            self.holds.sample()
+            if time.monotonic() >= next_alive:
+                self.holds.alive()
+                next_alive += 0.05
+            time.sleep(self.sample_s)
+
+    def run(self) -> None:
+        for line in sys.stdin:
+            if line.strip():
+                self.handle(json.loads(line))
+            if self.stopped.is_set():
+                break
+
+
+# -- the asyncio API ------------------------------------------------------------------
+
+
+class AsyncDriver:
+    def __init__(self, out: Out) -> None:
+        self.out = out
+        self.holds = Holds(out)
+        self.client: Optional[dl.asyncio.Client] = None
+        self.owners: Dict[str, "asyncio.Queue[Dict[str, Any]]"] = {}
+        self.pending: Dict[int, "asyncio.Task[Any]"] = {}
+        self.sample_s = 0.002
+        self.tasks: "set[asyncio.Task[Any]]" = set()
+        self.stopped = asyncio.Event()
+
+    def spawn(self, coro: Any) -> "asyncio.Task[Any]":
+        task = asyncio.get_running_loop().create_task(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def reply(self, req: Dict[str, Any], aw: Any, sent: Optional[int] = None) -> None:
+        sent = now_us() if sent is None else sent
+        try:
+            fields = await aw
+            msg = {"id": req["id"], "ok": True, "sent_us": sent, "t_us": now_us(), **fields}
+        except BaseException as exc:  # noqa: BLE001 - every failure is a reply
+            msg = {"id": req["id"], "ok": False, "sent_us": sent, "t_us": now_us(),
+                   "error": error_of(exc)}
+        self.out.write(msg)
+
+    async def owner_loop(self, q: "asyncio.Queue[Dict[str, Any]]") -> None:
+        """One task per owner label: it *calls* acquire() (so it is the owner) and lets the
+        waiting coroutine run in a task of its own, to be cancelled or answered later."""
+        while True:
+            req = await q.get()
+            assert self.client is not None
+            if req["op"] == "owner_id":
+                await self.reply(req, self.done({"owner_id": self.client.owner()}))
+                continue
+            sent = now_us()
+            try:
+                coro = acquirable(self.client, req).acquire(**acquire_args(req))
+            except Exception as exc:  # refused where the lock is made (ConfigError)
+                await self.reply(req, self.failed(exc), sent)
+                continue
+            self.pending[req["id"]] = self.spawn(self.reply(req, self.acquired(req, coro), sent))
+
+    @staticmethod
+    async def done(fields: Dict[str, Any]) -> Dict[str, Any]:
+        return fields
+
+    @staticmethod
+    async def failed(exc: BaseException) -> Dict[str, Any]:
+        raise exc
+
+    async def acquired(self, req: Dict[str, Any], coro: Any) -> Dict[str, Any]:
+        try:
+            held = await coro
+        finally:
+            self.pending.pop(req["id"], None)
+        if held is not None:
+            self.holds.add(req["hold"], held)
+        return grant_reply(held)
+
+    async def handle(self, req: Dict[str, Any]) -> None:
+        op = req["op"]
+        if op in ("acquire", "owner_id"):
+            label = req.get("owner", "main")
+            q = self.owners.get(label)
+            if q is None:
+                q = self.owners[label] = asyncio.Queue()
+                self.spawn(self.owner_loop(q))
+            q.put_nowait(req)
+        elif op == "connect":
+            await self.reply(req, self.connect(req))
+        elif op == "close":
+            others = [t for t in self.tasks if t is not asyncio.current_task()
+                      and t not in self.pending.values() and t.get_coro().__name__ == "reply"]
+            await asyncio.wait(others, timeout=2.0) if others else None
+            await self.reply(req, self.close())
+            self.stopped.set()
+        else:
+            self.spawn(self.reply(req, self.other(req)))
+
+    async def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        self.client = dl.asyncio.Client(redis_client(req, True), **connect_kwargs(req))
+        self.sample_s = req.get("sample_ms", 2) / 1000
+        self.spawn(self.sampler())
+        return {"native": await self.client.native_backend()}
+
+    async def other(self, req: Dict[str, Any]) -> Dict[str, Any]:
+        op = req["op"]
+        assert self.client is not None
+        if op == "release":
+            held = self.holds.granted(req["hold"])
+            return release_reply(self.holds, req["hold"], held, await held.release())
+        if op == "renew":
+            held = self.holds.granted(req["hold"])
+            return renew_reply(req["hold"], held, await held.renew())
+        if op == "held":
+            return held_reply(self.holds.get(req["hold"]))
+        if op == "waiters":
+            return waiters_reply(await self.client.waiters(req["key"]))
+        if op == "info":
+            return info_reply(await self.client.info(req["key"]))
+        if op == "cancel":
+            task = self.pending.get(req["target"])
+            if task is not None:
+                task.cancel()
+            return {}
+        raise ValueError(f"unknown op {op!r}")
+
+    async def close(self) -> Dict[str, Any]:
+        if self.client is not None:
+            await self.client.aclose()
+        return {}
+
+    async def sampler(self) -> None:
+        next_alive = time.monotonic()
+        while True:
+            self.holds.sample()
+            if time.monotonic() >= next_alive:
+                self.holds.alive()
+                next_alive += 0.05
+            await asyncio.sleep(self.sample_s)
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        lines: "asyncio.Queue[Optional[str]]" = asyncio.Queue()
+
+        def read() -> None:
+            for line in sys.stdin:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+        threading.Thread(target=read, daemon=True).start()
+        while not self.stopped.is_set():
+            line = await lines.get()
+            if line is None:
+                break
+            if line.strip():
+                await self.handle(json.loads(line))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--api", choices=("sync", "asyncio"), default="sync")
+    api = parser.parse_args().api
+    out = Out()
+    if api == "sync":
+        SyncDriver(out).run()
+    else:
+        asyncio.run(AsyncDriver(out).run())
+
+
+if __name__ == "__main__":
+    main()
