@@ -92,7 +92,11 @@ export class Native implements Backend {
     const waitMs = a.deadline === Infinity ? 0 : Math.max(1, Math.ceil(left));
     a.signal?.throwIfAborted();
     const pool = a.topo.pool(link);
-    const conn = await raceAbort(pool.take(), a.signal, () => {});
+    const conn = await pool.take();
+    if (a.signal?.aborted) {
+      pool.give(conn);
+      a.signal.throwIfAborted();
+    }
     const sentAt = now();
     if (asking) conn.sendCommand(['ASKING']).catch(() => {});
     let reply: unknown;

@@ -17,7 +17,7 @@ import {
   translate,
 } from './errors.js';
 import { Binding, Entry, Held, HoldOwner } from './hold.js';
-import type { Link, NodeRedisClient } from './link.js';
+import { addressOf, type Link, type NodeRedisClient } from './link.js';
 import {
   Kind,
   LockInfo,
@@ -156,15 +156,24 @@ export class Client implements HoldOwner {
   static async connect(url: string, opts: ClientOptions = {}): Promise<Client> {
     // Reconnects after a drop; while disconnected, commands fail at once instead of queueing
     // (a queued RELEASE re-sent later, or a renewal answered too late, helps nobody).
-    const redis = createClient({ url, disableOfflineQueue: true }) as unknown as NodeRedisClient;
+    // The first connection fails connect() at once; a dropped one is made again (up to 0.5 s
+    // apart) as node-redis does by default.
+    let ready = false;
+    const reconnectStrategy = (retries: number, cause: Error): number | Error => (ready ? Math.min(retries * 50, 500) : cause);
+    const redis = createClient({ url, disableOfflineQueue: true, socket: { reconnectStrategy } }) as unknown as NodeRedisClient;
+    redis.on('ready', () => (ready = true));
     redis.on('error', () => {}); // surfaces as the failing command's error
-    await redis.connect();
+    try {
+      await redis.connect();
+    } catch (err) {
+      throw translate(err, addressOf(redis));
+    }
     return Client.owning(redis, opts);
   }
 
   /** Connect to a Redis Cluster through any of its nodes (`redis://host:port` each). */
   static async connectCluster(rootNodes: string[], opts: ClientOptions = {}): Promise<Client> {
-    const cluster = createCluster({ rootNodes: rootNodes.map((url) => ({ url })) }) as unknown as NodeRedisCluster;
+    const cluster = createCluster({ rootNodes: rootNodes.map((url) => ({ url })), defaults: { disableOfflineQueue: true } }) as unknown as NodeRedisCluster;
     cluster.on('error', () => {});
     await cluster.connect();
     return Client.owning(cluster, opts);
@@ -215,6 +224,7 @@ export class Client implements HoldOwner {
   }
 
   private async detect(): Promise<Backend> {
+    await this.topo.prepare();
     if (this.wanted === 'script') return new Script(this.channelPrefix);
     const has = await hasModule(this.topo);
     if (has) return new Native(this.bindMs);

@@ -16,6 +16,7 @@ export interface NodeRedisCluster {
   readonly nodeByAddress: Map<string, any>;
   nodeClient(node: any): Promise<NodeRedisClient>;
   readonly masters: any[];
+  readonly isOpen?: boolean;
   connect(): Promise<unknown>;
   close?(): Promise<void>;
   destroy?(): void;
@@ -28,6 +29,7 @@ export interface NodeRedisCluster {
 export interface NodeRedisSentinel {
   getMasterNode(): { host: string; port: number } | undefined;
   readonly options?: any;
+  readonly isOpen?: boolean;
   connect(): Promise<unknown>;
   close?(): Promise<void>;
   destroy?(): void;
@@ -44,6 +46,8 @@ export abstract class Topology {
   abstract readonly name: string;
   private readonly pools = new Map<Link, WaitPool>();
 
+  /** Connect what the user handed over unconnected. */
+  abstract prepare(): Promise<void>;
   /** The shared connection of the server that has `key`. */
   abstract link(key: string): Promise<Link>;
   /** The slot map moved `key` (MOVED): learn where to. */
@@ -124,6 +128,9 @@ export class Standalone extends Topology {
     this.shared = new Link(client);
     this.name = this.shared.name;
   }
+  async prepare(): Promise<void> {
+    if (!this.shared.client.isOpen) await this.shared.client.connect();
+  }
   async link(): Promise<Link> {
     return this.shared;
   }
@@ -162,6 +169,9 @@ export class Cluster extends Topology {
     let l = this.byClient.get(client);
     if (!l) this.byClient.set(client, (l = new Link(client)));
     return l;
+  }
+  async prepare(): Promise<void> {
+    if (this.cluster.isOpen === false) await this.cluster.connect();
   }
   async link(key: string): Promise<Link> {
     return this.linkOf(await this.cluster.getNodeClientForKey(key, false));
@@ -207,6 +217,9 @@ export class Sentinel extends Topology {
   constructor(private readonly sentinel: NodeRedisSentinel, service: string) {
     super();
     this.name = `sentinel service ${service}`;
+  }
+  async prepare(): Promise<void> {
+    if (this.sentinel.isOpen === false) await this.sentinel.connect();
   }
   link(): Promise<Link> {
     if (this.current?.client.isOpen) return Promise.resolve(this.current);

@@ -202,7 +202,7 @@ describe('the watchdog and lost', () => {
     assert.equal(held.lost.aborted, true, 'lost without waiting for any event');
     assert.equal(held.lost.reason.reason, 'bind-grace-passed');
     // The server did cut it: someone else gets the lock.
-    const other = await c.lock(k).acquire({ timeout: 2000 });
+    const other = await (await client()).lock(k).acquire({ timeout: 2000 });
     assert.ok(other);
     await other.release();
   });
@@ -325,7 +325,9 @@ describe('server features and errors', () => {
 
   it('a connection that cannot be made is a ServerConnectionError naming the server', async () => {
     const err = await Client.connect(`redis://127.0.0.1:1/0`).catch((e) => e);
-    assert.ok(err instanceof Error);
+    assert.ok(err instanceof ServerConnectionError, String(err));
+    assert.match(err.message, /127\.0\.0\.1:1\b/);
+    assert.ok(err.cause instanceof Error);
   });
 });
 
@@ -350,7 +352,7 @@ describe('script backend (no module)', () => {
       const k = 'script:lock';
       const held = await c.lock(k, { lease: 5000 }).acquire();
       assert.deepEqual(await p.hGetAll(k), { [held.owner]: '1' }); // Redisson's hash
-      const waiting = c.lock(k).acquire({ timeout: 5000 });
+      const waiting = c.lock(k, { lease: 600 }).acquire({ timeout: 5000 });
       await sleep(50);
       const t0 = performance.now();
       await held.release();
