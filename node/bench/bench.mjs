@@ -44,14 +44,19 @@ async function measure(name, make) {
   const cs = await Promise.all(Array.from({ length: CONTENDERS }, () => make('hot')));
   const waits = [];
   let handoffs = 0;
+  let holder = -1;
   const end = performance.now() + SECONDS * 1000;
   const start = performance.now();
   await Promise.all(
-    cs.map(async (c) => {
+    cs.map(async (c, me) => {
       while (performance.now() < end) {
-        const t = performance.now();
-        await c.cycle((waited) => waits.push(waited ?? performance.now() - t));
-        handoffs++;
+        await c.cycle((waited) => {
+          waits.push(waited);
+          // A hand-off: the lock went to another contender (a contender re-taking the
+          // lock it just released is not one).
+          if (holder !== me) handoffs++;
+          holder = me;
+        });
       }
     }),
   );
@@ -63,7 +68,6 @@ async function measure(name, make) {
 const server = await Server.start();
 const rows = [];
 try {
-  let n = 0;
   rows.push(
     await measure('dlock-client', async (key) => {
       const c = await Client.connect(server.url);
@@ -100,7 +104,7 @@ try {
       const r = new Redis({ port: server.port, host: '127.0.0.1' });
       return {
         async cycle(onGranted) {
-          const m = new Mutex(r, `sem:${key}:${n++ % 1}`, { lockTimeout: LEASE, acquireTimeout: 60_000 });
+          const m = new Mutex(r, `sem:${key}`, { lockTimeout: LEASE, acquireTimeout: 60_000 });
           const t = performance.now();
           await m.acquire();
           onGranted?.(performance.now() - t);

@@ -119,7 +119,7 @@ export class Semaphore {
 type Redis = NodeRedisClient | NodeRedisCluster | NodeRedisSentinel;
 
 export class Client implements HoldOwner {
-  private readonly topo: Topology;
+  readonly topo: Topology;
   private readonly wanted: 'auto' | 'native' | 'script';
   private readonly bindMs: number | null;
   private readonly channelPrefix: string | undefined;
@@ -425,21 +425,20 @@ export class Client implements HoldOwner {
     try {
       reply = (await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, e.leaseMs)).reply;
     } catch (err) {
-      h.lose('released', err);
       throw translate(err, this.server);
     }
     if (reply === null || reply === undefined) {
-      const lost = new LostError(h.key, 'not-held', this.server);
+      h.released = false; // it was not ours to release: lost, not released
       h.lose('not-held');
-      throw lost;
+      h.released = true;
+      throw new LostError(h.key, 'not-held', this.server);
     }
-    h.lose('released');
     return Number(reply) === 1;
   }
 
   /** @internal */
   async renewHold(h: Held): Promise<boolean> {
-    if (h.released || h.lost.aborted) return false;
+    if (h.released || h.isLost) return false;
     const e = h.entry;
     let sent;
     try {

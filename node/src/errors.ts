@@ -41,7 +41,7 @@ export type LostReason =
   | 'lease-expired'
   /** The connection the hold is bound to (BIND) was not known open within the grace. */
   | 'bind-grace-passed'
-  /** This hold was released. */
+  /** This hold was released already (`release()` called twice). */
   | 'released'
   /** The client was closed. */
   | 'client-closed';

@@ -70,7 +70,9 @@ export class Held {
   readonly key: string;
   readonly kind: Kind;
   readonly owner: string;
-  private readonly ctrl = new AbortController();
+  /** Made when `lost` is first read (most holds are released without anyone asking). */
+  private ctrl: AbortController | null = null;
+  private why: { reason: LostReason; cause?: unknown } | null = null;
   /** @internal */
   released = false;
 
@@ -89,20 +91,28 @@ export class Held {
     this.owner = entry.owner;
   }
 
-  /** Aborted when the hold is lost (checked against the clock when read). */
+  /**
+   * Aborted when the hold is lost (checked against the clock when read). A released hold is
+   * not lost: its signal stays as it was.
+   */
   get lost(): AbortSignal {
-    if (!this.ctrl.signal.aborted) this.client.checkDeadline(this.entry);
+    if (!this.why) this.client.checkDeadline(this.entry);
+    if (!this.ctrl) {
+      this.ctrl = new AbortController();
+      if (this.why) this.abort();
+    }
     return this.ctrl.signal;
   }
 
-  /** Whether the hold is lost now (`lost.aborted`). */
+  /** Whether the hold is lost now (`lost.aborted`, checked against the clock). */
   get isLost(): boolean {
-    return this.lost.aborted;
+    if (!this.why) this.client.checkDeadline(this.entry);
+    return this.why !== null;
   }
 
   /** Monotonic ms (`performance.now()`) until which the hold is surely still held. */
   get validUntil(): number {
-    return this.lost.aborted ? -Infinity : this.entry.deadline().at;
+    return this.isLost ? -Infinity : this.entry.deadline().at;
   }
 
   /** Give the hold back: true when the owner's last hold on the lock is gone. */
@@ -117,9 +127,14 @@ export class Held {
 
   /** @internal */
   lose(reason: LostReason, cause?: unknown): void {
-    if (!this.ctrl.signal.aborted) {
-      this.ctrl.abort(new LostError(this.key, reason, this.server, cause === undefined ? undefined : { cause }));
-    }
+    if (this.why || this.released) return;
+    this.why = cause === undefined ? { reason } : { reason, cause };
+    if (this.ctrl) this.abort();
+  }
+
+  private abort(): void {
+    const w = this.why!;
+    this.ctrl!.abort(new LostError(this.key, w.reason, this.server, 'cause' in w ? { cause: w.cause } : undefined));
   }
 
   /** @internal used only for tests and logs */

@@ -51,7 +51,7 @@ function sample() {
   for (const [name, h] of holds) {
     if (h.lostSent) continue;
     const a = nowUs();
-    const lost = h.held.lost.aborted;
+    const lost = h.held.isLost;
     const b = nowUs();
     if (b - a >= 1000) continue; // straddled a pause: says nothing
     if (!lost) h.lastHeldUs = b;
