@@ -6,7 +6,17 @@
 import { createHash } from 'node:crypto';
 import { SCRIPTS } from './scripts.generated.js';
 
-export type ScriptName = Exclude<keyof typeof SCRIPTS, 'about' | 'unlock_message' | 'default_channel_prefix'>;
+export type ScriptName =
+  | 'lock'
+  | 'unlock'
+  | 'renew'
+  | 'force_unlock'
+  | 'rw_lock'
+  | 'rw_unlock'
+  | 'rw_renew'
+  | 'sem_acquire'
+  | 'sem_release'
+  | 'sem_renew';
 
 export const UNLOCK_MESSAGE: string = SCRIPTS.unlock_message;
 export const DEFAULT_CHANNEL_PREFIX: string = SCRIPTS.default_channel_prefix;
