@@ -111,7 +111,7 @@ impl Client {
         let link = Link::connect(&target, config.response_timeout, config.retry).await?;
         let backend = Arc::new({
             let grace = config.effective_bind_grace(link.shared().closed_signal().is_some());
-            ActiveBackend::detect(config.backend, link.shared(), grace).await?
+            ActiveBackend::detect(config.backend, link.shared(), grace, &names.1).await?
         });
         let prefix = config.owner_prefix.clone().unwrap_or_else(|| {
             let v: u128 = rand::random();

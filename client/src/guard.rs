@@ -125,6 +125,26 @@ impl LockGuard {
         }
     }
 
+    /// Renew the lease now, at your request (the watchdog does it anyway for watched locks):
+    /// the lease becomes the lock's lease again, counted from now, and a bound hold is bound
+    /// to the client's shared connection again. `Ok(())` when the server renewed it;
+    /// [`Error::NotHeld`] when this owner no longer holds it (deleted, expired, taken
+    /// over) or the client already counts it as lost (see [`LostSignal::check`]); then the
+    /// hold is lost. A hold acquired with an explicit lease gets that lease again.
+    ///
+    /// Cancel safety: not cancel-safe in the sense that the renewal may or may not have
+    /// reached the server when the future is dropped; dropping it never shortens the lease.
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// use std::time::Duration;
+    /// let g = client.lock("k").acquire_with_lease(Duration::from_secs(5)).await?;
+    /// g.renew().await?; // 5 s from now
+    /// # Ok(()) }
+    /// ```
+    pub async fn renew(&self) -> Result<()> {
+        crate::watchdog::renew_now(&self.client.inner, &self.client.backend, &self.entry).await
+    }
+
     /// Release this hold: `Ok(())` when the owner still held the lock (the hold count went
     /// down, and the key is gone if it was the last hold), [`Error::NotHeld`] when it was no
     /// longer held (expired, deleted, taken over), as Redisson's `unlock()`.

@@ -14,6 +14,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::kind::LockKind;
+use crate::rebind::Bound;
 
 /// Why a held lock is no longer held (the output of [`LostSignal`]).
 ///
@@ -27,8 +28,10 @@ pub enum LostReason {
     /// The server says this owner does not hold the lock (a renewal or release answered
     /// 0/null: deleted, expired, or taken by someone else).
     NotHeld,
-    /// No successful renewal reached the server before the lease deadline (measured from
-    /// the last successful renewal's send time): the server was unreachable or slow.
+    /// The client's deadline passed: no successful renewal reached the server before the
+    /// lease's end (measured from the last successful renewal's send time), or, for a hold
+    /// bound to its connection, the bind grace passed since the last moment that connection
+    /// was known open (the server was unreachable or slow, or the process was paused).
     LeaseExpired,
     /// This client released it (the last hold).
     Released,
@@ -58,10 +61,13 @@ pub(crate) struct NewHold<'a> {
     /// The lease a renewal sets.
     pub(crate) lease: Duration,
     pub(crate) watched: bool,
-    /// The lease deadline the grant set on the server.
+    /// The lease deadline the grant set on the server (counted from the send time of the
+    /// command that set it).
     pub(crate) deadline: Instant,
     /// Holds (1, or a semaphore's permits) the grant stands for.
     pub(crate) count: u64,
+    /// The binding, for a bound hold, and the send time of the command that bound it.
+    pub(crate) bound: Option<(Bound, Instant)>,
 }
 
 impl Registry {
@@ -75,6 +81,7 @@ impl Registry {
     pub(crate) fn hold(&self, h: NewHold<'_>) -> (Arc<Entry>, u64) {
         let now = Instant::now();
         let mut map = self.map();
+        let bound_at = h.bound.as_ref().map(|b| b.1);
         let found = map.get(&**h.key).and_then(|v| {
             v.iter()
                 .find(|e| e.kind == h.kind && e.owner == *h.owner)
@@ -93,6 +100,7 @@ impl Registry {
                     h.lease,
                     h.watched,
                     h.deadline,
+                    h.bound,
                 ));
                 let v = map.entry(h.key.clone()).or_default();
                 v.retain(|x| !(x.kind == e.kind && x.owner == e.owner));
@@ -108,8 +116,8 @@ impl Registry {
         };
         drop(map);
         if holds > h.count {
-            // A reentrant acquire reset the lease on the server.
-            entry.set_deadline(h.deadline);
+            // A reentrant acquire reset the lease on the server (and rebound the hold).
+            entry.set_deadline(h.deadline, bound_at);
         }
         (entry, holds)
     }
@@ -183,7 +191,10 @@ impl Registry {
 
 #[derive(Clone, Debug)]
 pub(crate) struct Status {
+    /// The lease's end: the send time of the last command that set it, plus the lease.
     pub(crate) deadline: Instant,
+    /// For a bound hold: the send time of the last command that bound it (answered).
+    pub(crate) bound_at: Option<Instant>,
     pub(crate) lost: Option<LostReason>,
 }
 
@@ -194,6 +205,8 @@ pub(crate) struct Entry {
     pub(crate) kind: LockKind,
     /// The lease a renewal sets (the client's lease for watched locks).
     pub(crate) lease: Duration,
+    /// Set for a hold bound to the shared connection (native backend, watched).
+    pub(crate) bound: Option<Bound>,
     state: Mutex<EntryState>,
     active: AtomicBool,
     status: Mutex<Status>,
@@ -218,16 +231,23 @@ impl Entry {
         lease: Duration,
         watched: bool,
         deadline: Instant,
+        bound: Option<(Bound, Instant)>,
     ) -> Entry {
+        let (bound, bound_at) = match bound {
+            Some((b, at)) => (Some(b), Some(at)),
+            None => (None, None),
+        };
         Entry {
             key,
             owner,
             kind,
             lease,
+            bound,
             state: Mutex::new(EntryState { holds: 0, watched }),
             active: AtomicBool::new(true),
             status: Mutex::new(Status {
                 deadline,
+                bound_at,
                 lost: None,
             }),
             changed: Notify::new(),
@@ -243,25 +263,26 @@ impl Entry {
     pub(crate) fn is_watched(&self) -> bool {
         self.is_active() && self.state.lock().unwrap().watched
     }
+    /// The client's deadline for the hold, as the contract counts it: the lease's end, or
+    /// for a bound hold the bind grace after the last moment its connection is known open,
+    /// whichever comes first. Computed when asked, so it never waits for a task to run.
     pub(crate) fn deadline(&self) -> Instant {
-        self.status.lock().unwrap().deadline
+        self.deadline_of(&self.status.lock().unwrap())
     }
-    /// A reentrant grant reset the lease on the server: its deadline is `deadline`.
-    fn set_deadline(&self, deadline: Instant) {
-        self.status.lock().unwrap().deadline = deadline;
-    }
-    /// The server may end the hold by `d` (its connection closed and the lease was cut to
-    /// the bind grace): the deadline becomes `d` if sooner, until a renewal moves it again.
-    pub(crate) fn cap_deadline(&self, d: Instant) {
-        let mut s = self.status.lock().unwrap();
-        if d < s.deadline {
-            s.deadline = d;
-            drop(s);
-            // A LostSignal sleeping until the old deadline must sleep until this one.
-            self.changed.notify_waiters();
+    fn deadline_of(&self, s: &Status) -> Instant {
+        match (&self.bound, s.bound_at) {
+            (Some(b), Some(at)) => s.deadline.min(b.deadline(at)),
+            _ => s.deadline,
         }
     }
-    /// A renewal sent at `sent` succeeded.
+    /// A reentrant grant reset the lease on the server (and bound the hold again).
+    fn set_deadline(&self, deadline: Instant, bound_at: Option<Instant>) {
+        let mut s = self.status.lock().unwrap();
+        s.deadline = deadline;
+        s.bound_at = s.bound_at.max(bound_at);
+    }
+    /// A renewal sent at `sent` succeeded (and, for a bound hold, rebound it to the
+    /// connection that carried it).
     pub(crate) fn renewed(&self, sent: Instant) {
         if !self.is_active() {
             return;
@@ -270,6 +291,9 @@ impl Entry {
         let d = sent + self.lease;
         if s.lost.is_none() && d > s.deadline {
             s.deadline = d;
+        }
+        if s.lost.is_none() && s.bound_at.is_some_and(|b| b < sent) {
+            s.bound_at = Some(sent);
         }
     }
     /// Mark lost (first reason wins) and stop renewing.
@@ -291,7 +315,7 @@ impl Entry {
         if let Some(r) = s.lost {
             return Some(r);
         }
-        if Instant::now() >= s.deadline {
+        if Instant::now() >= self.deadline_of(&s) {
             return Some(LostReason::LeaseExpired);
         }
         None
@@ -318,6 +342,14 @@ pub struct LostSignal {
 
 impl LostSignal {
     /// `Some(reason)` if the lock is already lost or released, without waiting.
+    ///
+    /// The answer compares the client's deadline for the hold with the clock **at the
+    /// moment of asking**: the lease's end (the send time of the last command that set
+    /// the lease, plus the lease) and, for a hold bound to its connection, the bind grace
+    /// after the last moment that connection is known to have been open (the send time of
+    /// the last command answered on it). It never depends on the watchdog having run since
+    /// the process resumed from a pause, so a process that was stopped while the server
+    /// cut its hold answers `Some(LeaseExpired)` at once.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// let g = client.lock("k").acquire().await?;
@@ -345,13 +377,16 @@ impl LostSignal {
             let changed = entry.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            let s = entry.status.lock().unwrap().clone();
-            if let Some(r) = s.lost {
+            let (lost, deadline) = {
+                let s = entry.status.lock().unwrap();
+                (s.lost, entry.deadline_of(&s))
+            };
+            if let Some(r) = lost {
                 return r;
             }
             tokio::select! {
                 _ = changed => {}
-                _ = tokio::time::sleep_until(s.deadline) => {
+                _ = tokio::time::sleep_until(deadline) => {
                     // Deadline passed with no renewal in between: lost.
                     if self.entry.deadline() <= Instant::now() {
                         self.entry.mark(LostReason::LeaseExpired);
@@ -383,6 +418,7 @@ mod tests {
             watched,
             deadline: Instant::now() + Duration::from_secs(30),
             count: 1,
+            bound: None,
         })
     }
 
@@ -417,6 +453,7 @@ mod tests {
             watched: false,
             deadline: Instant::now(),
             count: 1,
+            bound: None,
         });
         let (new, n) = hold(&r, &k, &o, false);
         assert!(!Arc::ptr_eq(&old, &new));

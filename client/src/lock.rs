@@ -433,6 +433,10 @@ impl Lock {
     fn register(&self, lease: Duration, watched: bool, grant: Grant) -> LockGuard {
         let inner = &self.client.inner;
         let count = self.count();
+        // Watched holds are the bound ones (when the backend binds).
+        let bound = watched
+            .then(|| self.client.backend.bound(inner, lease))
+            .flatten();
         let (entry, holds) = inner.registry.hold(NewHold {
             key: &self.name,
             owner: self.owner.arc_ref(),
@@ -441,6 +445,7 @@ impl Lock {
             watched,
             deadline: grant.at + lease,
             count,
+            bound: bound.map(|b| (b, grant.at)),
         });
         LockGuard::new(
             self.client.clone(),

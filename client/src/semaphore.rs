@@ -387,6 +387,19 @@ impl SemaphoreGuard {
         self.inner.lost()
     }
 
+    /// Renew the owner's lease on its permits now (see [`LockGuard::renew`]).
+    ///
+    /// Cancel safety: as [`LockGuard::renew`].
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
+    /// let g = client.semaphore("s", 2).acquire(1).await?;
+    /// g.renew().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn renew(&self) -> Result<()> {
+        self.inner.renew().await
+    }
+
     /// Give back this guard's permits (`DLOCK.RELEASE key owner COUNT n`): `Ok(())` when the
     /// owner still held them, [`Error::NotHeld`] when it no longer held any (its lease
     /// lapsed, the key was deleted).

@@ -6,10 +6,11 @@ use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::ActiveBackend;
-use crate::conn::Connection;
+use crate::conn::{Answered, Connection};
 use crate::lease::Entry;
+use crate::rebind::Bound;
 use crate::shared::Inner;
-use crate::LostReason;
+use crate::{Error, LostReason, Result};
 
 /// Send a pipeline and get every reply (errors stay inline as `Value::ServerError`).
 async fn send_pipeline(
@@ -21,39 +22,116 @@ async fn send_pipeline(
     conn.req_packed_commands(pipe, 0, n).await
 }
 
-/// Renew every watched lock each renew interval until the client is gone.
+/// What woke the watchdog.
+enum Round {
+    /// The renew interval passed, or the shared connection closed (the holds bound to it
+    /// are rebound on the new one at once).
+    Renew,
+    /// Time to check that the bound connection gave a sign of life lately.
+    Beat,
+}
+
+/// Renew every watched lock each renew interval until the client is gone; where the shared
+/// connection tracks its answers (a single node) and holds are bound, keep a regular sign of
+/// life on it (see [`sign_of_life`]).
 pub(crate) async fn run(weak: Weak<Inner>, backend: Weak<ActiveBackend>) {
-    let interval = match weak.upgrade() {
-        Some(i) => i.config.renew_interval(),
-        None => return,
+    let Some((interval, closed, beat)) = weak.upgrade().zip(backend.upgrade()).map(|(i, b)| {
+        let shared = i.link.shared();
+        let beat = b
+            .bound(&i, i.config.lease)
+            .and_then(|b| Some((Bound::beat(b.grace), b.answered?)));
+        (i.config.renew_interval(), shared.closed_signal(), beat)
+    }) else {
+        return;
     };
-    let closed = weak.upgrade().and_then(|i| i.link.shared().closed_signal());
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut beat_tick = tokio::time::interval(beat.as_ref().map_or(interval, |b| b.0));
+    beat_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        let rebind = match &closed {
-            Some(closed) => tokio::select! {
-                _ = tick.tick() => false,
-                _ = closed.notified() => true,
-            },
-            None => {
-                tick.tick().await;
-                false
-            }
+        let round = tokio::select! {
+            _ = tick.tick() => Round::Renew,
+            _ = notified(closed.as_deref()) => Round::Renew,
+            _ = beat_tick.tick(), if beat.is_some() => Round::Beat,
         };
         let (Some(inner), Some(backend)) = (weak.upgrade(), backend.upgrade()) else {
             return;
         };
-        if rebind {
-            crate::rebind::connection_closed(&inner, &backend);
+        match (round, &beat) {
+            (Round::Beat, Some((every, answered))) => {
+                sign_of_life(&inner, answered, *every).await;
+            }
+            _ => {
+                renew_all(&Renewer {
+                    inner: &inner,
+                    backend: &backend,
+                })
+                .await
+            }
         }
-        renew_all(&Renewer {
-            inner: &inner,
-            backend: &backend,
-        })
-        .await;
     }
+}
+
+/// Resolves when `closed` is signalled; never without one.
+async fn notified(closed: Option<&tokio::sync::Notify>) {
+    match closed {
+        Some(n) => n.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A bound hold stays valid a grace after the last moment its connection is known open (the
+/// send time of the last command answered on it; see [`crate::rebind`]). When nothing was
+/// answered on the shared connection for `every` (a third of the grace) and holds are
+/// bound, one `PING` says it is still open: one per client, not one per hold.
+async fn sign_of_life(inner: &Inner, answered: &Answered, every: std::time::Duration) {
+    if answered.last().is_some_and(|l| l.elapsed() < every) || inner.registry.watched_count() == 0
+    {
+        return;
+    }
+    let ping = redis::cmd("PING");
+    let _ = tokio::time::timeout(every, inner.link.shared().send(&ping)).await;
+}
+
+/// Renew `e` now, at the caller's request (a guard's `renew()`): `Ok` when the server
+/// renewed it, [`Error::NotHeld`] when this owner no longer holds it (then it is lost).
+pub(crate) async fn renew_now(inner: &Inner, backend: &ActiveBackend, e: &Arc<Entry>) -> Result<()> {
+    let key = &*e.key;
+    if e.lost_now().is_some() {
+        return Err(Error::NotHeld(key.to_string()));
+    }
+    let mut conn = inner.link.shared().clone();
+    for _attempt in 0..2 {
+        let sent = Instant::now();
+        // (The cluster connection reports error replies as errors.)
+        let v = match conn.send(&backend.renew_cmd(e)).await {
+            Ok(v) => v,
+            Err(err) if err.code() == Some("NOSCRIPT") => {
+                backend.reload_scripts(&mut conn).await;
+                continue;
+            }
+            Err(err) => {
+                if err.code() == Some("WRONGTYPE") {
+                    e.mark(LostReason::NotHeld);
+                    inner.registry.forget(e);
+                }
+                return Err(Error::from_redis(key, err));
+            }
+        };
+        if apply(inner, e, v.clone(), sent, true) {
+            // The server forgot the scripts (restart, SCRIPT FLUSH): load them, once.
+            backend.reload_scripts(&mut conn).await;
+            continue;
+        }
+        return match v {
+            Value::Int(1) => Ok(()),
+            Value::Int(0) => Err(Error::NotHeld(key.to_string())),
+            Value::ServerError(se) => Err(Error::from_server_value(key, se)),
+            other => Err(Error::Protocol(format!("renewal answered {other:?}"))),
+        };
+    }
+    Err(Error::Protocol("renewal answered NOSCRIPT twice".into()))
 }
 
 /// What a renewal round works with.

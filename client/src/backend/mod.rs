@@ -97,19 +97,20 @@ impl ActiveBackend {
     /// The backend `wanted` on the server behind `conn`: `Auto` asks the server whether it
     /// knows the `DLOCK.*` commands; `Native` insists on them. `bind`: the grace the native
     /// backend binds holds with (the script backend cannot bind).
+    /// `addr` names the server in the error.
     pub(crate) async fn detect(
         wanted: Backend,
         conn: &Connection,
         bind: Option<Duration>,
+        addr: &str,
     ) -> Result<ActiveBackend> {
         let native = match wanted {
             Backend::Script => false,
             Backend::Native => {
                 if !native::has_module(conn).await? {
-                    return Err(Error::Config(
-                        "Backend::Native: the server does not have the dlock module's commands"
-                            .into(),
-                    ));
+                    return Err(Error::Config(format!(
+                        "Backend::Native: the server at {addr} does not have the dlock module's commands"
+                    )));
                 }
                 true
             }
@@ -217,6 +218,16 @@ impl ActiveBackend {
             ActiveBackend::Native(n) => n.bind_grace(),
             ActiveBackend::Script(_) => None,
         }
+    }
+
+    /// The binding of a watched hold with `lease` (native backend with a grace): the grace
+    /// sent (at most the lease) and where the shared connection's answers are tracked.
+    pub(crate) fn bound(&self, inner: &Inner, lease: Duration) -> Option<crate::rebind::Bound> {
+        let grace = self.bind_grace()?.min(lease);
+        Some(crate::rebind::Bound {
+            grace,
+            answered: inner.link.shared().answered(),
+        })
     }
 
     /// Whether this backend can keep the next holder out after a lapse (`LOCKDELAY`).

@@ -109,14 +109,13 @@ impl Native {
         let Some((v, acks)) = asked else {
             return Ok(None);
         };
-        // The grant happened between send and receipt; the lease is counted from receipt
-        // (later than the truth by at most the reply's one-way latency).
-        let got = Instant::now();
-        let grant = parse_grant(req.key, v)?;
-        if grant.is_some() {
-            self.rebind(inner, req, got).await;
-        }
-        Ok(to_grant(grant, got, acks))
+        let Some(grant) = parse_grant(req.key, v)? else {
+            return Ok(None);
+        };
+        // The grant happened at an unknown moment of the wait: its lease started no earlier
+        // than the acquire did.
+        let at = self.confirm(inner, req, req.started).await?;
+        Ok(to_grant(Some(grant), at, acks))
     }
 }
 
@@ -139,42 +138,57 @@ impl Native {
             (v, None)
         };
         let grant = parse_grant(req.key, v)?;
+        let mut at = sent;
         if grant.is_some() && guard.is_some() {
             // Granted on a dedicated connection (with its replication WAIT).
-            self.rebind(inner, req, sent).await;
+            at = self.confirm(inner, req, sent).await?;
         }
-        Ok(to_grant(grant, sent, acks))
+        Ok(to_grant(grant, at, acks))
     }
 
-    /// A grant that came on a dedicated connection is bound to it (the server binds a hold
-    /// to the connection that sent the acquire, or that waited for it); that connection
-    /// goes back to the pool, where it may be closed (a cancelled wait, an overfull pool)
-    /// and cut the hold. Bind the hold to the shared connection instead, which lives as long
-    /// as the client, keeping the lease the grant set (counted from `at`). A failure leaves
-    /// the binding where it is, and the watchdog's next renewal rebinds.
-    async fn rebind(&self, inner: &Inner, req: &Request<'_>, at: Instant) {
-        if self.grant_bind_ms(req).is_none() {
-            return;
+    /// Confirm a grant that came on a dedicated connection, whose lease started no earlier
+    /// than `known`: answers the send time the hold's lease (and binding) count from.
+    ///
+    /// - A bound hold is bound to the connection that carried the grant; that connection
+    ///   goes back to the pool, where it may be closed (a cancelled wait, an overfull pool)
+    ///   and cut the hold. It is bound to the shared connection instead, which lives as long
+    ///   as the client.
+    /// - A grant whose lease may be half gone (a wait longer than half the lease; the
+    ///   server's lease started at the grant, somewhere in the wait) is renewed before it is
+    ///   handed out, so the caller never gets a hold that is already lost (see the client
+    ///   contract in docs/CLIENTS.md).
+    ///
+    /// Both send one `DLOCK.RENEW` with the full lease on the shared connection. Answered
+    /// 0, the hold is gone ([`Error::NotHeld`]); unanswered, the lease counts from `known`
+    /// and the watchdog's next renewal rebinds.
+    async fn confirm(&self, inner: &Inner, req: &Request<'_>, known: Instant) -> Result<Instant> {
+        let bind = self.grant_bind_ms(req);
+        let lease = std::time::Duration::from_millis(req.lease_ms);
+        if bind.is_none() && known + lease / 2 > Instant::now() {
+            return Ok(known);
         }
-        let left = req.lease_ms.saturating_sub(at.elapsed().as_millis() as u64);
-        let Some(grace) = self.bind_ms(left.max(1)) else {
-            return;
-        };
-        let cmd = renew_with(req.key, req.owner, left.max(1), Some(grace));
-        let _ = tokio::time::timeout(
+        let cmd = renew_with(req.key, req.owner, req.lease_ms, bind);
+        let sent = Instant::now();
+        let r = tokio::time::timeout(
             inner.config.response_timeout,
             inner.link.shared().send(&cmd),
         )
         .await;
+        match r {
+            Ok(Ok(Value::Int(1))) => Ok(sent),
+            Ok(Ok(Value::Int(0))) => Err(Error::NotHeld(req.key.to_string())),
+            _ => Ok(known),
+        }
     }
 
-    /// The watchdog's renewal of `e`, rebinding it to the connection that sends it.
+    /// The watchdog's renewal (or an explicit one) of `e`, rebinding a bound hold to the
+    /// connection that sends it.
     pub(crate) fn renew_cmd(&self, e: &Entry) -> redis::Cmd {
         let lease_ms = crate::config::wire_ms(e.lease);
-        renew_with(&e.key, &e.owner, lease_ms, self.bind_ms(lease_ms))
+        let bind = self.bind_ms(lease_ms).filter(|_| e.bound.is_some());
+        renew_with(&e.key, &e.owner, lease_ms, bind)
     }
 }
-
 /// `WAIT`'s argument for the time left of a wait (`None`: no limit, `WAIT 0`); at least
 /// 1 ms, since 0 means no limit.
 fn wait_ms(left: Option<std::time::Duration>) -> u64 {

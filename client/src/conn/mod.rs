@@ -21,6 +21,7 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use cluster::SlotMap;
 use sentinel::{timeout_error, SentinelConn};
+pub(crate) use single::Answered;
 use single::Single;
 
 /// The multiplexed connection a [`Client`](crate::Client) sends its commands on, whatever
@@ -74,6 +75,15 @@ impl Connection {
     pub(crate) fn closed_signal(&self) -> Option<Arc<tokio::sync::Notify>> {
         match &self.kind {
             ConnKind::Single(s) => Some(s.closed()),
+            _ => None,
+        }
+    }
+
+    /// On a single node, when its latest link was last known open (the send time of the
+    /// last command it answered); `None` where that is not tracked (Sentinel, Cluster).
+    pub(crate) fn answered(&self) -> Option<Arc<Answered>> {
+        match &self.kind {
+            ConnKind::Single(s) => Some(s.answered()),
             _ => None,
         }
     }

@@ -17,6 +17,7 @@ use std::time::Duration;
 use redis::aio::MultiplexedConnection;
 use redis::{Cmd, Pipeline, RedisResult, Value};
 use tokio::task::AbortHandle;
+use tokio::time::Instant;
 
 use crate::config::Retry;
 use crate::{Error, Result};
@@ -37,6 +38,67 @@ pub(crate) struct Single {
     sent: AtomicU64,
     finished: AtomicU64,
     next_link: AtomicU64,
+    /// When the latest link was last known open.
+    answered: Arc<Answered>,
+}
+
+/// The last moment the latest link is known to have been open: the send time of the last
+/// command it answered (a reply proves the connection was open when the command reached
+/// the server, which is after it was sent). A link made later starts from nothing, so a
+/// reply on it says nothing of an older one.
+#[derive(Debug)]
+pub(crate) struct Answered {
+    state: Mutex<AnsweredState>,
+}
+
+#[derive(Debug)]
+struct AnsweredState {
+    link: u64,
+    /// Read right after the link became the current one (so no later than any command
+    /// sent on it after this time).
+    since: Instant,
+    last: Option<Instant>,
+}
+
+impl Answered {
+    fn new() -> Answered {
+        Answered {
+            state: Mutex::new(AnsweredState {
+                link: 0,
+                since: Instant::now(),
+                last: None,
+            }),
+        }
+    }
+
+    fn new_link(&self, link: u64) {
+        *self.state.lock().unwrap() = AnsweredState {
+            link,
+            since: Instant::now(),
+            last: None,
+        };
+    }
+
+    fn answered(&self, link: u64, sent: Instant) {
+        let mut st = self.state.lock().unwrap();
+        if st.link == link && st.last.is_none_or(|l| l < sent) {
+            st.last = Some(sent);
+        }
+    }
+
+    /// For a command sent at `sent` and answered: the last moment its link is known to
+    /// have been open, when that link is still the latest one (made before `sent`: links
+    /// replace each other, so it is the one that carried the command). `None` when a newer
+    /// link exists (then only the command's own send time is known).
+    pub(crate) fn open_since(&self, sent: Instant) -> Option<Instant> {
+        let st = self.state.lock().unwrap();
+        (st.since <= sent).then(|| st.last.map_or(sent, |l| l.max(sent)))
+    }
+
+    /// The send time of the last command the latest link answered.
+    pub(crate) fn last(&self) -> Option<Instant> {
+        self.state.lock().unwrap().last
+    }
 }
 
 struct Link {
@@ -82,6 +144,7 @@ impl Single {
             sent: AtomicU64::new(0),
             finished: AtomicU64::new(0),
             next_link: AtomicU64::new(1),
+            answered: Arc::new(Answered::new()),
         });
         match tokio::time::timeout(timeout, s.client.create_multiplexed_tokio_connection()).await {
             Ok(Ok((conn, driver))) => s.install(conn, driver),
@@ -112,6 +175,7 @@ impl Single {
             .abort_handle();
         let out = (id, conn.clone());
         *self.current.lock().unwrap() = Some(Link { id, conn, driver });
+        self.answered.new_link(id);
         out
     }
 
@@ -147,13 +211,17 @@ impl Single {
         }
     }
 
-    /// After a failed request on link `id`: a broken link is dropped, so the next request
-    /// connects again.
-    fn after<T>(&self, id: u64, r: &RedisResult<T>) {
-        if let Err(e) = r {
-            if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() {
-                self.drop_link(id);
+    /// After a request sent at `sent` on link `id`: an answer says the link was open; a
+    /// broken link is dropped, so the next request connects again.
+    fn after<T>(&self, id: u64, sent: Instant, r: &RedisResult<T>) {
+        match r {
+            Ok(_) => self.answered.answered(id, sent),
+            Err(e) if e.is_io_error() || e.is_connection_dropped() || e.is_unrecoverable_error() => {
+                self.drop_link(id)
             }
+            // An error reply is an answer too.
+            Err(e) if e.code().is_some() => self.answered.answered(id, sent),
+            Err(_) => {}
         }
     }
 
@@ -170,12 +238,18 @@ impl Single {
         self.closed.clone()
     }
 
+    /// When the latest link was last known open (see [`Answered`]).
+    pub(crate) fn answered(&self) -> Arc<Answered> {
+        self.answered.clone()
+    }
+
     pub(crate) async fn command(&self, cmd: &Cmd) -> RedisResult<Value> {
+        let sent = Instant::now();
         let (id, mut c) = self.link().await?;
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
         let r = c.send_packed_command(cmd).await;
-        self.after(id, &r);
+        self.after(id, sent, &r);
         r
     }
 
@@ -185,11 +259,12 @@ impl Single {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
+        let sent = Instant::now();
         let (id, mut c) = self.link().await?;
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
         let r = c.send_packed_commands(pipe, offset, count).await;
-        self.after(id, &r);
+        self.after(id, sent, &r);
         r
     }
 
