@@ -8,6 +8,13 @@ import { Cluster, until } from './servers.mjs';
 
 let cl;
 let client;
+
+/** `key`'s slot, its master, and the master `step` places on. */
+async function moving(key, step) {
+  const slot = await cl.slotOf(key);
+  const from = await cl.ownerOf(slot);
+  return { slot, from, to: (from + step) % cl.nodes.length };
+}
 let other;
 before(async () => {
   cl = await Cluster.start(3);
@@ -32,9 +39,7 @@ it('routes each key to its master', async () => {
 
 it('a waiting acquire follows its key when the slot moves, within its one deadline', async () => {
   const key = 'moving:1';
-  const slot = await cl.slotOf(key);
-  const from = await cl.ownerOf(slot);
-  const to = (from + 1) % 3;
+  const { slot, from, to } = await moving(key, 1);
   const held = await client.lock(key, { lease: 20_000 }).acquire();
   const t0 = performance.now();
   const waiting = other.lock(key).acquire({ timeout: 15_000 });
@@ -55,9 +60,7 @@ it('a waiting acquire follows its key when the slot moves, within its one deadli
 
 it('the watchdog renews a hold whose key moved', async () => {
   const key = 'moving:2';
-  const slot = await cl.slotOf(key);
-  const from = await cl.ownerOf(slot);
-  const to = (from + 2) % 3;
+  const { slot, from, to } = await moving(key, 2);
   const held = await client.lock(key, { lease: 600 }).acquire();
   await cl.moveSlot(slot, from, to);
   await sleep(1500); // more than two leases: renewed on the new master
