@@ -11,7 +11,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run test test-python scripts test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
+.PHONY: all toolchain setup build run test test-python scripts test-node build-node test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -64,7 +64,7 @@ setup: toolchain
 # redis-py in a venv (no system or user site-packages touched), ioredis and node-redis from
 # package-lock.json. Re-installed when the requirement files change.
 .PHONY: setup-examples
-setup-examples: examples/python/.venv/installed examples/node/node_modules/installed
+setup-examples: examples/python/.venv/installed examples/node/node_modules/installed build-node
 
 examples/python/.venv/installed: examples/python/requirements.txt
 	@command -v $(PYTHON) >/dev/null && $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || { \
@@ -75,11 +75,23 @@ examples/python/.venv/installed: examples/python/requirements.txt
 	@touch $@
 
 examples/node/node_modules/installed: examples/node/package.json examples/node/package-lock.json
-	@command -v node >/dev/null && command -v npm >/dev/null || { \
-		echo "installing: nodejs npm"; export DEBIAN_FRONTEND=noninteractive; \
-		apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+	@$(NODE_CHECK)
 	cd examples/node && npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
+
+NODE_CHECK = command -v node >/dev/null && command -v npm >/dev/null || { \
+		echo "installing: nodejs npm"; export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+
+# The Node package (node/): its dev tools exactly as package-lock.json pins them (npm ci), then
+# the build (tsc twice, ESM and CommonJS, with declarations). examples/node links to it.
+node/node_modules/installed: node/package.json node/package-lock.json
+	@$(NODE_CHECK)
+	cd node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+build-node: node/node_modules/installed
+	cd node && npm run --silent build
 
 build: setup
 	$(CARGO) build --release -p dlock
@@ -106,6 +118,7 @@ run: build
 test: build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-node
 
 # The Python package (python/): mypy --strict, pytest against servers the tests start (the
 # conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
@@ -145,6 +158,18 @@ scripts: toolchain
 		cp target/scripts.json.tmp "$$copy" && echo "wrote $$copy"; done
 	@rm -f target/scripts.json.tmp
 
+# The Node package (node/): npm ci from package-lock.json (a fresh clone installs exactly what
+# was tested), the build, then node --test against servers the tests start: the API, waits and
+# cancellation, the watchdog and `lost`, Cluster with a moved slot, the script backend, types
+# (tsc --strict on consumer files), the ESM and CommonJS entry points, npm pack into an empty
+# folder, and every conformance scenario through node/test/conformance-driver.mjs.
+test-node: build
+	@$(NODE_CHECK)
+	cd node && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/installed
+	cd node && npm run --silent build
+	$(CARGO) build --release -p dlock-conformance
+	cd node && node --test --test-concurrency=1 test/
+
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
 test-long: build
@@ -169,10 +194,11 @@ test-valkey: build
 # Native commands against the Lua way, side by side (starts its own servers). The run's output
 # goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
 # that section into docs/BENCHMARKS.md, so a run never rewrites a tracked file by itself.
-bench: build python/.venv/installed
+bench: build python/.venv/installed build-node
 	@mkdir -p target/bench
 	set -o pipefail; $(CARGO) run --release -p dlock-bench | tee target/bench/last-run.txt
 	set -o pipefail; python/.venv/bin/python python/bench/bench.py --no-write | tee target/bench/python.txt
+	set -o pipefail; cd node && node bench/bench.mjs | tee ../target/bench/node.txt
 
 bench-docs: toolchain python/.venv/installed
 	$(CARGO) run --release -p dlock-bench -- --publish

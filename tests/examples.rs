@@ -191,6 +191,22 @@ fn node_redis_tour() {
     check_tour(&out);
 }
 
+/// The Node package (node/, installed into examples/node from the repository): the
+/// fencing tokens, a bounded wait, the hand-over at release and a cancelled wait leaving
+/// nothing queued.
+#[test]
+fn dlock_client_node_tour() {
+    let Some(out) = run("node", "dlock_client.mjs") else {
+        return;
+    };
+    assert_eq!(line(&out, "acquired token="), "1");
+    assert_eq!(line(&out, "contender within 300 ms: "), "null");
+    assert_eq!(line(&out, "released="), "true");
+    assert_eq!(line(&out, "contender acquired token="), "2 lost=false");
+    assert_eq!(line(&out, "cancelled: "), "AbortError; waiters=0");
+    assert_eq!(line(&out, "using: "), "count=1 lost=false");
+}
+
 /// redis-py with `socket_timeout` below the WAIT and the default retry: the WAIT is sent
 /// again after each time-out and ends in a grant after its own bound. With the documented
 /// setting: one send, nil at the bound.

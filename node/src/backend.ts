@@ -1,0 +1,263 @@
+/**
+ * The two ways to take a lock: the dlock module's commands (native: one `WAIT` queued FIFO in
+ * the server, on a dedicated connection) and Redisson's Lua scripts on plain Redis (script:
+ * try, then wait for the unlock message or the holder's lease, and try again).
+ */
+import { now } from './clock.js';
+import { CommandError, replyText, translate } from './errors.js';
+import type { Entry } from './hold.js';
+import type { Link, Sent } from './link.js';
+import { Kind, Request, acquireCommand, infoMode, parseGrant, parseInfo, releaseCommand, renewCommand } from './protocol.js';
+import { DEFAULT_CHANNEL_PREFIX, ScriptName, UNLOCK_MESSAGE, channelName, scriptSha, scriptText } from './scripts.js';
+import { Topology, sendAsking, sleep } from './topology.js';
+
+/** A grant: what the server answered and when the command that set the lease was sent. */
+export interface Grant {
+  count: number;
+  token: number | null;
+  sentAt: number;
+  /** The connection the hold is bound to (BIND), null when unbound. */
+  link: Link | null;
+  epoch: number;
+  /** Granted from the queue after a wait: its lease began at an unknown moment since `sentAt`. */
+  waited: boolean;
+}
+
+/** One acquire in progress. */
+export interface Attempt {
+  topo: Topology;
+  req: Request;
+  owner: string;
+  /** Holds (or permits) the owner has on the key in this kind by our count, before. */
+  before: number;
+  /** Monotonic deadline of the whole wait: the start for no wait, Infinity for no limit. */
+  deadline: number;
+  wait: boolean;
+  signal: AbortSignal | undefined;
+}
+
+export interface Backend {
+  readonly native: boolean;
+  acquire(a: Attempt): Promise<Grant | null>;
+  renew(topo: Topology, e: Entry): Promise<Sent>;
+  release(topo: Topology, key: string, owner: string, kind: Kind, count: number, leaseMs: number): Promise<Sent>;
+  /** The BIND grace this backend sends (null: none). */
+  readonly bindMs: number | null;
+}
+
+/** `promise`, or the signal's reason when it aborts first (then `onAbort` runs). */
+function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined, onAbort: () => void): Promise<T> {
+  if (!signal) return promise;
+  return new Promise<T>((resolve, reject) => {
+    const abort = (): void => {
+      onAbort();
+      reject(signal.reason);
+    };
+    if (signal.aborted) return abort();
+    signal.addEventListener('abort', abort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener('abort', abort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', abort);
+        reject(e);
+      },
+    );
+  });
+}
+
+export class Native implements Backend {
+  readonly native = true;
+  constructor(readonly bindMs: number | null) {}
+
+  async acquire(a: Attempt): Promise<Grant | null> {
+    const { topo, req, owner } = a;
+    // First a try without WAIT on the shared connection: an uncontended acquire costs one
+    // pipelined round trip and no dedicated connection.
+    const first = await topo.routed(req.key, now() + 5000, (link, asking) =>
+      sendAsking(link, asking, acquireCommand(req, owner, undefined, this.bindMs)),
+    );
+    const g = parseGrant(req, first.reply);
+    if (g) return { ...g, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false };
+    if (!a.wait) return null;
+    return topo.routed(req.key, a.deadline, (link, asking) => this.waitOn(a, link, asking));
+  }
+
+  /** One `WAIT` on a dedicated connection to `link`'s server, for what is left of the wait. */
+  private async waitOn(a: Attempt, link: Link, asking: boolean): Promise<Grant | null> {
+    const left = a.deadline - now();
+    if (left <= 0) return null;
+    const waitMs = a.deadline === Infinity ? 0 : Math.max(1, Math.ceil(left));
+    a.signal?.throwIfAborted();
+    const pool = a.topo.pool(link);
+    const conn = await pool.take();
+    if (a.signal?.aborted) {
+      pool.give(conn);
+      a.signal.throwIfAborted();
+    }
+    const sentAt = now();
+    if (asking) conn.sendCommand(['ASKING']).catch(() => {});
+    let reply: unknown;
+    let failed = false;
+    try {
+      reply = await raceAbort(conn.sendCommand(acquireCommand(a.req, a.owner, waitMs, this.bindMs)), a.signal, () => {
+        failed = true;
+        pool.drop(conn); // closing the connection takes the waiter out of the server's queue
+      });
+    } catch (err) {
+      if (!failed && replyText(err) === null) {
+        failed = true;
+        pool.drop(conn);
+      }
+      if (failed) {
+        // A grant may have been made just before the connection closed: give it back.
+        await giveBack(a, link).catch(() => {});
+      } else pool.give(conn);
+      throw err;
+    }
+    pool.give(conn);
+    const g = parseGrant(a.req, reply);
+    if (!g) return null;
+    return { ...g, sentAt, link: null, epoch: 0, waited: true };
+  }
+
+  renew(topo: Topology, e: Entry): Promise<Sent> {
+    return topo.send(e.key, renewCommand(e.key, e.owner, e.leaseMs, this.bindMs));
+  }
+
+  release(topo: Topology, key: string, owner: string, kind: Kind, count: number): Promise<Sent> {
+    return topo.send(key, releaseCommand(key, owner, kind, count));
+  }
+}
+
+/**
+ * Give back what a wait cut short may have been granted: what the owner holds on the key in
+ * the request's kind beyond what it held before (a fresh owner: a blind RELEASE, nil when
+ * nothing was granted).
+ */
+async function giveBack(a: Attempt, link: Link): Promise<void> {
+  const { req, owner } = a;
+  if (a.before === 0) {
+    await link.send(releaseCommand(req.key, owner, req.kind, req.count));
+    return;
+  }
+  const info = parseInfo((await link.send(['DLOCK.INFO', req.key])).reply);
+  const mode = infoMode(req.kind);
+  const excess = info.holders.filter((h) => h.owner === owner && h.mode === mode).reduce((n, h) => n + h.count, 0) - a.before;
+  if (excess <= 0) return;
+  if (req.kind === 'semaphore') await link.send(releaseCommand(req.key, owner, req.kind, excess));
+  else for (let i = 0; i < excess; i++) await link.send(releaseCommand(req.key, owner, req.kind, 1));
+}
+
+/** EVALSHA, or EVAL when the server does not have the script yet (NOSCRIPT). */
+async function evalScript(link: Link, name: ScriptName, keys: string[], args: string[]): Promise<Sent> {
+  try {
+    return await link.send(['EVALSHA', scriptSha(name), String(keys.length), ...keys, ...args]);
+  } catch (err) {
+    if (!replyText(err)?.startsWith('NOSCRIPT')) throw err;
+    return link.send(['EVAL', scriptText(name), String(keys.length), ...keys, ...args]);
+  }
+}
+
+/** How long a waiting script acquire sleeps at most between tries (no unlock message for
+ * semaphores whose holder lapsed; the poll bounds a missed message). */
+const SCRIPT_POLL_MS = 100;
+
+export class Script implements Backend {
+  readonly native = false;
+  readonly bindMs = null;
+  constructor(private readonly prefix: string = DEFAULT_CHANNEL_PREFIX) {}
+
+  /** One try: a grant, or how long (ms, -1 unknown) until the holder's lease ends. */
+  private async tryOnce(a: Attempt): Promise<Grant | number> {
+    const { req, owner } = a;
+    const [name, args]: [ScriptName, string[]] =
+      req.kind === 'lock'
+        ? ['lock', [String(req.leaseMs), owner]]
+        : req.kind === 'semaphore'
+          ? ['sem_acquire', [owner, String(req.capacity), String(req.leaseMs), String(req.count)]]
+          : ['rw_lock', [owner, req.kind, String(req.leaseMs)]];
+    const sent = await a.topo.routed(req.key, now() + 5000, (link) => evalScript(link, name, [req.key], args));
+    const grant = (count: number): Grant => ({ count, token: null, sentAt: sent.sentAt, link: null, epoch: 0, waited: false });
+    const r = sent.reply;
+    if (r === null || r === undefined) return grant(a.before + 1); // the lock script answers nil on a grant
+    if (typeof r === 'number') return r;
+    const [flag, n] = (r as unknown[]).map(Number) as [number, number];
+    if (flag === 1) return grant(n);
+    if (flag === -1) {
+      throw new CommandError(`${sent.link.name}: ERR semaphore capacity is ${n}, not ${req.capacity}`, sent.link.name);
+    }
+    return n;
+  }
+
+  async acquire(a: Attempt): Promise<Grant | null> {
+    const first = await this.tryOnce(a);
+    if (typeof first !== 'number') return first;
+    if (!a.wait || now() >= a.deadline) return null;
+    let wake: () => void = () => {};
+    const notify = (): void => wake();
+    const channel = channelName(this.prefix, a.req.key);
+    const sub = await a.topo.subscriber().catch(() => null); // no pub/sub: poll
+    await sub?.subscribe(channel, notify);
+    try {
+      let ttl = first;
+      for (;;) {
+        const r = await this.tryOnce(a); // after subscribing: an unlock before it is not missed
+        if (typeof r !== 'number') return r;
+        ttl = r;
+        const until = Math.min(a.deadline - now(), ttl >= 0 ? ttl : Infinity, a.req.kind === 'semaphore' || !sub ? SCRIPT_POLL_MS : Infinity);
+        let timer: NodeJS.Timeout | undefined;
+        await raceAbort(
+          new Promise<void>((resolve) => {
+            wake = resolve;
+            if (until !== Infinity) timer = setTimeout(resolve, Math.max(0, until));
+          }),
+          a.signal,
+          () => {},
+        ).finally(() => clearTimeout(timer));
+        if (now() >= a.deadline) {
+          const last = await this.tryOnce(a); // one last try, as Redisson's loop does
+          return typeof last === 'number' ? null : last;
+        }
+      }
+    } finally {
+      await sub?.unsubscribe(channel, notify).catch(() => {});
+    }
+  }
+
+  renew(topo: Topology, e: Entry): Promise<Sent> {
+    const name: ScriptName = e.kind === 'lock' ? 'renew' : e.kind === 'semaphore' ? 'sem_renew' : 'rw_renew';
+    return topo.routed(e.key, now() + 5000, (link) => evalScript(link, name, [e.key], [String(e.leaseMs), e.owner]));
+  }
+
+  async release(topo: Topology, key: string, owner: string, kind: Kind, count: number, leaseMs: number): Promise<Sent> {
+    const keys = [key, channelName(this.prefix, key)];
+    const sent = await topo.routed(key, now() + 5000, (link) =>
+      kind === 'lock'
+        ? evalScript(link, 'unlock', keys, [UNLOCK_MESSAGE, String(leaseMs), owner])
+        : kind === 'semaphore'
+          ? evalScript(link, 'sem_release', keys, [owner, String(count), UNLOCK_MESSAGE])
+          : evalScript(link, 'rw_unlock', keys, [owner, kind, UNLOCK_MESSAGE]),
+    );
+    if (Array.isArray(sent.reply) && Number(sent.reply[0]) === -1) {
+      throw new CommandError(`${sent.link.name}: ERR COUNT ${count} is more than the ${sent.reply[1]} permits the owner holds`, sent.link.name);
+    }
+    return sent;
+  }
+}
+
+/** Does the server know the module's commands? `DLOCK.INFO` on a probe key: any answer but
+ * `unknown command` (WRONGTYPE, NOPERM) proves the command exists. */
+export async function hasModule(topo: Topology): Promise<boolean> {
+  try {
+    await topo.send('dlock:probe', ['DLOCK.INFO', 'dlock:probe']);
+    return true;
+  } catch (err) {
+    const text = replyText(err);
+    if (text === null) throw translate(err, topo.name);
+    return !/unknown command/i.test(text);
+  }
+}
+

@@ -1,0 +1,103 @@
+/**
+ * The errors of dlock-client. Every one is a {@link DlockError}, names the server the failing
+ * command went to (`server`, also in the message) and keeps what caused it as `cause`.
+ */
+
+export class DlockError extends Error {
+  /** `host:port` of the server (or `cluster`, `sentinel service NAME`). */
+  readonly server: string;
+  constructor(message: string, server: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+    this.server = server;
+  }
+}
+
+/** The server answered `unknown command`: the dlock module is not loaded there. */
+export class ModuleNotLoadedError extends DlockError {}
+
+/** The server could not be reached, or the connection closed under the command. */
+export class ServerConnectionError extends DlockError {}
+
+/** The key holds a value that is not a lock of the requested kind (`WRONGTYPE`). */
+export class WrongTypeError extends DlockError {}
+
+/**
+ * The server refused a wait that would close a cycle of owners waiting for each other; the
+ * request changed nothing. `cycle`: `<owner> waits for <key> held by <owner>, ...`.
+ */
+export class DeadlockError extends DlockError {
+  get cycle(): string {
+    const at = this.message.indexOf('DEADLOCK ');
+    return at < 0 ? this.message : this.message.slice(at + 'DEADLOCK '.length);
+  }
+}
+
+/** Why a hold is no longer held: the `reason` of a {@link LostError}. */
+export type LostReason =
+  /** The server says this owner does not hold it (a renewal or release answered 0/nil). */
+  | 'not-held'
+  /** No renewal was confirmed before the lease ran out (counted from its send time). */
+  | 'lease-expired'
+  /** The connection the hold is bound to (BIND) was not known open within the grace. */
+  | 'bind-grace-passed'
+  /** This hold was released already (`release()` called twice). */
+  | 'released'
+  /** The client was closed. */
+  | 'client-closed';
+
+/** A hold that is no longer held: the `reason` of `held.lost`, and what `release()` rejects with. */
+export class LostError extends DlockError {
+  readonly reason: LostReason;
+  readonly key: string;
+  constructor(key: string, reason: LostReason, server: string, options?: { cause?: unknown }) {
+    super(`lock ${JSON.stringify(key)} on ${server} is no longer held: ${reason}`, server, options);
+    this.reason = reason;
+    this.key = key;
+  }
+}
+
+/** An option this backend or module does not have (e.g. `lockDelay` on the script backend). */
+export class NotSupportedError extends DlockError {}
+
+/** An argument refused where it was given (a lease of 0, a lock-delay over 60 s, ...). */
+export class ConfigError extends DlockError {
+  constructor(message: string) {
+    super(message, '');
+  }
+}
+
+/** `using()` could not acquire within its `timeout`. */
+export class AcquireTimeoutError extends DlockError {}
+
+/** A cluster redirect could not be followed within the wait (too many, or TRYAGAIN to the end). */
+export class RedirectError extends DlockError {}
+
+/** Any other error reply (`ERR ...`: a full queue, a capacity mismatch, ...). */
+export class CommandError extends DlockError {}
+
+/** The text of a server's error reply, or null when `err` is not one (node-redis `ErrorReply`). */
+export function replyText(err: unknown): string | null {
+  if (err instanceof Error) {
+    for (let c: object | null = Object.getPrototypeOf(err); c; c = Object.getPrototypeOf(c)) {
+      if ((c as { constructor?: { name?: string } }).constructor?.name === 'ErrorReply') return err.message;
+    }
+  }
+  return null;
+}
+
+/** node-redis' error as this package's, naming `server`; ours pass through. */
+export function translate(err: unknown, server: string): DlockError {
+  if (err instanceof DlockError) return err;
+  const text = replyText(err);
+  if (text === null) {
+    const msg = err instanceof Error ? err.message : String(err);
+    return new ServerConnectionError(`cannot reach ${server}: ${msg}`, server, { cause: err });
+  }
+  if (/^ERR unknown command/i.test(text) && /dlock\./i.test(text)) {
+    return new ModuleNotLoadedError(`dlock module not loaded on ${server}`, server, { cause: err });
+  }
+  if (text.startsWith('WRONGTYPE')) return new WrongTypeError(`${server}: ${text}`, server, { cause: err });
+  if (text.startsWith('DEADLOCK ')) return new DeadlockError(`${server}: ${text}`, server, { cause: err });
+  return new CommandError(`${server}: ${text}`, server, { cause: err });
+}

@@ -1,0 +1,145 @@
+/**
+ * What the watchdog keeps per held (key, owner, kind): the lease it last set and when, the
+ * connection the hold is bound to, and the {@link Held} objects it stands for. The contract's
+ * deadline rule lives in {@link Entry.deadline}.
+ */
+import { LostError, LostReason } from './errors.js';
+import type { Link } from './link.js';
+import type { Kind } from './protocol.js';
+
+export interface Binding {
+  link: Link;
+  epoch: number;
+  graceMs: number;
+}
+
+export class Entry {
+  readonly holds = new Set<Held>();
+  /** Monotonic time of the next renewal. */
+  nextDue = Infinity;
+  renewing = false;
+  gone = false;
+
+  constructor(
+    readonly key: string,
+    readonly owner: string,
+    readonly kind: Kind,
+    public leaseMs: number,
+    /** Send time of the last command that set the lease, plus the lease. */
+    public leaseDeadline: number,
+    public bound: Binding | null,
+  ) {}
+
+  /**
+   * The moment after which the server may have ended this hold: the earlier of the lease
+   * deadline and, for a bound hold, the last moment its connection was known open plus the
+   * grace. With the reason the hold would be lost for.
+   */
+  deadline(): { at: number; reason: LostReason } {
+    if (this.bound) {
+      const b = this.bound.link.knownOpen(this.bound.epoch) + this.bound.graceMs;
+      if (b < this.leaseDeadline) return { at: b, reason: 'bind-grace-passed' };
+    }
+    return { at: this.leaseDeadline, reason: 'lease-expired' };
+  }
+
+  /** Set what a command answered at `sentAt` did to the lease (and the binding). */
+  set(sentAt: number, leaseMs: number, bound: Binding | null | undefined): void {
+    this.leaseMs = leaseMs;
+    this.leaseDeadline = sentAt + leaseMs;
+    if (bound !== undefined) this.bound = bound;
+    this.nextDue = sentAt + leaseMs / 3;
+  }
+}
+
+/** What a {@link Held} needs of its client. */
+export interface HoldOwner {
+  /** Lose the hold's entry now if its deadline has passed. */
+  checkDeadline(entry: Entry): void;
+  releaseHold(held: Held): Promise<boolean>;
+  renewHold(held: Held): Promise<boolean>;
+}
+
+/**
+ * A granted hold. `token`: the fencing token (`fence: true`); `count`: the owner's hold count
+ * (reentrant) or its permits; `lost`: an AbortSignal aborted when the hold is lost, its reason
+ * a {@link LostError} saying why. Reading `lost` compares the hold's deadline with the clock
+ * first, so a process that was stopped or whose event loop stalled sees the truth at once.
+ */
+export class Held {
+  readonly key: string;
+  readonly kind: Kind;
+  readonly owner: string;
+  /** Made when `lost` is first read (most holds are released without anyone asking). */
+  private ctrl: AbortController | null = null;
+  private why: { reason: LostReason; cause?: unknown } | null = null;
+  /** @internal */
+  released = false;
+
+  constructor(
+    private readonly client: HoldOwner,
+    /** @internal */
+    readonly entry: Entry,
+    readonly count: number,
+    readonly token: number | null,
+    /** Permits this acquire took (semaphores), else 1. */
+    readonly permits: number,
+    readonly server: string,
+  ) {
+    this.key = entry.key;
+    this.kind = entry.kind;
+    this.owner = entry.owner;
+  }
+
+  /**
+   * Aborted when the hold is lost (checked against the clock when read). A released hold is
+   * not lost: its signal stays as it was.
+   */
+  get lost(): AbortSignal {
+    if (!this.why) this.client.checkDeadline(this.entry);
+    if (!this.ctrl) {
+      this.ctrl = new AbortController();
+      if (this.why) this.abort();
+    }
+    return this.ctrl.signal;
+  }
+
+  /** Whether the hold is lost now (`lost.aborted`, checked against the clock). */
+  get isLost(): boolean {
+    if (!this.why) this.client.checkDeadline(this.entry);
+    return this.why !== null;
+  }
+
+  /** Monotonic ms (`performance.now()`) until which the hold is surely still held. */
+  get validUntil(): number {
+    return this.isLost ? -Infinity : this.entry.deadline().at;
+  }
+
+  /** Give the hold back: true when the owner's last hold on the lock is gone. */
+  release(): Promise<boolean> {
+    return this.client.releaseHold(this);
+  }
+
+  /** Renew the lease now (the watchdog does it by itself): false when the hold is gone. */
+  renew(): Promise<boolean> {
+    return this.client.renewHold(this);
+  }
+
+  /** @internal */
+  lose(reason: LostReason, cause?: unknown): void {
+    if (this.why || this.released) return;
+    this.why = cause === undefined ? { reason } : { reason, cause };
+    if (this.ctrl) this.abort();
+  }
+
+  private abort(): void {
+    const w = this.why!;
+    this.ctrl!.abort(new LostError(this.key, w.reason, this.server, 'cause' in w ? { cause: w.cause } : undefined));
+  }
+
+  /** @internal used only for tests and logs */
+  toString(): string {
+    return `Held(${this.kind} ${JSON.stringify(this.key)} owner=${this.owner} count=${this.count} token=${this.token})`;
+  }
+}
+

@@ -1,0 +1,167 @@
+/**
+ * A {@link Link} is one node-redis client (one connection to one server) as the watchdog
+ * sees it: what it is called in errors, and the last moment it was known open — the
+ * contract's "bound connection known open" (a hold bound with BIND can only have been cut by
+ * the server a grace after that connection closed).
+ */
+import { now } from './clock.js';
+import { replyText } from './errors.js';
+
+/** What this package needs of a node-redis client (`createClient()` or a duplicate). */
+export interface NodeRedisClient {
+  sendCommand(args: readonly string[], options?: any): Promise<unknown>;
+  duplicate(overrides?: any): NodeRedisClient;
+  connect(): Promise<unknown>;
+  destroy(): void;
+  close?(): Promise<void>;
+  quit?(): Promise<unknown>;
+  readonly isOpen: boolean;
+  on(event: string, listener: (...args: any[]) => void): unknown;
+  removeListener?(event: string, listener: (...args: any[]) => void): unknown;
+  readonly options?: any;
+  subscribe?(channel: string, listener: (...args: any[]) => void): Promise<unknown>;
+  unsubscribe?(channel?: string, listener?: (...args: any[]) => void): Promise<unknown>;
+}
+
+/** A command's reply and the moment (monotonic ms) it was sent. */
+export interface Sent {
+  reply: unknown;
+  sentAt: number;
+  /** The connection epoch that answered: a BIND in the command bound the hold to it. */
+  epoch: number;
+  link: Link;
+}
+
+/** The client's address as errors name it. */
+export function addressOf(client: NodeRedisClient): string {
+  const socket = client.options?.socket ?? {};
+  if (socket.path) return String(socket.path);
+  if (socket.host || socket.port) return `${socket.host ?? 'localhost'}:${socket.port ?? 6379}`;
+  const url = client.options?.url;
+  if (url) {
+    try {
+      const u = new URL(url);
+      return `${u.hostname || 'localhost'}:${u.port || 6379}`;
+    } catch {
+      /* not a URL: fall through */
+    }
+  }
+  return 'localhost:6379';
+}
+
+export class Link {
+  readonly name: string;
+  /** Changes whenever the connection may have closed or been replaced. */
+  private epoch = 0;
+  private lastOpen: number;
+  /** Last known-open moment of earlier epochs that holds may still be bound to. */
+  private readonly past = new Map<number, number>();
+  private readonly onChange = (): void => this.bump(-Infinity);
+  private readonly onReady = (): void => this.bump(now());
+
+  constructor(readonly client: NodeRedisClient, name?: string) {
+    this.name = name ?? addressOf(client);
+    this.lastOpen = client.isOpen ? now() : -Infinity;
+    for (const ev of ['end', 'error', 'reconnecting']) client.on(ev, this.onChange);
+    client.on('ready', this.onReady);
+  }
+
+  detach(): void {
+    for (const ev of ['end', 'error', 'reconnecting']) this.client.removeListener?.(ev, this.onChange);
+    this.client.removeListener?.('ready', this.onReady);
+  }
+
+  private bump(open: number): void {
+    this.past.set(this.epoch, this.lastOpen);
+    if (this.past.size > 16) this.past.delete(this.past.keys().next().value as number);
+    this.epoch += 1;
+    this.lastOpen = open;
+  }
+
+  get currentEpoch(): number {
+    return this.epoch;
+  }
+
+  /** The last moment connection `epoch` was known open (-Infinity when never). */
+  knownOpen(epoch: number): number {
+    return epoch === this.epoch ? this.lastOpen : (this.past.get(epoch) ?? -Infinity);
+  }
+
+  /**
+   * Send one command. An answer (even an error reply) proves the connection was open when the
+   * command was sent, unless the connection changed in between.
+   */
+  async send(args: readonly string[]): Promise<Sent> {
+    const sentAt = now();
+    const epoch = this.epoch;
+    const seen = (): void => {
+      if (this.epoch === epoch && sentAt > this.lastOpen) this.lastOpen = sentAt;
+    };
+    try {
+      const reply = await this.client.sendCommand(args);
+      seen();
+      return { reply, sentAt, epoch: this.epoch, link: this };
+    } catch (err) {
+      if (replyText(err) !== null) seen();
+      throw err;
+    }
+  }
+}
+
+/**
+ * Dedicated connections for blocking WAITs, one per waiting acquire, kept idle for reuse
+ * (up to `max`). They never reconnect and never queue commands while offline, so a WAIT is
+ * never sent twice; a wait cut short destroys its connection (the server drops the waiter).
+ */
+export class WaitPool {
+  private readonly idle: NodeRedisClient[] = [];
+  private readonly busy = new Set<NodeRedisClient>();
+  private closed = false;
+
+  constructor(private readonly base: NodeRedisClient, private readonly max = 16) {}
+
+  async take(): Promise<NodeRedisClient> {
+    const ready = this.idle.pop();
+    if (ready?.isOpen) {
+      this.busy.add(ready);
+      return ready;
+    }
+    const socket = { ...(this.base.options?.socket ?? {}), reconnectStrategy: false };
+    const conn = this.base.duplicate({ socket, disableOfflineQueue: true, pingInterval: undefined });
+    conn.on('error', () => {}); // surfaces as the WAIT's rejection
+    this.busy.add(conn);
+    try {
+      await conn.connect();
+    } catch (err) {
+      this.busy.delete(conn);
+      throw err;
+    }
+    return conn;
+  }
+
+  give(conn: NodeRedisClient): void {
+    this.busy.delete(conn);
+    if (!this.closed && conn.isOpen && this.idle.length < this.max) this.idle.push(conn);
+    else destroy(conn);
+  }
+
+  drop(conn: NodeRedisClient): void {
+    this.busy.delete(conn);
+    destroy(conn);
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const c of [...this.idle, ...this.busy]) destroy(c);
+    this.idle.length = 0;
+    this.busy.clear();
+  }
+}
+
+function destroy(conn: NodeRedisClient): void {
+  try {
+    if (conn.isOpen) conn.destroy();
+  } catch {
+    /* already gone */
+  }
+}
