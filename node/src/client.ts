@@ -438,7 +438,8 @@ export class Client implements HoldOwner {
 
   /** @internal */
   async renewHold(h: Held): Promise<boolean> {
-    if (h.released || h.isLost) return false;
+    if (h.released) throw new LostError(h.key, 'released', this.server);
+    if (h.isLost) throw h.lost.reason as LostError;
     const e = h.entry;
     let sent;
     try {
@@ -446,7 +447,8 @@ export class Client implements HoldOwner {
     } catch (err) {
       throw translate(err, this.server);
     }
-    return this.renewed(e, sent);
+    if (!this.renewed(e, sent)) throw new LostError(h.key, 'not-held', this.server);
+    return true;
   }
 
   private renewed(e: Entry, sent: { reply: unknown; sentAt: number; link: Link; epoch: number }): boolean {

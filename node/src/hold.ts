@@ -120,7 +120,10 @@ export class Held {
     return this.client.releaseHold(this);
   }
 
-  /** Renew the lease now (the watchdog does it by itself): false when the hold is gone. */
+  /**
+   * Renew the lease now (the watchdog does it by itself): true, or a {@link LostError} when
+   * the hold is gone (the server said so, or it was lost or released before).
+   */
   renew(): Promise<boolean> {
     return this.client.renewHold(this);
   }

@@ -167,6 +167,18 @@ describe('the watchdog and lost', () => {
     await held.release();
   });
 
+  it('renew() renews now, and rejects with LostError once the hold is gone', async () => {
+    const c = await client();
+    const k = key('explicit');
+    const held = await c.lock(k, { lease: 5000 }).acquire();
+    await raw.pExpire(k, 1000);
+    assert.equal(await held.renew(), true);
+    assert.ok((await raw.pTTL(k)) > 2000, 'the lease was set again');
+    await raw.del(k);
+    await assert.rejects(held.renew(), (e) => e instanceof LostError && e.reason === 'not-held');
+    assert.equal(held.lost.aborted, true);
+  });
+
   it('aborts lost when a renewal answers 0 (the key was deleted)', async () => {
     const c = await client();
     const k = key('deleted');
