@@ -1,14 +1,38 @@
 //! dlock: distributed locks done natively inside Redis.
 //!
-//! This file only loads and unloads; see `docs/DESIGN.md` for how the parts fit. Layers, each
-//! using only the ones below it:
-//! - `dlock-core` (its own crate): arguments, error texts, lock model, grant rules, names;
-//! - `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
-//!   loop over `commands::ALL`); `config`: the configuration in force;
-//! - `stats`: INFO counters, which the layers above report to;
-//! - `engine`: waiter queues, the unit of work, lock storage, wake-ups;
-//! - `commands` (one file per command, each with its declaration) and `events`
-//!   (keyspace/server events) on top.
+//! This file only loads and unloads; see `docs/DESIGN.md` for how the parts fit.
+//!
+//! # Layers
+//!
+//! Dependencies run one way. Each module below uses only the modules listed before it, and
+//! each file of a nested list only the files listed before it in that list (a module without
+//! a nested list is one layer inside). This list is the one statement of the rule:
+//! `tests/layering.rs` reads it and every `crate::` / `super::` path under `src/`, and fails
+//! on an import against the order or on a module or engine file the list does not place.
+//!
+//! 1. `dlock_core` (its own crate, no Redis): arguments, error texts, lock model, grant
+//!    rules, names;
+//! 2. `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
+//!    loop over `commands::ALL`);
+//! 3. `config`: the configuration in force;
+//! 4. `stats`: INFO counters, which the layers above report to;
+//! 5. `engine`: everything between a command's parsed request and Redis's key API:
+//!    1. `job`: why each engine timer was armed (plain data; `fire` runs them);
+//!    2. `queue`: the waiter queues (plain data, unit-tested without a server);
+//!    3. `registry`: the module's one registry of queues, behind its lock;
+//!    4. `wake`: the keys that have a queue, those marked by events, the poll timer;
+//!    5. `delay_keys`: where LOCKDELAY's companion keys may exist at all;
+//!    6. `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
+//!    7. `store`: lock keys and fencing counters as Redis holds them, written and propagated;
+//!    8. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
+//!    9. `depart`: waiters leaving their queue (timers stopped, key unwatched);
+//!    10. `deadlock`: the cycle a WAIT request would close, found before it queues;
+//!    11. `work`: the unit of work every writing command and every wake-up goes through, and
+//!        the one grant step;
+//!    12. `fire`: what each timer does when it fires, through the unit of work;
+//! 6. `events`: keyspace and server events;
+//! 7. `commands`: one file per command, each with its declaration;
+//! 8. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.
