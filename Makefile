@@ -181,23 +181,35 @@ bench-scale: build
 	DLOCK_SCALE_SERVERS="$$(for s in $(SCALE_SERVERS); do echo "$$s=$$(scripts/server-binary.sh $$s)"; done)" \
 		$(CARGO) run --release -p dlock-bench -- --scale
 
-# Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so).
-# It does not build (run `make build` first, e.g. as a normal user, then `make install` as root);
-# DESTDIR stages it for a package: make install DESTDIR=/tmp/pkg PREFIX=/usr.
-# The new file is renamed over the old one: a running server keeps the file it mapped
+# Puts the built module where redis-production.conf loads it (/usr/local/lib/libdlock.so),
+# stripped (the build keeps debug info for callgrind: 17 MB against 0.9 MB). The debug info goes
+# beside it, in .debug/libdlock.so.debug, linked from the module (.gnu_debuglink): gdb, perf
+# and valgrind find it there, so profiling an installed server still shows function names
+# and lines. It does not build (run `make build` first, e.g. as a normal user, then `make
+# install` as root); DESTDIR stages it for a package: make install DESTDIR=/tmp/pkg PREFIX=/usr.
+# Each new file is renamed over the old one: a running server keeps the file it mapped
 # (`install` alone would rewrite that file in place, under the server's feet).
 PREFIX ?= /usr/local
 LIBDIR ?= $(PREFIX)/lib
 MODULE := target/release/libdlock.so
 install:
 	@test -f $(MODULE) || { echo "make install: $(MODULE) is not built yet; run make build first" >&2; exit 1; }
-	install -d $(DESTDIR)$(LIBDIR)
-	install -m 0755 $(MODULE) $(DESTDIR)$(LIBDIR)/.libdlock.so.new
+	@command -v objcopy >/dev/null || { echo "make install: objcopy (binutils) is needed to strip the module: apt-get install binutils" >&2; exit 1; }
+	install -d $(DESTDIR)$(LIBDIR)/.debug
+	@# Made under their final names (the debug link records the debug file's name), then
+	@# renamed into place.
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	objcopy --only-keep-debug $(MODULE) "$$tmp/libdlock.so.debug" && \
+	objcopy --strip-unneeded --add-gnu-debuglink="$$tmp/libdlock.so.debug" $(MODULE) "$$tmp/libdlock.so" && \
+	install -m 0644 "$$tmp/libdlock.so.debug" $(DESTDIR)$(LIBDIR)/.debug/.libdlock.so.debug.new && \
+	install -m 0755 "$$tmp/libdlock.so" $(DESTDIR)$(LIBDIR)/.libdlock.so.new && \
+	mv -f $(DESTDIR)$(LIBDIR)/.debug/.libdlock.so.debug.new $(DESTDIR)$(LIBDIR)/.debug/libdlock.so.debug && \
 	mv -f $(DESTDIR)$(LIBDIR)/.libdlock.so.new $(DESTDIR)$(LIBDIR)/libdlock.so
 	install -D -m 0644 deploy/monitoring/dlock-info.lua $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
 
 uninstall:
-	rm -f $(DESTDIR)$(LIBDIR)/libdlock.so $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
+	rm -f $(DESTDIR)$(LIBDIR)/libdlock.so $(DESTDIR)$(LIBDIR)/.debug/libdlock.so.debug $(DESTDIR)$(PREFIX)/share/dlock/dlock-info.lua
+	-rmdir $(DESTDIR)$(LIBDIR)/.debug 2>/dev/null
 
 seckill:
 	$(CARGO) run --release -p dlock-client --example seckill -- $(DLOCK_URL)
