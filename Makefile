@@ -2,7 +2,8 @@
 # Cargo.toml (rustup; checked first, see `toolchain`):
 #   make run    install what is missing, build the module, run Redis with it (foreground;
 #               PORT=6380 for another port)
-#   make test   the same set-up plus the client libraries of examples/, then every test
+#   make test   the same set-up plus the client libraries of examples/, then `make lint`
+#               (formatting, clippy, mypy, the Node type check) and every test
 #   make install  put the built module where redis-production.conf loads it
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -11,7 +12,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run test test-python test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
+.PHONY: all toolchain setup build run lint test test-python test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -103,7 +104,28 @@ run: build
 	@echo "redis-server with dlock on 127.0.0.1:$(PORT) (redis.conf: quick start, no persistence); Ctrl-C stops it"
 	redis-server redis.conf --port $(PORT)
 
-test: build setup-examples
+# The house rules, checked before any test runs (seconds on a warm build): Rust formatting,
+# clippy with every warning an error and the unsafe lints on for the whole workspace (the
+# module also denies them itself, src/lib.rs; the other crates forbid unsafe code), mypy
+# --strict for the Python package, and the Node package's type check once node/ exists.
+lint: toolchain python/.venv/installed
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --release --workspace --all-targets -- -D warnings \
+		-D unsafe_op_in_unsafe_fn -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
+	cd python && .venv/bin/mypy --strict src
+	@if [ ! -f node/package.json ]; then \
+		echo "lint: no node/package.json: the Node package's type check skipped"; \
+	else \
+		set -e; \
+		[ -d node/node_modules ] || (cd node && npm ci --no-audit --no-fund --loglevel=error); \
+		if (cd node && npm pkg get scripts.typecheck | grep -qv '^{}$$'); then \
+			echo "cd node && npm run --silent typecheck"; cd node && npm run --silent typecheck; \
+		else \
+			echo "cd node && npx --no-install tsc --noEmit -p ."; cd node && npx --no-install tsc --noEmit -p .; \
+		fi; \
+	fi
+
+test: lint build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
 	$(MAKE) --no-print-directory test-python
 

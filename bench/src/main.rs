@@ -25,6 +25,7 @@
 //! (`make bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains
 //! the word). `--scale` measures cost against scale instead (`make bench-scale`, see
 //! `scale.rs`).
+#![forbid(unsafe_code)]
 
 mod client_cpu;
 mod headline;
@@ -317,27 +318,14 @@ impl Shas {
 
 /// Raises the soft open-files limit to the hard one; returns the limit in force.
 fn raise_nofile() -> u64 {
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        if r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: r.rlim_max,
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                r.rlim_cur = r.rlim_max;
-            }
-        }
-        #[allow(clippy::unnecessary_cast)]
-        let n = r.rlim_cur as u64;
-        n
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
     }
+    soft
 }
 
 async fn load_scripts(port: u16) -> Shas {
