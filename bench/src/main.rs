@@ -141,39 +141,6 @@ impl Ctx {
             .await
             .expect("control connection")
     }
-
-    /// Acquire without waiting (see [`Shas::acquire`]).
-    pub fn acquire(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        self.sha.acquire(b, key, owner, lease_ms)
-    }
-
-    /// Release of a lock held once (see [`Shas::release`]).
-    pub fn release(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        self.sha.release(b, key, owner, lease_ms)
-    }
-
-    /// One watchdog renewal (see [`Shas::renew`]).
-    pub fn renew(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        self.sha.renew(b, key, owner, lease_ms)
-    }
 }
 
 impl Shas {
@@ -570,27 +537,23 @@ fn main() {
         };
         let mut rep = Report::default();
         rep.notes.extend(notes);
-        if want("uncontended") {
-            scenarios::uncontended(&ctx, &mut rep).await;
+        // Each scenario that `--only` selects, in this order.
+        macro_rules! run_wanted {
+            ($($name:literal => $scenario:path),* $(,)?) => {$(
+                if want($name) {
+                    $scenario(&ctx, &mut rep).await;
+                }
+            )*};
         }
-        if want("hot") {
-            scenarios::hot_lock(&ctx, &mut rep).await;
-        }
-        if want("handoff") {
-            scenarios::handoff(&ctx, &mut rep).await;
-        }
-        if want("renew") {
-            scenarios::renewal(&ctx, &mut rep).await;
-        }
-        if want("waiters") {
-            scenarios::waiters(&ctx, &mut rep).await;
-        }
-        if want("client-cpu") {
-            client_cpu::client_cpu(&ctx, &mut rep).await;
-        }
-        if want("semaphore") {
-            semaphore::semaphore(&ctx, &mut rep).await;
-        }
+        run_wanted!(
+            "uncontended" => scenarios::uncontended,
+            "hot" => scenarios::hot_lock,
+            "handoff" => scenarios::handoff,
+            "renew" => scenarios::renewal,
+            "waiters" => scenarios::waiters,
+            "client-cpu" => client_cpu::client_cpu,
+            "semaphore" => semaphore::semaphore,
+        );
         rep
     });
     let elapsed = started.elapsed();
