@@ -128,17 +128,18 @@ fn make_install_puts_the_module_where_the_production_config_loads_it() {
         .expect("a loadmodule line in redis-production.conf");
     let built = root().join("target/release/libdlock.so");
     let dest = tempfile::tempdir().unwrap();
-    let install = || {
+    let staged = |target: &str| {
         let out = Command::new(which("make"))
             .arg("-C")
             .arg(root())
-            .arg("install")
+            .arg(target)
             .arg(format!("DESTDIR={}", dest.path().display()))
             .env_remove("MAKEFLAGS")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(out.status.success(), "make {target}: {}", stderr(&out));
     };
+    let install = || staged("install");
     install();
     let installed = dest.path().join(loaded.trim_start_matches('/'));
     let debug = installed.parent().unwrap().join(".debug/libdlock.so.debug");
@@ -233,14 +234,6 @@ fn make_install_puts_the_module_where_the_production_config_loads_it() {
     }
 
     // uninstall takes both away.
-    let out = Command::new(which("make"))
-        .arg("-C")
-        .arg(root())
-        .arg("uninstall")
-        .arg(format!("DESTDIR={}", dest.path().display()))
-        .env_remove("MAKEFLAGS")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    staged("uninstall");
     assert!(!installed.exists() && !debug.exists());
 }
