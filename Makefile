@@ -107,8 +107,9 @@ run: build
 # The house rules, checked before any test runs (seconds on a warm build): Rust formatting,
 # clippy with every warning an error and the unsafe lints on for the whole workspace (the
 # module also denies them itself, src/lib.rs; the other crates forbid unsafe code), mypy
-# --strict for the Python package, and the Node package's type check once node/ exists.
-lint: toolchain python/.venv/installed
+# --strict for the Python package, and the Node package's type check once node/ exists. After
+# `setup`: the module's build script needs libclang even to be checked.
+lint: setup python/.venv/installed
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings \
 		-D unsafe_op_in_unsafe_fn -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
