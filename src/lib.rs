@@ -1,14 +1,42 @@
 //! dlock: distributed locks done natively inside Redis.
 //!
-//! This file only loads and unloads; see `docs/DESIGN.md` for how the parts fit. Layers, each
-//! using only the ones below it:
-//! - `dlock-core` (its own crate): arguments, error texts, lock model, grant rules, names;
-//! - `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
-//!   loop over `commands::ALL`); `config`: the configuration in force;
-//! - `stats`: INFO counters, which the layers above report to;
-//! - `engine`: waiter queues, the unit of work, lock storage, wake-ups;
-//! - `commands` (one file per command, each with its declaration) and `events`
-//!   (keyspace/server events) on top.
+//! This file only loads and unloads; see `docs/DESIGN.md` for how the parts fit.
+//!
+//! # Layers
+//!
+//! Dependencies run one way. Each module below uses only the modules listed before it, and
+//! each file of a nested list only the files listed before it in that list (a module without
+//! a nested list is one layer inside). This list is the one statement of the rule:
+//! `tests/layering.rs` reads it and every `crate::` / `super::` path under `src/`, and fails
+//! on an import against the order or on a module or engine file the list does not place.
+//!
+//! 1. `dlock_core` (its own crate, no Redis): arguments, error texts, lock model, grant
+//!    rules, names;
+//! 2. `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
+//!    loop over `commands::ALL`);
+//! 3. `config`: the configuration in force;
+//! 4. `stats`: INFO counters, which the layers above report to;
+//! 5. `engine`: everything between a command's parsed request and Redis's key API:
+//!    1. `job`: why each engine timer was armed (plain data; `fire` runs them);
+//!    2. `request`: what a request for a hold asks (plain data; a waiter keeps it as it came);
+//!    3. `queue`: one key's waiter queue and its waiters (plain data);
+//!    4. `registry`: the module's one registry of the queues, with its client and owner
+//!       indexes (plain data, unit-tested without a server), behind its lock;
+//!    5. `wake`: the keys that have a queue, those marked by events, the poll timer;
+//!    6. `delay_keys`: where LOCKDELAY's companion keys may exist at all;
+//!    7. `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
+//!    8. `held`: the lock keys granted here and not yet gone (an expiry of one counts);
+//!    9. `store`: lock keys and fencing counters as Redis holds them, written and propagated;
+//!    10. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
+//!    11. `depart`: waiters leaving their queue (timers stopped, key unwatched);
+//!    12. `deadlock`: the cycle a WAIT request would close, found before it queues;
+//!    13. `work`: the unit of work every writing command and every wake-up goes through, and
+//!        the one grant step;
+//!    14. `fire`: what each timer does when it fires, through the unit of work;
+//!    15. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
+//! 6. `events`: keyspace and server events;
+//! 7. `commands`: one file per command, each with its declaration;
+//! 8. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.

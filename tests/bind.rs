@@ -9,11 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use dlock_testutil::workers::*;
-use dlock_testutil::{assert_mirrored, sync_replicas, ReplicaSet};
-
-fn leases_cut(c: &mut Connection) -> i64 {
-    info_dlock(c)["dlock_leases_cut"]
-}
+use dlock_testutil::{assert_mirrored, leases_cut, sync_replicas, ReplicaSet};
 
 /// Waits until the server no longer lists client `id` (its connection is closed).
 fn wait_closed(c: &mut Connection, id: i64) {
@@ -245,10 +241,9 @@ fn a_waiter_granted_with_bind_is_bound() {
 
 #[test]
 fn the_cut_is_replicated_as_a_lease_change() {
-    let ReplicaSet { primary, replicas } = ReplicaSet::plain_replicas(1);
-    let mut m = primary.connection();
-    let mut r = replicas[0].connection();
-    let mut holder = primary.connection();
+    let set = ReplicaSet::plain_replicas(1);
+    let (mut m, mut r) = set.connections();
+    let mut holder = set.primary.connection();
     let got = cmd(
         &mut holder,
         &["DLOCK.ACQUIRE", "k", "a", "60000", "BIND", "1500"],

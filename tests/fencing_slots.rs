@@ -66,9 +66,8 @@ fn many_fenced_names_leave_one_counter_per_slot() {
 
 #[test]
 fn legacy_per_lock_counters_are_absorbed_and_replicated() {
-    let ReplicaSet { primary, replicas } = ReplicaSet::plain_replicas(1);
-    let mut m = primary.connection();
-    let mut r = replicas[0].connection();
+    let set = ReplicaSet::plain_replicas(1);
+    let (mut m, mut r) = set.connections();
     // What an earlier version left: per-lock counters, one far above the slot's own counter.
     let (old, other) = ("order:7", "{order:7}:rw");
     for (k, v) in [(old, 41), (other, 9)] {

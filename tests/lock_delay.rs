@@ -191,9 +191,8 @@ fn the_delay_survives_an_aof_restart() {
 
 #[test]
 fn a_promoted_replica_honours_the_delay() {
-    let ReplicaSet { primary, replicas } = ReplicaSet::with_module(1);
-    let mut m = primary.connection();
-    let mut r = replicas[0].connection();
+    let set = ReplicaSet::with_module(1);
+    let (mut m, mut r) = set.connections();
     let got = cmd(
         &mut m,
         &["DLOCK.ACQUIRE", "k", "a", "50", "LOCKDELAY", "60000"],
@@ -201,7 +200,7 @@ fn a_promoted_replica_honours_the_delay() {
     assert_eq!(got, Reply::Int(1));
     wait_lapsed(&mut m, "k");
     sync_replicas(&mut m);
-    drop(primary);
+    drop(set.primary);
     assert_eq!(
         cmd(&mut r, &["REPLICAOF", "NO", "ONE"]),
         Reply::Status("OK".into())

@@ -128,25 +128,82 @@ fn make_install_puts_the_module_where_the_production_config_loads_it() {
         .expect("a loadmodule line in redis-production.conf");
     let built = root().join("target/release/libdlock.so");
     let dest = tempfile::tempdir().unwrap();
-    let install = || {
+    let staged = |target: &str| {
         let out = Command::new(which("make"))
             .arg("-C")
             .arg(root())
-            .arg("install")
+            .arg(target)
             .arg(format!("DESTDIR={}", dest.path().display()))
             .env_remove("MAKEFLAGS")
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(out.status.success(), "make {target}: {}", stderr(&out));
     };
+    let install = || staged("install");
     install();
     let installed = dest.path().join(loaded.trim_start_matches('/'));
-    assert_eq!(
-        std::fs::read(&installed).unwrap_or_else(|e| panic!("{}: {e}", installed.display())),
-        std::fs::read(&built).unwrap(),
-        "make install did not copy {} to {loaded}",
-        built.display()
+    let debug = installed.parent().unwrap().join(".debug/libdlock.so.debug");
+    // Stripped: no debug info, no symbol table; it names its debug file, which has both.
+    let sections = |path: &Path| -> Vec<String> {
+        let out = Command::new(which("readelf"))
+            .args(["-S", "-W"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "readelf {}: {}",
+            path.display(),
+            stderr(&out)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().find(|w| w.starts_with('.')))
+            .map(String::from)
+            .collect()
+    };
+    let module = sections(&installed);
+    assert!(
+        module.iter().any(|s| s == ".gnu_debuglink")
+            && !module
+                .iter()
+                .any(|s| s.starts_with(".debug_") || s == ".symtab"),
+        "the installed module is not stripped with a debug link: {module:?}"
     );
+    assert!(
+        sections(&built).iter().any(|s| s == ".debug_info"),
+        "the build keeps its debug info (make bench-instr)"
+    );
+    let kept = sections(&debug);
+    assert!(
+        kept.iter().any(|s| s == ".debug_info") && kept.iter().any(|s| s == ".symtab"),
+        "{}: {kept:?}",
+        debug.display()
+    );
+    let link = std::fs::read(&installed).unwrap();
+    assert!(
+        link.windows(b"libdlock.so.debug\0".len())
+            .any(|w| w == b"libdlock.so.debug\0"),
+        "the module does not name libdlock.so.debug"
+    );
+    let (small, big) = (
+        std::fs::metadata(&installed).unwrap().len(),
+        std::fs::metadata(&built).unwrap().len(),
+    );
+    println!("installed module {small} bytes, built {big} bytes");
+    assert!(small * 2 < big, "installed {small} bytes, built {big}");
+    // And the stripped module is a working module.
+    let srv = dlock_testutil::Server::builder()
+        .without_module()
+        .args(["--loadmodule", installed.to_str().unwrap()])
+        .start();
+    let acquired: i64 = redis::cmd("DLOCK.ACQUIRE")
+        .arg("k")
+        .arg("me")
+        .arg(10_000)
+        .query(&mut srv.connection())
+        .expect("DLOCK.ACQUIRE on the installed module");
+    assert_eq!(acquired, 1);
 
     // The exporter script, where deploy/monitoring/prometheus-redis-exporter.default names it.
     let script = dest.path().join("usr/local/share/dlock/dlock-info.lua");
@@ -164,8 +221,19 @@ fn make_install_puts_the_module_where_the_production_config_loads_it() {
         old,
         "replaced in place"
     );
-    let left: Vec<_> = std::fs::read_dir(installed.parent().unwrap())
-        .unwrap()
-        .collect();
-    assert_eq!(left.len(), 1, "a temporary file was left: {left:?}");
+    for dir in [installed.parent().unwrap(), debug.parent().unwrap()] {
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert!(
+            left.iter()
+                .all(|n| n == "libdlock.so" || n == ".debug" || n == "libdlock.so.debug"),
+            "a temporary file was left: {left:?}"
+        );
+    }
+
+    // uninstall takes both away.
+    staged("uninstall");
+    assert!(!installed.exists() && !debug.exists());
 }

@@ -7,13 +7,8 @@ use dlock_testutil::{assert_mirrored, sync_replicas, ReplicaSet};
 
 #[test]
 fn replica_without_module_mirrors_locks() {
-    let ReplicaSet {
-        primary: master,
-        replicas,
-    } = ReplicaSet::plain_replicas(1);
-    let replica = &replicas[0];
-    let mut m = master.connection();
-    let mut r = replica.connection();
+    let set = ReplicaSet::plain_replicas(1);
+    let (mut m, mut r) = set.connections();
     let fk = slot_fence_key("k");
 
     let got = cmd(&mut m, &["DLOCK.ACQUIRE", "k", "o1", "30000", "FENCE"]);
@@ -34,7 +29,7 @@ fn replica_without_module_mirrors_locks() {
 
     // hand-off to a waiter on release
     let w = enqueue(
-        &master,
+        &set.primary,
         &mut m,
         "k",
         &["DLOCK.ACQUIRE", "k", "w", "20000", "WAIT", "10000"],
@@ -52,7 +47,7 @@ fn replica_without_module_mirrors_locks() {
 
     // hand-off on DEL
     let w2 = enqueue(
-        &master,
+        &set.primary,
         &mut m,
         "k",
         &["DLOCK.ACQUIRE", "k", "w2", "25000", "WAIT", "10000"],
@@ -71,16 +66,11 @@ fn replica_without_module_mirrors_locks() {
 
 #[test]
 fn replica_without_module_mirrors_expiry_handoff() {
-    let ReplicaSet {
-        primary: master,
-        replicas,
-    } = ReplicaSet::plain_replicas(1);
-    let replica = &replicas[0];
-    let mut m = master.connection();
-    let mut r = replica.connection();
+    let set = ReplicaSet::plain_replicas(1);
+    let (mut m, mut r) = set.connections();
     assert_eq!(acquire(&mut m, "k", "h", 250), Reply::Int(1));
     let w = enqueue(
-        &master,
+        &set.primary,
         &mut m,
         "k",
         &["DLOCK.ACQUIRE", "k", "w", "30000", "WAIT", "10000"],

@@ -522,20 +522,15 @@ fn lock_kinds_do_not_mix() {
 
 #[test]
 fn replica_without_module_mirrors_rwlock() {
-    let ReplicaSet {
-        primary: master,
-        replicas,
-    } = ReplicaSet::plain_replicas(1);
-    let replica = &replicas[0];
-    let mut m = master.connection();
-    let mut r = replica.connection();
+    let set = ReplicaSet::plain_replicas(1);
+    let (mut m, mut r) = set.connections();
     assert_eq!(rwlock(&mut m, "k", "r1", "READ", 30_000), Reply::Int(1));
     assert_eq!(rwlock(&mut m, "k", "r2", "READ", 50_000), Reply::Int(1));
     assert_mirrored(&mut m, &mut r, &["k"]);
     assert_eq!(renew(&mut m, "k", "r1", 90_000), Reply::Int(1));
     assert_mirrored(&mut m, &mut r, &["k"]);
     let w = enqueue(
-        &master,
+        &set.primary,
         &mut m,
         "k",
         &rw_wait("k", "w", "WRITE", "40000", "10000"),

@@ -258,22 +258,21 @@ fn non_waiting_acquire_respects_the_queue() {
     assert_eq!(hgetall(&mut c, "k"), map(&[("w", "1")]));
 }
 
+/// Waiter "gone" on key `k`, on a raw socket the test simply closes (drops).
+fn gone_waiter(srv: &Server) -> std::net::TcpStream {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
+    let words: [&[u8]; 6] = [b"DLOCK.ACQUIRE", b"k", b"gone", b"10000", b"WAIT", b"0"];
+    s.write_all(&resp_encode(&words)).unwrap();
+    s
+}
+
 #[test]
 fn disconnected_waiter_leaves_the_queue() {
     let srv = Server::start();
     let mut c = srv.connection();
     assert_eq!(acquire(&mut c, "k", "h", 60_000), Reply::Int(1));
     // waiter "gone" on a raw socket that we simply close
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
-    s.write_all(&resp_encode(&[
-        b"DLOCK.ACQUIRE",
-        b"k",
-        b"gone",
-        b"10000",
-        b"WAIT",
-        b"0",
-    ]))
-    .unwrap();
+    let s = gone_waiter(&srv);
     wait_waiters(&mut c, "k", 1);
     let b = enqueue(&srv, &mut c, "k", &wait_args("k", "b", "10000", "10000"), 2);
     drop(s);
@@ -283,16 +282,7 @@ fn disconnected_waiter_leaves_the_queue() {
     assert_eq!(hgetall(&mut c, "k"), map(&[("b", "1")]));
 
     // the only waiter disconnects: nobody is granted on release
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
-    s.write_all(&resp_encode(&[
-        b"DLOCK.ACQUIRE",
-        b"k",
-        b"gone",
-        b"10000",
-        b"WAIT",
-        b"0",
-    ]))
-    .unwrap();
+    let s = gone_waiter(&srv);
     wait_waiters(&mut c, "k", 1);
     drop(s);
     wait_waiters(&mut c, "k", 0);

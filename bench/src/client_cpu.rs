@@ -41,11 +41,14 @@ const SCENARIO: &str = "client-cpu";
 
 /// This process's CPU time so far, in seconds.
 fn process_cpu() -> f64 {
-    // SAFETY: getrusage only writes the struct we pass; RUSAGE_SELF is always valid.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
-    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
-    t(u.ru_utime) + t(u.ru_stime)
+    use nix::sys::resource::{getrusage, UsageWho};
+    use nix::sys::time::TimeValLike;
+    // RUSAGE_SELF cannot fail on Linux; a zero would only shrink one bench figure.
+    let Ok(u) = getrusage(UsageWho::RUSAGE_SELF) else {
+        return 0.0;
+    };
+    let t = |v: nix::sys::time::TimeVal| v.num_microseconds() as f64 / 1e6;
+    t(u.user_time()) + t(u.system_time())
 }
 
 #[derive(Clone, Copy, PartialEq)]

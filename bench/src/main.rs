@@ -25,6 +25,7 @@
 //! (`make bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains
 //! the word). `--scale` measures cost against scale instead (`make bench-scale`, see
 //! `scale.rs`).
+#![forbid(unsafe_code)]
 
 mod client_cpu;
 mod headline;
@@ -139,39 +140,6 @@ impl Ctx {
         RawConn::connect(self.port(b))
             .await
             .expect("control connection")
-    }
-
-    /// Acquire without waiting (see [`Shas::acquire`]).
-    pub fn acquire(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        self.sha.acquire(b, key, owner, lease_ms)
-    }
-
-    /// Release of a lock held once (see [`Shas::release`]).
-    pub fn release(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        self.sha.release(b, key, owner, lease_ms)
-    }
-
-    /// One watchdog renewal (see [`Shas::renew`]).
-    pub fn renew(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        self.sha.renew(b, key, owner, lease_ms)
     }
 }
 
@@ -317,27 +285,14 @@ impl Shas {
 
 /// Raises the soft open-files limit to the hard one; returns the limit in force.
 fn raise_nofile() -> u64 {
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
-            return 1024;
-        }
-        if r.rlim_cur < r.rlim_max {
-            let want = libc::rlimit {
-                rlim_cur: r.rlim_max,
-                rlim_max: r.rlim_max,
-            };
-            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                r.rlim_cur = r.rlim_max;
-            }
-        }
-        #[allow(clippy::unnecessary_cast)]
-        let n = r.rlim_cur as u64;
-        n
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
     }
+    soft
 }
 
 async fn load_scripts(port: u16) -> Shas {
@@ -582,27 +537,23 @@ fn main() {
         };
         let mut rep = Report::default();
         rep.notes.extend(notes);
-        if want("uncontended") {
-            scenarios::uncontended(&ctx, &mut rep).await;
+        // Each scenario that `--only` selects, in this order.
+        macro_rules! run_wanted {
+            ($($name:literal => $scenario:path),* $(,)?) => {$(
+                if want($name) {
+                    $scenario(&ctx, &mut rep).await;
+                }
+            )*};
         }
-        if want("hot") {
-            scenarios::hot_lock(&ctx, &mut rep).await;
-        }
-        if want("handoff") {
-            scenarios::handoff(&ctx, &mut rep).await;
-        }
-        if want("renew") {
-            scenarios::renewal(&ctx, &mut rep).await;
-        }
-        if want("waiters") {
-            scenarios::waiters(&ctx, &mut rep).await;
-        }
-        if want("client-cpu") {
-            client_cpu::client_cpu(&ctx, &mut rep).await;
-        }
-        if want("semaphore") {
-            semaphore::semaphore(&ctx, &mut rep).await;
-        }
+        run_wanted!(
+            "uncontended" => scenarios::uncontended,
+            "hot" => scenarios::hot_lock,
+            "handoff" => scenarios::handoff,
+            "renew" => scenarios::renewal,
+            "waiters" => scenarios::waiters,
+            "client-cpu" => client_cpu::client_cpu,
+            "semaphore" => semaphore::semaphore,
+        );
         rep
     });
     let elapsed = started.elapsed();

@@ -6,7 +6,7 @@ use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::ActiveBackend;
-use crate::conn::{Answered, Connection};
+use crate::conn::{push_replica_wait, Answered, Connection};
 use crate::lease::Entry;
 use crate::rebind::Bound;
 use crate::shared::Inner;
@@ -217,10 +217,7 @@ async fn renew_chunk(r: &Renewer<'_>, chunk: &[Arc<Entry>]) {
                 let mut c = conn.clone();
                 let mut pipe = redis::pipe();
                 pipe.add_command(r.backend.renew_cmd(e));
-                if let Some((n, t)) = guard {
-                    pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
-                }
-                let n = 1 + usize::from(guard.is_some());
+                let n = 1 + push_replica_wait(&mut pipe, guard);
                 async move { tokio::time::timeout(limit, send_pipeline(&mut c, &pipe, n)).await }
             });
             let replies = futures::future::join_all(futs).await;
@@ -246,11 +243,8 @@ async fn renew_chunk(r: &Renewer<'_>, chunk: &[Arc<Entry>]) {
             for e in chunk {
                 pipe.add_command(r.backend.renew_cmd(e));
             }
-            if let Some((n, t)) = guard {
-                // On the same connection: WAIT covers every renewal above.
-                pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
-            }
-            let n = chunk.len() + usize::from(guard.is_some());
+            // On the same connection: WAIT covers every renewal above.
+            let n = chunk.len() + push_replica_wait(&mut pipe, guard);
             let r = tokio::time::timeout(limit, send_pipeline(&mut conn, &pipe, n)).await;
             let values = match r {
                 Ok(Ok(v)) => v,

@@ -12,7 +12,7 @@ use dlock_client::{Backend, Client, Error, Lock};
 use dlock_core::names::key_slot;
 use dlock_testutil::cluster::exists_asking;
 use dlock_testutil::Cluster;
-use support::cluster::{holders_asking, key_on, move_slot, until_queued};
+use support::cluster::{holders_asking, until_queued};
 use support::*;
 
 /// The caller's wait in the tests where the holder lets go.
@@ -80,7 +80,7 @@ async fn a_waiting_acquire_follows_its_key(
     wait: fn(&Client, &str) -> Lock,
 ) {
     let cl = Cluster::start(2);
-    let key = key_on(&cl, 0, tag);
+    let key = cl.key_on(0, tag);
     let slot = key_slot(key.as_bytes());
     let (holder, waiter, observer) = (
         cluster_client(&cl, b).await,
@@ -103,7 +103,7 @@ async fn a_waiting_acquire_follows_its_key(
         until_waiting(&raw(&cl.nodes[0]).await, b, &key).await;
     }
 
-    move_slot(&cl, slot, 0, 1);
+    cl.move_slot(slot, 0, 1);
     if b == Backend::Native {
         // Re-queued on the new owner; a client whose slot map is stale finds it there too.
         until_queued(&cl, 1, &key, 1);
@@ -151,7 +151,7 @@ async fn a_waiting_reader_follows_its_key() {
 fn a_blocking_semaphore_waiter_follows_its_key() {
     use dlock_client::blocking;
     let cl = Cluster::start(2);
-    let key = key_on(&cl, 0, "sem");
+    let key = cl.key_on(0, "sem");
     let slot = key_slot(key.as_bytes());
     let client = || blocking::Client::build(cluster_builder(&cl, Backend::Native)).unwrap();
     let (holder, waiter) = (client(), client());
@@ -165,7 +165,7 @@ fn a_blocking_semaphore_waiter_follows_its_key() {
         }
     });
     until_queued(&cl, 0, &key, 1);
-    move_slot(&cl, slot, 0, 1);
+    cl.move_slot(slot, 0, 1);
     until_queued(&cl, 1, &key, 1);
     held.release().unwrap();
     let (got, took) = waiting.join().unwrap();
@@ -183,7 +183,7 @@ fn a_blocking_semaphore_waiter_follows_its_key() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_watchdog_renews_holds_whose_key_moved() {
     let cl = Cluster::start(2);
-    let tag = key_on(&cl, 0, "watched");
+    let tag = cl.key_on(0, "watched");
     let slot = key_slot(tag.as_bytes());
     let key = |kind: &str| format!("{{{tag}}}:{kind}");
     let c = cluster_client(&cl, Backend::Native).await;
@@ -193,7 +193,7 @@ async fn the_watchdog_renews_holds_whose_key_moved() {
     for k in ["lock", "rw", "sem"] {
         assert_eq!(cl.holder(&key(k)), Some(0));
     }
-    move_slot(&cl, slot, 0, 1);
+    cl.move_slot(slot, 0, 1);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(lock.lost().check(), None);
     assert_eq!(write.lost().check(), None);
@@ -220,7 +220,7 @@ async fn the_watchdog_renews_holds_whose_key_moved() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_that_runs_out_while_redirected_ends_as_a_time_out() {
     let cl = Cluster::start(2);
-    let key = key_on(&cl, 0, "timeout");
+    let key = cl.key_on(0, "timeout");
     let slot = key_slot(key.as_bytes());
     let mut src = cl.nodes[0].connection();
     hold_as_holder(&mut src, &key);
@@ -230,7 +230,7 @@ async fn a_wait_that_runs_out_while_redirected_ends_as_a_time_out() {
     let waiting = spawn_wait(&c, &key, wait);
     until_queued(&cl, 0, &key, 1);
     tokio::time::sleep(Duration::from_millis(800).saturating_sub(started.elapsed())).await;
-    move_slot(&cl, slot, 0, 1);
+    cl.move_slot(slot, 0, 1);
     let got = waiting.await.unwrap();
     let took = started.elapsed();
     println!("a wait of {wait:?}, redirected after 0.8 s, ended after {took:?}");
@@ -252,7 +252,7 @@ async fn a_wait_that_runs_out_while_redirected_ends_as_a_time_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_acquire_outlasts_a_cluster_down() {
     let cl = Cluster::builder(2).node_timeout_ms(500).start();
-    let key = key_on(&cl, 0, "down");
+    let key = cl.key_on(0, "down");
     let other = if key_slot(key.as_bytes()) == 0 { 1 } else { 0 };
     let mut src = cl.nodes[0].connection();
     hold_as_holder(&mut src, &key);
@@ -301,7 +301,7 @@ async fn a_waiting_acquire_outlasts_a_cluster_down() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiting_acquire_follows_a_failover() {
     let cl = Cluster::builder(2).replicas(1).start();
-    let key = key_on(&cl, 0, "failover");
+    let key = cl.key_on(0, "failover");
     let replica = 2; // node 2 replicates node 0
     let mut src = cl.nodes[0].connection();
     hold_as_holder(&mut src, &key);
@@ -342,7 +342,7 @@ async fn a_waiting_acquire_follows_a_failover() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redirect_loop_ends_with_a_clear_error() {
     let cl = Cluster::start(2);
-    let key = key_on(&cl, 0, "loop");
+    let key = cl.key_on(0, "loop");
     let slot = key_slot(key.as_bytes());
     let c = cluster_client(&cl, Backend::Native).await;
     let (id0, id1) = (cl.node_id(0), cl.node_id(1));

@@ -61,15 +61,7 @@ async fn script_waiter_woken_by_native_release() {
         (g.is_some(), t.elapsed())
     });
     // Wait until the script waiter is subscribed to the unlock channel.
-    wait_for(Duration::from_secs(5), "script waiter subscribed", || {
-        let mut c = s.connection();
-        let v: (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("redisson_lock__channel:{wake}")
-            .query(&mut c)
-            .unwrap();
-        (v.1 == 1).then_some(())
-    });
+    until_numsub(&raw(&s).await, "redisson_lock__channel:{wake}", 1).await;
     let t = Instant::now();
     g.release().await.unwrap();
     let (got, _) = waiter.await.unwrap();
@@ -122,15 +114,7 @@ async fn script_waiter_woken_by_script_release_on_plain_redis() {
     let b = a.clone();
     let g = a.lock("p").acquire().await.unwrap();
     let waiter = tokio::spawn(async move { b.lock("p").acquire().await.unwrap().hold_count() });
-    wait_for(Duration::from_secs(5), "waiter subscribed", || {
-        let mut c = s.connection();
-        let v: (String, i64) = redis::cmd("PUBSUB")
-            .arg("NUMSUB")
-            .arg("redisson_lock__channel:{p}")
-            .query(&mut c)
-            .unwrap();
-        (v.1 == 1).then_some(())
-    });
+    until_numsub(&raw(&s).await, "redisson_lock__channel:{p}", 1).await;
     let t = Instant::now();
     g.release().await.unwrap();
     assert_eq!(waiter.await.unwrap(), 1);

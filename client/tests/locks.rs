@@ -76,9 +76,7 @@ async fn try_acquire_for_times_out_and_wakes(b: Backend) {
 }
 
 async fn lease_without_watchdog_lapses(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (s, c, mut r) = setup(b).await;
     let g = c
         .lock("l")
         .try_acquire_for(Duration::ZERO, Some(Duration::from_millis(200)))
@@ -153,9 +151,7 @@ async fn drop_releases(b: Backend) {
 }
 
 async fn watchdog_keeps_lock(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let lock = c.lock("wd");
     let g = lock.acquire().await.unwrap();
     assert!(g.is_watched());
@@ -171,9 +167,7 @@ async fn watchdog_keeps_lock(b: Backend) {
 }
 
 async fn renewal_stops_after_release(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let lock = c.lock("rs");
     let owner = lock.owner().id().to_string();
     let g = lock.acquire().await.unwrap();
@@ -199,17 +193,11 @@ async fn renewal_stops_after_release(b: Backend) {
 }
 
 async fn lost_when_deleted(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let g = c.lock("del").acquire().await.unwrap();
     let lost = g.lost();
     assert!(lost.check().is_none());
-    let _: i64 = redis::cmd("DEL")
-        .arg("del")
-        .query_async(&mut r)
-        .await
-        .unwrap();
+    del(&mut r, "del").await;
     let t = Instant::now();
     let reason = tokio::time::timeout(Duration::from_secs(3), lost.clone())
         .await
@@ -248,9 +236,7 @@ async fn lost_when_server_dies(b: Backend) {
 }
 
 async fn wrong_type(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let _: () = redis::cmd("SET")
         .arg("str")
         .arg("x")

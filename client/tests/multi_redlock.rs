@@ -5,6 +5,7 @@ mod support;
 use std::time::Duration;
 
 use dlock_client::{Backend, Client, LostReason, MultiLock, RedLock};
+use dlock_testutil::servers_holding;
 use support::*;
 
 async fn multilock_rolls_back(b: Backend) {
@@ -107,20 +108,6 @@ async fn five() -> (Vec<Server>, Vec<Client>) {
     (servers, clients)
 }
 
-async fn holders(servers: &[Server], key: &str) -> usize {
-    let mut n = 0;
-    for s in servers.iter() {
-        if let Ok(mut c) = s.client().get_multiplexed_async_connection().await {
-            let e: redis::RedisResult<i64> =
-                redis::cmd("EXISTS").arg(key).query_async(&mut c).await;
-            if e == Ok(1) {
-                n += 1;
-            }
-        }
-    }
-    n
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn redlock_quorum_of_five() {
     let (mut servers, clients) = five().await;
@@ -138,7 +125,7 @@ async fn redlock_quorum_of_five() {
         .unwrap()
         .is_none());
     g.release().await.unwrap();
-    assert_eq!(holders(&servers, "job").await, 0);
+    assert_eq!(servers_holding(&mut servers, "job"), 0);
 
     // Two servers stopped: 3 of 5 still make a quorum.
     servers[0].kill();
@@ -150,9 +137,9 @@ async fn redlock_quorum_of_five() {
         .expect("3/5 is a quorum");
     assert_eq!(g.granted(), 3);
     assert!(g.is_valid());
-    assert_eq!(holders(&servers, "job").await, 3);
+    assert_eq!(servers_holding(&mut servers, "job"), 3);
     g.release().await.unwrap();
-    assert_eq!(holders(&servers, "job").await, 0);
+    assert_eq!(servers_holding(&mut servers, "job"), 0);
 
     // Three stopped: no quorum, and nothing left behind on the two that granted.
     servers[2].kill();
@@ -161,7 +148,7 @@ async fn redlock_quorum_of_five() {
         .await
         .unwrap()
         .is_none());
-    assert_eq!(holders(&servers, "job").await, 0);
+    assert_eq!(servers_holding(&mut servers, "job"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

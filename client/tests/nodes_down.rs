@@ -7,22 +7,8 @@ mod support;
 use std::time::Duration;
 
 use dlock_client::{Backend, ConnectReason, Error, MultiLock, Node, RedLock};
+use dlock_testutil::servers_holding;
 use support::*;
-
-/// How many of `servers` (those running) hold `key`.
-async fn holders(servers: &mut [Server], key: &str) -> usize {
-    let mut n = 0;
-    for s in servers.iter_mut() {
-        if !s.is_running() {
-            continue;
-        }
-        let mut c = raw(s).await;
-        if exists(&mut c, key).await {
-            n += 1;
-        }
-    }
-    n
-}
 
 async fn nodes(servers: &[Server]) -> Vec<Node> {
     let mut v = Vec::new();
@@ -65,14 +51,14 @@ async fn redlock_builds_with_nodes_down_and_uses_them_when_back() {
         .unwrap()
         .expect("3 of 5 is a quorum: the down nodes are failed votes");
     assert_eq!(g.granted(), 3);
-    assert_eq!(holders(&mut servers, "job").await, 3);
+    assert_eq!(servers_holding(&mut servers, "job"), 3);
     g.release().await.unwrap();
-    assert_eq!(holders(&mut servers, "job").await, 0);
+    assert_eq!(servers_holding(&mut servers, "job"), 0);
 
     // A third one stopped (it was up): no quorum, and nothing left on the two that granted.
     servers[2].kill();
     assert!(red.try_acquire(lease).await.unwrap().is_none());
-    assert_eq!(holders(&mut servers, "job").await, 0);
+    assert_eq!(servers_holding(&mut servers, "job"), 0);
 
     // All three back on their ports: every node is used again (the two never connected
     // connect in the background; the third's client reconnects).
@@ -95,7 +81,7 @@ async fn redlock_builds_with_nodes_down_and_uses_them_when_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(red.nodes().all(Node::is_up));
-    assert_eq!(holders(&mut servers, "job").await, 0);
+    assert_eq!(servers_holding(&mut servers, "job"), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -124,7 +110,7 @@ async fn multilock_with_a_node_down_fails_naming_it_and_works_when_back() {
         }
         // Nothing left held on the nodes that are up.
         for key in ["a", "b", "c"] {
-            assert_eq!(holders(&mut servers, key).await, 0, "{key} left held");
+            assert_eq!(servers_holding(&mut servers, key), 0, "{key} left held");
         }
     }
 
@@ -141,7 +127,7 @@ async fn multilock_with_a_node_down_fails_naming_it_and_works_when_back() {
         other => panic!("expected a connect error naming the node, got {other:?}"),
     }
     for key in ["a", "b", "c"] {
-        assert_eq!(holders(&mut servers, key).await, 0, "{key} left held");
+        assert_eq!(servers_holding(&mut servers, key), 0, "{key} left held");
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use dlock_client::{Client, Error, LockKind};
 use dlock_testutil::workers::{is_worker, param, report, spawn_worker};
+use dlock_testutil::{dlock_info_int, leases_cut, waiters};
 use redis::aio::MultiplexedConnection;
 use support::*;
 
@@ -26,20 +27,6 @@ async fn bound(server: &Server, grace: Option<Duration>) -> Client {
         .expect("client")
 }
 
-async fn leases_cut(c: &mut MultiplexedConnection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("dlock")
-        .query_async(c)
-        .await
-        .unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("dlock_leases_cut:"))
-        .expect("dlock_leases_cut in INFO dlock")
-        .trim()
-        .parse()
-        .unwrap()
-}
-
 /// Polls `f` every 5 ms until it answers true; panics naming `what` after `limit`.
 async fn until<F, Fut>(limit: Duration, what: &str, mut f: F)
 where
@@ -51,16 +38,6 @@ where
         assert!(Instant::now() < deadline, "not within {limit:?}: {what}");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-}
-
-/// The number of clients queued on `key` (DLOCK.INFO's `waiters`).
-async fn waiters(c: &MultiplexedConnection, key: &str) -> i64 {
-    let v: redis::Value = redis::cmd("DLOCK.INFO")
-        .arg(key)
-        .query_async(&mut c.clone())
-        .await
-        .unwrap();
-    info_field(&v, "waiters").expect("waiters in DLOCK.INFO")
 }
 
 /// Kills every connection but `c`'s own (the client under test loses its shared and pooled
@@ -123,8 +100,8 @@ async fn a_killed_holder_process_frees_its_locks_after_the_grace_not_the_lease()
     );
     holder.expect_report("direct", Duration::from_secs(20));
     // The holder waits for `queued` in the server's queue; free it, so it is granted there.
-    until(Duration::from_secs(5), "the holder queued", || async {
-        waiters(&c, "queued").await == 1
+    until(Duration::from_secs(5), "the holder queued", || {
+        std::future::ready(waiters(&mut srv.connection(), "queued") == 1)
     })
     .await;
     queued_block.release().await.unwrap();
@@ -134,7 +111,7 @@ async fn a_killed_holder_process_frees_its_locks_after_the_grace_not_the_lease()
     // to the shared connection, so nothing was cut and both holds outlive the grace.
     tokio::time::sleep(GRACE * 3).await;
     assert_eq!(
-        leases_cut(&mut c).await,
+        leases_cut(&mut srv.connection()),
         0,
         "a hold was cut while its client lives"
     );
@@ -147,8 +124,8 @@ async fn a_killed_holder_process_frees_its_locks_after_the_grace_not_the_lease()
         let g = a.acquire().await.unwrap();
         (Instant::now(), g)
     });
-    until(Duration::from_secs(5), "the parent queued", || async {
-        waiters(&c, "direct").await == 1
+    until(Duration::from_secs(5), "the parent queued", || {
+        std::future::ready(waiters(&mut srv.connection(), "direct") == 1)
     })
     .await;
     let killed = Instant::now();
@@ -167,20 +144,8 @@ async fn a_killed_holder_process_frees_its_locks_after_the_grace_not_the_lease()
         !exists(&mut c.clone(), "queued").await
     })
     .await;
-    assert_eq!(leases_cut(&mut c).await, 2);
+    assert_eq!(leases_cut(&mut srv.connection()), 2);
     g.release().await.unwrap();
-}
-
-/// `field`'s integer in a DLOCK.INFO reply (flat array under RESP2).
-fn info_field(v: &redis::Value, field: &str) -> Option<i64> {
-    let redis::Value::Array(a) = v else {
-        return None;
-    };
-    let i = a.iter().position(|x| {
-        matches!(x, redis::Value::BulkString(b) if b == field.as_bytes())
-            || matches!(x, redis::Value::SimpleString(s) if s == field)
-    })?;
-    redis::from_redis_value(a.get(i + 1)?).ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,7 +160,7 @@ async fn a_client_whose_connection_is_killed_rebinds_within_the_grace() {
     // The server cut the three leases to the grace; the client noticed the close,
     // connected again and renewed with BIND: the leases are long again, the holds bound anew.
     until(Duration::from_secs(5), "the cut counted", || async {
-        leases_cut(&mut c.clone()).await == 3
+        leases_cut(&mut srv.connection()) == 3
     })
     .await;
     tokio::time::sleep(GRACE * 3).await;
@@ -232,7 +197,7 @@ async fn without_bind_a_closed_connection_cuts_nothing() {
     // A cut would take the lease to 0 at once (grace 0 is not sent: nothing is); give the
     // server time to see the close.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(leases_cut(&mut c).await, 0);
+    assert_eq!(leases_cut(&mut srv.connection()), 0);
     assert!(pttl(&mut c, "k").await > (LONG_LEASE / 2).as_millis() as i64);
     g.release().await.unwrap();
 }
@@ -331,7 +296,7 @@ fn the_blocking_api_sends_lock_delay_and_binds() {
     // The lease lapses; the delay then runs (DLOCK.INFO's delay-ms).
     wait_for(Duration::from_secs(5), "the lock-delay running", || {
         let v: redis::Value = redis::cmd("DLOCK.INFO").arg("bl").query(&mut c).ok()?;
-        (info_field(&v, "delay-ms")? > 1000).then_some(())
+        (dlock_info_int(&v, "delay-ms")? > 1000).then_some(())
     });
     assert!(client.lock("bl").try_acquire().unwrap().is_none());
     // A watchdog-held blocking lock is bound: its lease is cut when the connection closes.
@@ -346,8 +311,7 @@ fn the_blocking_api_sends_lock_delay_and_binds() {
         .unwrap();
     assert!(killed >= 1);
     wait_for(Duration::from_secs(5), "the cut counted", || {
-        let info: String = redis::cmd("INFO").arg("dlock").query(&mut c).ok()?;
-        info.contains("dlock_leases_cut:1").then_some(())
+        (leases_cut(&mut c) == 1).then_some(())
     });
     held.release().unwrap();
 }

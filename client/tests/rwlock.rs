@@ -8,9 +8,7 @@ use dlock_client::{Backend, Error, LockKind, LostReason};
 use support::*;
 
 async fn readers_share_writer_excluded(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let rw1 = c.rwlock("cfg");
     let rw2 = c.rwlock("cfg");
     let r1 = rw1.read().acquire().await.unwrap();
@@ -99,9 +97,7 @@ async fn writer_reentrant_reads_no_upgrade(b: Backend) {
 /// Each holder has its own lease: a reader that stops renewing lapses while another reader
 /// keeps renewing; the watchdog keeps the lock far beyond one lease.
 async fn per_holder_leases_and_watchdog(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let a = c.rwlock("k");
     let bb = c.rwlock("k");
     let short = a

@@ -10,27 +10,16 @@ use std::time::{Duration, Instant};
 use dlock_client::{blocking, Backend, Client, Error, LostReason, WaitRequest};
 use support::*;
 
-async fn hget_str(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> String {
-    redis::cmd("HGET")
-        .arg(key)
-        .arg(field)
-        .query_async(c)
-        .await
-        .unwrap()
-}
-
 /// Take, add up, refuse what does not fit, give back; the hash is the module's layout;
 /// the errors of both backends are the module's.
 async fn permits_add_up_and_release(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let sem = c.semaphore("pool", 3);
     let g1 = sem.acquire(2).await.unwrap();
     assert_eq!((g1.permits(), g1.owner_permits()), (2, 2));
     assert!(g1.is_watched());
     let me = sem.owner().id().to_string();
-    assert_eq!(hget_str(&mut r, "pool", "mode").await, "semaphore");
+    assert_eq!(hget_as::<String>(&mut r, "pool", "mode").await, "semaphore");
     assert_eq!(hget(&mut r, "pool", "capacity").await, Some(3));
     assert_eq!(
         hget(&mut r, "pool", &format!("permits:{me}")).await,
@@ -108,9 +97,7 @@ async fn permits_add_up_and_release(b: Backend) {
 /// on the client side, never exceed 3; and the tasks did overlap.
 async fn capacity_never_exceeded(b: Backend) {
     const CAPACITY: u32 = 3;
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let in_use = Arc::new(AtomicU32::new(0));
     let most = Arc::new(AtomicU32::new(0));
     let tasks: Vec<_> = (0..8u32)
@@ -153,9 +140,7 @@ async fn capacity_never_exceeded(b: Backend) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fifo_head_of_line_native() {
     let b = Backend::Native;
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let holder = c.semaphore("hol", 3).acquire(2).await.unwrap();
     let big = c.semaphore("hol", 3);
     let small = c.semaphore("hol", 3);
@@ -223,9 +208,7 @@ async fn fifo_head_of_line_native() {
 /// A wait with a limit answers None at its end and leaves nothing behind: no waiter in the
 /// module's queue, no subscription on plain Redis.
 async fn try_acquire_for_times_out_leaving_no_waiter(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let holder = c.semaphore("t", 2).acquire(2).await.unwrap();
     let other = c.semaphore("t", 2);
     let t = Instant::now();
@@ -277,16 +260,7 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         if cancel_around_release(task, g.release()).await {
             granted_before_cancel += 1;
         }
-        until(
-            Duration::from_secs(3),
-            &format!("round {round}: no permit left on {key}"),
-            || {
-                let key = key.clone();
-                let mut rc = r.clone();
-                async move { !exists(&mut rc, &key).await }
-            },
-        )
-        .await;
+        until_gone(&r, &key, &format!("round {round}: no permit left on {key}")).await;
     }
     assert_eq!(waiter.watched_locks(), 0);
     eprintln!("{b:?}: {granted_before_cancel} of 30 rounds granted before the cancel");
@@ -295,9 +269,7 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
 /// A holder that crashes (its runtime, watchdog and connections gone, no release sent)
 /// gives its permits back when its own lease lapses, while another holder keeps renewing.
 async fn crashed_holder_gives_permits_back(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (s, c, mut r) = setup(b).await;
     let renewer = c.semaphore("crash", 2).acquire(1).await.unwrap();
     // The crashing holder lives on its own runtime, shut down under its feet.
     let crashed_owner = std::thread::scope(|scope| {
@@ -342,9 +314,7 @@ async fn crashed_holder_gives_permits_back(b: Backend) {
 /// The watchdog keeps permits far beyond one lease; permits taken with a lease (no
 /// watchdog) lapse, the guard's lost signal says so, and the permits are free again.
 async fn watchdog_keeps_permits_lease_lapses(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let sem = c.semaphore("wd", 3);
     let watched = sem.acquire(1).await.unwrap();
     let leased = c
@@ -378,17 +348,11 @@ async fn watchdog_keeps_permits_lease_lapses(b: Backend) {
 
 /// Deleting the key: the watchdog's next renewal finds the owner gone and `lost()` fires.
 async fn lost_when_deleted(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     let g = c.semaphore("del", 3).acquire(2).await.unwrap();
     let lost = g.lost();
     assert!(lost.check().is_none());
-    let _: i64 = redis::cmd("DEL")
-        .arg("del")
-        .query_async(&mut r)
-        .await
-        .unwrap();
+    del(&mut r, "del").await;
     let t = Instant::now();
     let reason = tokio::time::timeout(Duration::from_secs(3), lost)
         .await
@@ -403,9 +367,7 @@ async fn lost_when_deleted(b: Backend) {
 /// their time-outs); empty for a free or missing key; WRONGTYPE for a non-lock value. The
 /// script backend has no server-side queue and says so.
 async fn waiters_of_every_kind(b: Backend) {
-    let s = server(b);
-    let c = client(&s, b).await;
-    let mut r = raw(&s).await;
+    let (_s, c, mut r) = setup(b).await;
     if b == Backend::Script {
         assert!(matches!(c.waiters("any").await, Err(Error::Unsupported(_))));
         return;

@@ -93,18 +93,7 @@ async fn cancelled_acquire_leaves_no_hold(b: Backend) {
         if cancel_around_release(task, g.release()).await {
             granted_before_cancel += 1;
         }
-        let mut rc = r.clone();
-        until(
-            Duration::from_secs(3),
-            &format!("round {round}: no hold left on {key}"),
-            || {
-                let key = key.clone();
-                let mut rc = rc.clone();
-                async move { !exists(&mut rc, &key).await }
-            },
-        )
-        .await;
-        assert!(!exists(&mut rc, &key).await);
+        until_gone(&r, &key, &format!("round {round}: no hold left on {key}")).await;
     }
     assert_eq!(waiter.watched_locks(), 0);
     eprintln!("{b:?}: {granted_before_cancel} of 50 rounds granted before the cancel");

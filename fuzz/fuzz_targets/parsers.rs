@@ -8,6 +8,7 @@
 //! (from the repository root). On stable, `tests/reliability_parsers.rs` runs the same parsers
 //! against a reference implementation in `make test`.
 #![no_main]
+#![forbid(unsafe_code)]
 
 use libfuzzer_sys::fuzz_target;
 

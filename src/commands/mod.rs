@@ -1,6 +1,7 @@
 //! The command handlers, one file each: parse (`dlock_core::args`), run the unit of work
 //! (`engine::work::unit_of_work`) with the grant rules (`dlock_core::rules`), reply. Each
 //! declares itself beside its handler (`Command::SPEC`); `ALL` lists them for registration.
+//! The layers they sit on: the list in `src/lib.rs`.
 
 mod acquire;
 mod docs;

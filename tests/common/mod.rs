@@ -186,9 +186,7 @@ pub fn dinfo_field(con: &mut Connection, key: &str, field: &str) -> Reply {
         .unwrap_or_else(|| panic!("DLOCK.INFO {key} has no field {field}"))
         .1
 }
-pub fn waiters(con: &mut Connection, key: &str) -> i64 {
-    dinfo_field(con, key, "waiters").int()
-}
+pub use dlock_testutil::waiters;
 /// Poll DLOCK.INFO until `key` has exactly `n` waiters.
 #[track_caller]
 pub fn wait_waiters(con: &mut Connection, key: &str, n: i64) {

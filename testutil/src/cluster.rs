@@ -225,6 +225,21 @@ impl Cluster {
         self.slot_owner(dlock_core::names::key_slot(key.as_bytes()))
     }
 
+    /// A key of node `node`'s slots, distinct per `tag` (`reshard:<tag>:<i>`).
+    pub fn key_on(&self, node: usize, tag: &str) -> String {
+        (0..)
+            .map(|i| format!("reshard:{tag}:{i}"))
+            .find(|k| self.key_owner(k) == node)
+            .expect("some key hashes to every node")
+    }
+
+    /// Moves `slot` from node `from` to node `to` as `redis-cli --cluster reshard` does:
+    /// `SETSLOT IMPORTING/MIGRATING`, `MIGRATE` of every key, `SETSLOT NODE` on every primary.
+    pub fn move_slot(&self, slot: u16, from: usize, to: usize) {
+        self.begin_slot_migration(slot, from, to);
+        self.finish_slot_migration(slot, from, to);
+    }
+
     /// The node (index) whose keyspace holds `key` now, asked of each primary directly with
     /// `ASKING` (so that a node importing the key's slot answers too; a node that does not
     /// serve the slot answers MOVED or ASK, not 1).

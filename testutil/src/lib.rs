@@ -8,7 +8,8 @@
 //! - [`replication`]: a primary with replicas ([`ReplicaSet`]), waits for sync;
 //! - [`sentinel`]: Sentinels monitoring a primary ([`Sentinels`]);
 //! - [`cluster`]: a Redis Cluster with its slots assigned ([`Cluster`]), slot migrations;
-//! - [`info`]: `INFO` fields; [`keys`]: reading a key's state (hash, TTL);
+//! - [`info`]: `INFO` fields; [`keys`]: reading a key's state (hash, TTL); [`state`]: what
+//!   the module shows (`DLOCK.INFO` fields, `INFO dlock` counters, who holds a key);
 //! - [`workers`]: the test binary re-run as worker processes, latency statistics and the
 //!   long-variant switch (`DLOCK_LONG`);
 //! - [`wait_for`]: poll a state until it holds (never a bare sleep).
@@ -28,6 +29,7 @@ mod module_build;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
+pub mod state;
 mod version;
 pub mod workers;
 
@@ -38,6 +40,7 @@ pub use module_build::module_path;
 pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, ReplicaSet};
 pub use sentinel::Sentinels;
 pub use server::{free_port, server_binary, Server, ServerBuilder};
+pub use state::{dlock_info_int, leases_cut, servers_holding, waiters};
 pub use version::{server_version, skip, valkey9_binary, Flavor, ServerVersion};
 
 use std::time::{Duration, Instant};

@@ -41,6 +41,11 @@ impl ReplicaSet {
     pub fn with_module(n: usize) -> ReplicaSet {
         ReplicaSet::start(Server::builder(), n, Server::builder())
     }
+
+    /// A new connection to the primary and one to the first replica.
+    pub fn connections(&self) -> (Connection, Connection) {
+        (self.primary.connection(), self.replicas[0].connection())
+    }
 }
 
 /// Makes the running `replica` a replica of `primary` (`REPLICAOF` at run time) and waits until

@@ -45,8 +45,8 @@ async fn uncontended_run(ctx: &Ctx, b: Backend, depth: usize) -> UncRun {
             keys.iter()
                 .map(|k| Step {
                     trips: vec![
-                        ctx.acquire(b, k, &owner, LEASE),
-                        ctx.release(b, k, &owner, LEASE),
+                        ctx.sha.acquire(b, k, &owner, LEASE),
+                        ctx.sha.release(b, k, &owner, LEASE),
                     ],
                     locks: 1,
                 })
@@ -55,8 +55,8 @@ async fn uncontended_run(ctx: &Ctx, b: Backend, depth: usize) -> UncRun {
             let mut buf = vec![];
             let mut exp = vec![];
             for k in keys.iter().cycle().take(depth) {
-                let (a, ea) = ctx.acquire(b, k, &owner, LEASE);
-                let (r, er) = ctx.release(b, k, &owner, LEASE);
+                let (a, ea) = ctx.sha.acquire(b, k, &owner, LEASE);
+                let (r, er) = ctx.sha.release(b, k, &owner, LEASE);
                 buf.extend(a);
                 buf.extend(r);
                 exp.extend(ea);

@@ -106,7 +106,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
     let mut buf = vec![];
     let mut exp = vec![];
     for k in &keys {
-        let (a, e) = ctx.acquire(b, k, &holder, 600_000);
+        let (a, e) = ctx.sha.acquire(b, k, &holder, 600_000);
         buf.extend(a);
         exp.extend(e);
     }
@@ -160,7 +160,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
                 b"WAIT",
                 b"0",
             ]);
-            let rel = ctx.release(b, &key, &owner, 600_000).0;
+            let rel = ctx.sha.release(b, &key, &owner, 600_000).0;
             let sem = sem.clone();
             let keep = keep.clone();
             set.spawn(async move {
@@ -259,7 +259,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
     let mut buf = vec![];
     let mut exp = vec![];
     for k in &keys {
-        let (a, e) = ctx.release(b, k, &holder, 600_000);
+        let (a, e) = ctx.sha.release(b, k, &holder, 600_000);
         buf.extend(a);
         exp.extend(e);
     }

@@ -6,9 +6,8 @@ use std::time::Duration;
 use super::client::thread_number;
 use super::group::GroupHold;
 use super::{block_on, Lock, Node};
-use crate::multilock::GroupLost;
 use crate::node::Member;
-use crate::{LostReason, Result};
+use crate::Result;
 
 #[derive(Clone, Debug)]
 enum Members {
@@ -158,16 +157,6 @@ impl MultiLockGuard {
     fn g(&self) -> &crate::MultiLockGuard {
         self.held.g()
     }
-    /// The members' fencing tokens.
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a").fenced()]).acquire()?;
-    /// println!("{:?}", g.fencing_tokens());
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
-        self.g().fencing_tokens()
-    }
     /// Members held.
     /// ```no_run
     /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
@@ -181,33 +170,11 @@ impl MultiLockGuard {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// The signal that fires when any member is lost.
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?;
-    /// assert!(g.lost().check().is_none());
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn lost(&self) -> GroupLost {
-        self.g().lost()
-    }
-    /// Block up to `timeout` for a member to be lost; `None` if all are still held.
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let g = dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?;
-    /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        self.held.wait_lost(timeout)
-    }
-    /// Release every member (see [`crate::MultiLockGuard::release`]).
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?.release()?;
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn release(self) -> Result<()> {
-        self.held.release()
+    super::group::pass_throughs! {
+        guard: "MultiLockGuard",
+        tokens: "The members' fencing tokens.",
+        lost: "The signal that fires when any member is lost.",
+        wait_lost: "Block up to `timeout` for a member to be lost; `None` if all are still held.",
+        release: "Release every member (see [`crate::MultiLockGuard::release`]).",
     }
 }

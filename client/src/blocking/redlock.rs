@@ -6,8 +6,7 @@ use std::time::Duration;
 use super::client::thread_number;
 use super::group::GroupHold;
 use super::{block_on, Client, Node};
-use crate::multilock::GroupLost;
-use crate::{LostReason, Owner, Result};
+use crate::{Owner, Result};
 
 /// A blocking RedLock (see [`crate::RedLock`]): one lock over N independent servers, held
 /// on a majority; its owner is the calling thread's (the same id on every server).
@@ -195,36 +194,11 @@ impl RedLockGuard {
     pub fn granted(&self) -> usize {
         self.g().granted()
     }
-    /// The per-server fencing tokens.
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { println!("{:?}", g.fencing_tokens()); }
-    /// ```
-    pub fn fencing_tokens(&self) -> Vec<Option<u64>> {
-        self.g().fencing_tokens()
-    }
-    /// The signal that fires at the validity deadline or when a quorum is lost.
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { assert!(g.lost().check().is_none()); }
-    /// ```
-    pub fn lost(&self) -> GroupLost {
-        self.g().lost()
-    }
-    /// Block up to `timeout` for the lock to count as lost; `None` if still held.
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) {
-    /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
-    /// # }
-    /// ```
-    pub fn wait_lost(&self, timeout: Duration) -> Option<LostReason> {
-        self.held.wait_lost(timeout)
-    }
-    /// Release on every server: `Ok(())` if a quorum still held it.
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) -> dlock_client::Result<()> {
-    /// g.release()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn release(self) -> Result<()> {
-        self.held.release()
+    super::group::pass_throughs! {
+        guard: "RedLockGuard",
+        tokens: "The per-server fencing tokens.",
+        lost: "The signal that fires at the validity deadline or when a quorum is lost.",
+        wait_lost: "Block up to `timeout` for the lock to count as lost; `None` if still held.",
+        release: "Release on every server: `Ok(())` if a quorum still held it.",
     }
 }

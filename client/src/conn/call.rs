@@ -73,11 +73,8 @@ pub(crate) async fn node_call(
             pipe.cmd("ASKING");
         }
         pipe.add_command(cmd(left));
-        if let Some((n, t)) = guard {
-            pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
-        }
+        let count = 1 + super::push_replica_wait(&mut pipe, guard);
         let skip = usize::from(asking);
-        let count = 1 + usize::from(guard.is_some());
         let reply = conn.req_packed_commands(&pipe, skip, count);
         let vals = match (limit, left) {
             (Limit::Until { slack, .. }, Some(left)) => {

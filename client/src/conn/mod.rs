@@ -24,6 +24,17 @@ use sentinel::{timeout_error, SentinelConn};
 pub(crate) use single::Answered;
 use single::Single;
 
+/// Appends the replication guard (`min_replicas`: `WAIT n timeout`) to `pipe` when there is
+/// one; answers how many replies that adds (0 or 1). The one place the guard is written, for
+/// a dedicated call, a cluster renewal and a pipelined batch of renewals alike.
+pub(crate) fn push_replica_wait(pipe: &mut Pipeline, guard: Option<(u32, Duration)>) -> usize {
+    let Some((n, t)) = guard else {
+        return 0;
+    };
+    pipe.cmd("WAIT").arg(n).arg(t.as_millis() as u64);
+    1
+}
+
 /// The multiplexed connection a [`Client`](crate::Client) sends its commands on, whatever
 /// the deployment: a single node, a Sentinel-managed master or a Redis Cluster. It
 /// implements [`redis::aio::ConnectionLike`], so every `redis` command and

@@ -1,26 +1,11 @@
-//! Helpers for tests on a real Redis Cluster (testutil's `Cluster`): which node a key is on,
-//! a slot moved by the classic reshard steps, and a node's `DLOCK.INFO` read after `ASKING`
-//! (so that a node importing the key's slot answers too).
+//! Helpers for tests on a real Redis Cluster (testutil's `Cluster`, which also finds a key
+//! on a node and moves slots): a node's `DLOCK.INFO` read after `ASKING` (so that a node
+//! importing the key's slot answers too).
 
 use std::time::Duration;
 
 use dlock_testutil::Cluster;
 use redis::Value;
-
-/// A key of node `node`'s slots, distinct per `tag`.
-pub fn key_on(cl: &Cluster, node: usize, tag: &str) -> String {
-    (0..)
-        .map(|i| format!("reshard:{tag}:{i}"))
-        .find(|k| cl.key_owner(k) == node)
-        .unwrap()
-}
-
-/// Move `slot` from node `from` to node `to` as `redis-cli --cluster reshard` does:
-/// `SETSLOT IMPORTING/MIGRATING`, `MIGRATE` of every key, `SETSLOT NODE` on every primary.
-pub fn move_slot(cl: &Cluster, slot: u16, from: usize, to: usize) {
-    cl.begin_slot_migration(slot, from, to);
-    cl.finish_slot_migration(slot, from, to);
-}
 
 /// `DLOCK.INFO key` asked of node `node` after `ASKING` (RESP2: a flat field/value array).
 pub fn info_asking(cl: &Cluster, node: usize, key: &str) -> Vec<Value> {

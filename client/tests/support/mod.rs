@@ -36,6 +36,27 @@ pub async fn client(server: &Server, backend: Backend) -> Client {
     builder(server, backend).build().await.expect("client")
 }
 
+/// A server for `backend`, a client of it and a raw connection: most tests' first line.
+pub async fn setup(backend: Backend) -> (Server, Client, redis::aio::MultiplexedConnection) {
+    let s = server(backend);
+    let c = client(&s, backend).await;
+    let r = raw(&s).await;
+    (s, c, r)
+}
+
+/// Wait until `channel` has `n` subscribers (`PUBSUB NUMSUB`).
+pub async fn until_numsub(r: &redis::aio::MultiplexedConnection, channel: &str, n: i64) {
+    until(
+        Duration::from_secs(5),
+        &format!("{n} subscriber(s) of {channel}"),
+        || {
+            let (mut r, channel) = (r.clone(), channel.to_string());
+            async move { numsub(&mut r, &channel).await == n }
+        },
+    )
+    .await;
+}
+
 pub async fn raw(server: &Server) -> redis::aio::MultiplexedConnection {
     server
         .client()
@@ -44,11 +65,21 @@ pub async fn raw(server: &Server) -> redis::aio::MultiplexedConnection {
         .expect("raw connection")
 }
 
+/// `HGET key field` as a number (a hold count, a lease end).
 pub async fn hget(
     c: &mut redis::aio::MultiplexedConnection,
     key: &str,
     field: &str,
 ) -> Option<i64> {
+    hget_as(c, key, field).await
+}
+
+/// `HGET key field`, as the caller's type.
+pub async fn hget_as<T: redis::FromRedisValue>(
+    c: &mut redis::aio::MultiplexedConnection,
+    key: &str,
+    field: &str,
+) -> T {
     redis::cmd("HGET")
         .arg(key)
         .arg(field)
@@ -60,6 +91,20 @@ pub async fn hget(
 pub async fn exists(c: &mut redis::aio::MultiplexedConnection, key: &str) -> bool {
     let n: i64 = redis::cmd("EXISTS").arg(key).query_async(c).await.unwrap();
     n == 1
+}
+
+/// `DEL key`: the keys deleted.
+pub async fn del(c: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("DEL").arg(key).query_async(c).await.unwrap()
+}
+
+/// Wait until `key` no longer exists (its last hold released or lapsed).
+pub async fn until_gone(r: &redis::aio::MultiplexedConnection, key: &str, what: &str) {
+    until(Duration::from_secs(3), what, || {
+        let (key, mut r) = (key.to_string(), r.clone());
+        async move { !exists(&mut r, &key).await }
+    })
+    .await;
 }
 
 pub async fn pttl(c: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
@@ -94,21 +139,15 @@ pub async fn info_waiters(c: &mut redis::aio::MultiplexedConnection, key: &str) 
     info_int(c, key, "waiters").await
 }
 
-/// An integer field of `DLOCK.INFO key` (RESP2: a flat field/value array).
+/// An integer field of `DLOCK.INFO key`.
 pub async fn info_int(c: &mut redis::aio::MultiplexedConnection, key: &str, field: &str) -> i64 {
-    let v: Vec<redis::Value> = redis::cmd("DLOCK.INFO")
+    let v: redis::Value = redis::cmd("DLOCK.INFO")
         .arg(key)
         .query_async(c)
         .await
         .unwrap();
-    for pair in v.chunks(2) {
-        if let [redis::Value::BulkString(name), redis::Value::Int(n)] = pair {
-            if name == field.as_bytes() {
-                return *n;
-            }
-        }
-    }
-    panic!("DLOCK.INFO {key} has no integer field {field}: {v:?}")
+    dlock_testutil::dlock_info_int(&v, field)
+        .unwrap_or_else(|| panic!("DLOCK.INFO {key} has no integer field {field}: {v:?}"))
 }
 
 /// Wait until a client waits on `key`: in the module's queue (native), or subscribed to
