@@ -17,6 +17,7 @@ import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ._core import Backend
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -199,7 +200,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "redis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0, backend: str = "auto") -> None:
+                 command_timeout: float = 5.0, backend: Backend = "auto") -> None:
         super().__init__(
             open_pools(redis_client, redis.Redis, Retry(NoBackoff(), 0), command_timeout),
             bind, backend)

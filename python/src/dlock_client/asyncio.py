@@ -35,6 +35,7 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from ._core import Backend
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -217,7 +218,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "aredis.Redis", *, bind: Optional[float] = 2.0,
-                 command_timeout: float = 5.0, backend: str = "auto") -> None:
+                 command_timeout: float = 5.0, backend: Backend = "auto") -> None:
         super().__init__(
             open_pools(redis_client, aredis.Redis, Retry(NoBackoff(), 0), command_timeout),
             bind, backend)
