@@ -176,7 +176,7 @@ test-python: build python/.venv/installed
 # client/tests/script_copies.rs checks): run after changing a script in client/src/backend/lua.rs.
 scripts: toolchain
 	@mkdir -p target
-	$(CARGO) run -q -p dlock-client --example export_scripts > target/scripts.json.tmp
+	$(CARGO) run --release -q -p dlock-client --example export_scripts > target/scripts.json.tmp
 	@grep -v '^#' client/script-copies.txt | grep . | while read -r copy; do \
 		cp target/scripts.json.tmp "$$copy" && echo "wrote $$copy"; done
 	@rm -f target/scripts.json.tmp

@@ -45,11 +45,8 @@ def key() -> str:
 
 @pytest.fixture
 def client(server: Server) -> Iterator[dl.Client]:
-    c = dl.Client.from_url(server.url)
-    try:
+    with dl.Client.from_url(server.url) as c:
         yield c
-    finally:
-        c.close()
 
 
 class Features:

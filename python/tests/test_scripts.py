@@ -21,11 +21,8 @@ def plain(new_server: Any) -> Server:
 
 @pytest.fixture
 def sclient(plain: Server) -> Iterator[dl.Client]:
-    c = dl.Client.from_url(plain.url)
-    try:
+    with dl.Client.from_url(plain.url) as c:
         yield c
-    finally:
-        c.close()
 
 
 def test_auto_falls_back_and_native_insists(plain: Server, sclient: dl.Client, key: str) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, List, Optional, TypeVar
 
-from ._core import Core
+from ._core import Backend, Core
 from ._effects import Replies, Role
 from ._holds import LostBase
 from ._pools import Pools
@@ -77,7 +77,7 @@ class ClientBase(Generic[L, RW, S, H]):
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
 
-    def __init__(self, pools: Pools, bind: Optional[float], backend: str) -> None:
+    def __init__(self, pools: Pools, bind: Optional[float], backend: Backend) -> None:
         self._core: Core[H] = Core(pools.server, bind, backend)
         self.server, self._waits, self._cmds, self._dog_pool = pools
         self._prefix = self._core.prefix

@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from typing import Any, Callable, Dict, Generic, List, Optional, Tuple, TypeVar
+from typing import (Any, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar,
+                    get_args)
 
 import redis.exceptions as rexc
 
@@ -45,7 +46,10 @@ from .errors import CommandError, ConfigError, ModuleNotLoadedError, RedirectedE
 T = TypeVar("T")
 H = TypeVar("H", bound=HoldLike)
 
-BACKENDS = ("auto", "native", "script")
+#: ``backend=``: the dlock module where the server has it, else the scripts ("auto"); the
+#: module or an error ("native"); always the scripts ("script").
+Backend = Literal["auto", "native", "script"]
+BACKENDS = get_args(Backend)
 
 #: Makes a hold object of the shell's kind: (request, owner, count, token).
 MakeHold = Callable[[Request, str, int, Optional[int]], H]
@@ -55,7 +59,7 @@ class Core(Generic[H]):
     """The state of one client: its owner ids' prefix, the backend, what BIND support was
     learnt, and the registry of holds (with their deadlines) the watchdog renews."""
 
-    def __init__(self, server: str, bind: Optional[float], backend: str) -> None:
+    def __init__(self, server: str, bind: Optional[float], backend: Backend) -> None:
         if backend not in BACKENDS:
             raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         self.server = server

@@ -18,6 +18,7 @@ import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from ._core import Backend
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -203,7 +204,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
                  bind: Optional[float] = 2.0, command_timeout: float = 5.0,
-                 backend: str = "auto") -> None:
+                 backend: Backend = "auto") -> None:
         retry = Retry(NoBackoff(), 0)
         self._cluster: Optional[ClusterShell] = None
         if isinstance(redis_client, redis.cluster.RedisCluster):

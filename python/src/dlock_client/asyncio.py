@@ -36,6 +36,7 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from ._core import Backend
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -221,7 +222,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
                  bind: Optional[float] = 2.0, command_timeout: float = 5.0,
-                 backend: str = "auto") -> None:
+                 backend: Backend = "auto") -> None:
         retry = Retry(NoBackoff(), 0)
         self._cluster: Optional[AsyncClusterShell] = None
         if isinstance(redis_client, aredis.cluster.RedisCluster):
