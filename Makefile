@@ -191,7 +191,7 @@ test-node: build
 	cd node && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/installed
 	cd node && npm run --silent build
 	$(CARGO) build --release -p dlock-conformance
-	cd node && node --test --test-concurrency=1 test/
+	cd node && node --test --test-concurrency=1 test/*.test.mjs
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
