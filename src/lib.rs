@@ -6,9 +6,9 @@
 //! - `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
 //!   loop over `commands::ALL`); `config`: the configuration in force;
 //! - `stats`: INFO counters, which the layers above report to;
-//! - `engine`: waiter queues, the unit of work, lock storage, wake-ups;
-//! - `commands` (one file per command, each with its declaration) and `events`
-//!   (keyspace/server events) on top.
+//! - `engine`: waiter queues, the unit of work, lock storage, wake-ups, and what the module
+//!   listens to (`engine::listen`: every subscription to Redis's events);
+//! - `commands` (one file per command, each with its declaration) on top.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.
@@ -17,7 +17,6 @@
 mod commands;
 mod config;
 mod engine;
-mod events;
 mod ffi;
 mod stats;
 
@@ -32,8 +31,8 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, info, module, string, targets, Ctx};
-    use crate::{commands, config, engine, events, stats};
+    use crate::ffi::{command, info, module, string, Ctx};
+    use crate::{commands, config, engine, stats};
 
     #[global_allocator]
     static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
@@ -72,9 +71,9 @@ mod registration {
         let words = unsafe { module::args(argv, argc) };
         let fail = |line: String| c.log_warning(&line);
         config::set(config::Config::parse(&words).map_err(fail)?);
-        events::subscribe(c).map_err(fail)?;
-        // Propagation is skipped while nothing would receive it (no AOF, no replication).
-        targets::watch(c).map_err(fail)?;
+        // Every event the module hears, also those that tell `targets` whether anything
+        // receives propagation (skipped while nothing would: no AOF, no replication).
+        engine::listen::subscribe(c).map_err(fail)?;
         // The INFO section, and every command with its COMMAND DOCS / INFO as each declares
         // itself.
         info::register::<stats::Info>(c);
@@ -92,7 +91,6 @@ mod registration {
     #[no_mangle]
     pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
         engine::free_all();
-        events::free_all();
         stats::free_all();
         config::free();
         string::free_shared();

@@ -139,7 +139,6 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
                         Stats::add(&STATS.deadlocks, 1);
                         return Err(LockError::Deadlock(cycle));
                     }
-                    crate::events::watch_changes(ctx);
                     work::enqueue(ctx, reg, db, a.key, req, wait_ms).map(|()| Reply::None)
                 }
                 _ => Ok(Reply::Null),

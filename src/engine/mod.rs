@@ -10,6 +10,8 @@
 //!    - `store`: lock keys and fencing counters as Redis holds them, written and propagated;
 //!    - `wake`: the keys that have a queue, those marked by events, the poll timer;
 //!    - `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
+//!    - `listen`: what the module subscribes to on each server version and when (the first
+//!      queued key starts, the last one stops), and the handlers of those events;
 //! 2. `depart`: waiters leaving their queue (timers stopped, key unwatched), granted, timed
 //!    out or gone on their own (`DepartingClients`);
 //!    `deadlock`: the cycle a WAIT request would close, found before it queues;
@@ -28,19 +30,21 @@ pub mod delay_keys;
 pub mod depart;
 pub mod fire;
 pub mod job;
+pub mod listen;
 pub mod queue;
 mod registry;
 pub mod store;
 pub mod wake;
 pub mod work;
 
-pub use registry::{registry, waiting};
+pub use registry::registry;
 
 /// MODULE UNLOAD: frees the registry and the watched set (Redis refuses to unload while a
 /// client is blocked or a timer is armed, so both are empty of work by then).
 pub fn free_all() {
     registry::free();
     wake::free_all();
+    listen::free_all();
     bind::free_all();
     delay_keys::free_all();
 }
