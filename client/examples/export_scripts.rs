@@ -23,5 +23,8 @@ fn main() {
         "sem_release": lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY),
         "sem_renew": lua::semaphore_script(lua::SEMAPHORE_RENEW_BODY),
     });
-    println!("{}", serde_json::to_string_pretty(&doc).expect("JSON of strings"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&doc).expect("JSON of strings")
+    );
 }
