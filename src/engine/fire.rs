@@ -94,7 +94,9 @@ fn answer_demoted(ctx: Ctx) {
     if ctx.is_master() {
         return; // promoted again meanwhile: its waiters are served as usual
     }
-    for (db, key) in registry().all_keys() {
+    // Taken first: the registry must not stay locked through the loop (answering locks it).
+    let keys = registry().all_keys();
+    for (db, key) in keys {
         ctx.select_db(db);
         let error = match cluster::route(ctx, &key) {
             Route::Elsewhere(redirect) => redirect,
