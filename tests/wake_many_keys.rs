@@ -35,9 +35,11 @@ impl RawWaiter {
     }
 
     /// The first line of the reply (`:1`, `-WRONGTYPE ...`, `_`/`*-1` for null).
-    fn line(&mut self) -> String {
+    fn line(&mut self, what: usize) -> String {
         let mut l = String::new();
-        self.reader.read_line(&mut l).expect("a reply");
+        self.reader
+            .read_line(&mut l)
+            .unwrap_or_else(|e| panic!("no reply to waiter {what}: {e}"));
         l.trim_end().to_string()
     }
 }
@@ -72,7 +74,7 @@ fn wake_sources_with_a_thousand_queued_keys() {
     let mut timed = |i: usize, expect: &str, act: &mut dyn FnMut(&mut Connection)| {
         let t = Instant::now();
         act(&mut c);
-        let got = waiters[i].line();
+        let got = waiters[i].line(i);
         assert!(got.starts_with(expect), "waiter {i}: {got}");
         // Only a SET (an overwrite by another type, no event) waits for the poll.
         let bound = if i == 777 {
