@@ -106,9 +106,6 @@ fn wake_sources_with_a_thousand_queued_keys() {
     timed(123, ":1", &mut |c| {
         let _: i64 = redis::cmd("UNLINK").arg(key(123)).query(c).unwrap();
     });
-    timed(654, ":1", &mut |c| {
-        let _: i64 = redis::cmd("MOVE").arg(key(654)).arg(3).query(c).unwrap();
-    });
     timed(888, "-WRONGTYPE", &mut |c| {
         // COPY ... REPLACE of a list over the lock: the generic `copy_to` event.
         let _: i64 = redis::cmd("RPUSH").arg("a-list").arg("x").query(c).unwrap();
@@ -119,6 +116,13 @@ fn wake_sources_with_a_thousand_queued_keys() {
             .query(c)
             .unwrap();
         assert_eq!(copied, 1);
+    });
+    // Last: on Valkey 8.1, once a module listens to generic keyspace events, `MOVE` leaves the
+    // calling connection in the target database (seen 2026-11-27; a server bug: a later
+    // command of this connection would run there: hence the SELECT).
+    timed(654, ":1", &mut |c| {
+        let _: i64 = redis::cmd("MOVE").arg(key(654)).arg(3).query(c).unwrap();
+        let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
     });
     for (i, d, bound) in &lat {
         println!("waiter {i} answered {d:?} after its key changed");
