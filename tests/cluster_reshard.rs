@@ -410,3 +410,83 @@ fn with_many_waited_keys_a_migrated_key_still_redirects_its_waiter() {
     // The other waiters still wait.
     assert!(waiters[1..].iter().all(|w| w.try_reply().is_none()));
 }
+
+#[test]
+fn waiters_of_a_master_demoted_by_a_failover_are_answered_at_once() {
+    // Valkey 9 leaves a demoted master's module-blocked clients blocked in cluster mode (its
+    // own sweep only redirects clients blocked on keys); Redis 7.0 answers them `UNBLOCKED`.
+    // Either way the waiter must not stay blocked until its WAIT runs out.
+    let cl = Cluster::builder(2).replicas(1).start();
+    let (master, replica) = (0, 2); // node 2 replicates node 0
+    let key = key_on(&cl, master, "demoted");
+    let slot = key_slot(key.as_bytes());
+    let mut src = cl.nodes[master].connection();
+    assert_eq!(acquire(&mut src, &key, "holder", 60_000), Reply::Int(1));
+    let acked: i64 = redis::cmd("WAIT").arg(1).arg(2000).query(&mut src).unwrap();
+    assert_eq!(acked, 1, "the hold reached the replica");
+    let waiter = enqueue(
+        &cl.nodes[master],
+        &mut src,
+        &key,
+        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"],
+        1,
+    );
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query(&mut cl.nodes[replica].connection())
+        .unwrap();
+    // The moment the old master knows it is a replica (polled every 5 ms).
+    let demoted_at = dlock_testutil::wait_for(Duration::from_secs(10), "master demoted", || {
+        let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut src).ok()?;
+        let is_replica = matches!(role.first(),
+            Some(redis::Value::BulkString(r)) if r == b"slave" || r == b"replica");
+        is_replica.then(Instant::now)
+    });
+    let (reply, _, at) = waiter.wait_at(Duration::from_secs(20));
+    let took = at.saturating_duration_since(demoted_at);
+    println!("waiter answered {took:?} after the master turned replica: {reply:?}");
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[replica].port());
+    let redirected = reply == Reply::Err(format!("MOVED {slot} {to_addr}"));
+    let unblocked = matches!(&reply, Reply::Err(e) if e == dlock_core::error::DEMOTED);
+    assert!(redirected || unblocked, "answered {reply:?}");
+    assert!(took < ANSWER_BOUND, "answered after {took:?}");
+}
+
+#[test]
+fn a_waiter_is_answered_when_this_node_gives_its_slot_up() {
+    // `CLUSTER DELSLOTS` on this node: no key leaves (no keyspace event), the slot is no
+    // longer served here; the command filter looks at every queue once the command ran.
+    let cl = Cluster::start(2);
+    let key = key_on(&cl, 0, "delslots");
+    let slot = key_slot(key.as_bytes());
+    let mut c = cl.nodes[0].connection();
+    assert_eq!(acquire(&mut c, &key, "holder", 60_000), Reply::Int(1));
+    let waiter = enqueue(
+        &cl.nodes[0],
+        &mut c,
+        &key,
+        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"],
+        1,
+    );
+    let grants = info_dlock(&mut c)["dlock_grants"];
+    let _: () = redis::cmd("CLUSTER")
+        .arg("DELSLOTS")
+        .arg(slot)
+        .query(&mut c)
+        .unwrap();
+    let given_up = Instant::now();
+    let (reply, _, at) = waiter.wait_at(Duration::from_secs(5));
+    let took = at.saturating_duration_since(given_up);
+    println!("waiter answered {took:?} after DELSLOTS: {reply:?}");
+    assert!(
+        matches!(&reply, Reply::Err(e) if e.starts_with("CLUSTERDOWN")),
+        "answered {reply:?}"
+    );
+    assert!(took < ANSWER_BOUND, "answered after {took:?}");
+    assert_eq!(
+        info_dlock(&mut c)["dlock_grants"],
+        grants,
+        "nothing granted"
+    );
+}

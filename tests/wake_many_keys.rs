@@ -10,6 +10,14 @@ use std::time::{Duration, Instant};
 
 const KEYS: usize = 1000;
 
+/// Event-driven wake sources (DEL, UNLINK, RENAME, MOVE, EXPIRE, release, FLUSHDB): the
+/// promise is 10 ms; the bound leaves room for a busy 2-core machine.
+const EVENT_BOUND: Duration = Duration::from_millis(500);
+
+/// An overwrite by another type is found by the poll: within 400 ms with 1,000 waited keys
+/// (docs/COMMANDS.md, *Waking waiters*), with the same room.
+const OVERWRITE_BOUND: Duration = Duration::from_millis(1500);
+
 /// A waiter on its own connection, written raw (1,000 blocked clients without 1,000 threads).
 struct RawWaiter {
     reader: BufReader<TcpStream>,
@@ -27,9 +35,11 @@ impl RawWaiter {
     }
 
     /// The first line of the reply (`:1`, `-WRONGTYPE ...`, `_`/`*-1` for null).
-    fn line(&mut self) -> String {
+    fn line(&mut self, what: usize) -> String {
         let mut l = String::new();
-        self.reader.read_line(&mut l).expect("a reply");
+        self.reader
+            .read_line(&mut l)
+            .unwrap_or_else(|e| panic!("no reply to waiter {what}: {e}"));
         l.trim_end().to_string()
     }
 }
@@ -64,9 +74,15 @@ fn wake_sources_with_a_thousand_queued_keys() {
     let mut timed = |i: usize, expect: &str, act: &mut dyn FnMut(&mut Connection)| {
         let t = Instant::now();
         act(&mut c);
-        let got = waiters[i].line();
+        let got = waiters[i].line(i);
         assert!(got.starts_with(expect), "waiter {i}: {got}");
-        lat.push((i, t.elapsed()));
+        // Only a SET (an overwrite by another type, no event) waits for the poll.
+        let bound = if i == 777 {
+            OVERWRITE_BOUND
+        } else {
+            EVENT_BOUND
+        };
+        lat.push((i, t.elapsed(), bound));
     };
     timed(10, ":1", &mut |c| {
         let _: i64 = redis::cmd("DEL").arg(key(10)).query(c).unwrap();
@@ -87,9 +103,30 @@ fn wake_sources_with_a_thousand_queued_keys() {
     timed(999, ":1", &mut |c| {
         let _: i64 = redis::cmd("PEXPIRE").arg(key(999)).arg(1).query(c).unwrap();
     });
-    for (i, d) in &lat {
+    timed(123, ":1", &mut |c| {
+        let _: i64 = redis::cmd("UNLINK").arg(key(123)).query(c).unwrap();
+    });
+    timed(888, "-WRONGTYPE", &mut |c| {
+        // COPY ... REPLACE of a list over the lock: the generic `copy_to` event.
+        let _: i64 = redis::cmd("RPUSH").arg("a-list").arg("x").query(c).unwrap();
+        let copied: i64 = redis::cmd("COPY")
+            .arg("a-list")
+            .arg(key(888))
+            .arg("REPLACE")
+            .query(c)
+            .unwrap();
+        assert_eq!(copied, 1);
+    });
+    // Last: on Valkey 8.1, once a module listens to generic keyspace events, `MOVE` leaves the
+    // calling connection in the target database (seen 2026-11-27; a server bug: a later
+    // command of this connection would run there: hence the SELECT).
+    timed(654, ":1", &mut |c| {
+        let _: i64 = redis::cmd("MOVE").arg(key(654)).arg(3).query(c).unwrap();
+        let _: () = redis::cmd("SELECT").arg(0).query(c).unwrap();
+    });
+    for (i, d, bound) in &lat {
         println!("waiter {i} answered {d:?} after its key changed");
-        assert!(*d < Duration::from_secs(2), "waiter {i}: {d:?}");
+        assert!(d < bound, "waiter {i}: {d:?} (bound {bound:?})");
     }
 
     // Every other waiter leaves (disconnects): nothing queued is left behind.

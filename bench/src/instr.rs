@@ -52,10 +52,15 @@ enum Scene {
     ClientWaiting,
     /// A client waited and was granted before the measurement; nobody waits now.
     AfterWaits,
+    /// Clients wait (`WAIT 0`) on `lock:0` .. `lock:{n-1}`, one each, on raw connections held
+    /// open for the whole measurement.
+    Waiting(usize),
 }
 
 struct Workload {
     name: &'static str,
+    /// The server binary (`None`: `REDIS_SERVER` or Redis 7.0 on PATH).
+    binary: Option<&'static str>,
     module: bool,
     scene: Scene,
     /// Commands before the measured ones (identical in both runs).
@@ -64,7 +69,15 @@ struct Workload {
     op: Box<dyn Fn(usize) -> Vec<u8>>,
     /// Every operation is answered with an error on purpose (a refused request).
     refused: bool,
+    /// Count the operations only: leave out what timers did meanwhile (see [`TIMERS`]).
+    without_timers: bool,
 }
+
+/// Time-driven server work: Redis's cron and module timers (the module's poll). Under
+/// callgrind the server runs ~50× slower, so the 8,000 measured commands span seconds of
+/// timer ticks that take milliseconds for real; the rows comparing a write's cost leave them
+/// out (their real cost per second is the idle CPU of `make bench-scale`).
+const TIMERS: [&str; 2] = ["serverCron", "moduleTimerHandler"];
 
 fn cmd(args: &[&str]) -> Vec<u8> {
     let mut out = vec![];
@@ -121,6 +134,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
     ] {
         for (label, b) in backends {
             w.push(Workload {
+                binary: None,
                 name: leak(format!("acquire+release{suffix}: {label}")),
                 module: b == Backend::Native,
                 scene,
@@ -131,6 +145,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
                     a
                 }),
                 refused: false,
+                without_timers: false,
             });
         }
     }
@@ -143,6 +158,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
         (Scene::Aof, ", AOF"),
     ] {
         w.push(Workload {
+            binary: None,
             name: leak(format!("acquire+release{suffix}: {DEFAULT_CYCLE}")),
             module: true,
             scene,
@@ -154,6 +170,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
                 a
             }),
             refused: false,
+            without_timers: false,
         });
     }
     // Deadlock detection: OWNER holds the locks; `waiter` holds `cycle` and waits for lock:0;
@@ -168,6 +185,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             .collect();
         setup.extend(cmd(&["DLOCK.ACQUIRE", "cycle", "waiter", HOUR]));
         w.push(Workload {
+            binary: None,
             name: leak(format!("WAIT refused DEADLOCK: {held_locks} locks held")),
             module: true,
             scene: Scene::ClientWaiting,
@@ -183,6 +201,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
                 ])
             }),
             refused: true,
+            without_timers: false,
         });
     }
     for (label, b) in backends {
@@ -191,12 +210,14 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             setup.extend(shas.acquire(b, &key(i), OWNER, LEASE).0);
         }
         w.push(Workload {
+            binary: None,
             name: leak(format!("renew: {label}")),
             module: b == Backend::Native,
             scene: Scene::Alone,
             setup,
             op: Box::new(move |i| shas.renew(b, &key(i), OWNER, LEASE).0),
             refused: false,
+            without_timers: false,
         });
     }
     let set = |i: usize| cmd(&["SET", &format!("user:{i}"), "v"]);
@@ -217,7 +238,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             "SET other key: no module, 1000 Lua locks held",
             false,
             Scene::Alone,
-            redisson_held,
+            redisson_held.clone(),
         ),
         ("SET other key: module loaded", true, Scene::Alone, vec![]),
         ("SET other key: 1000 locks held", true, Scene::Alone, held()),
@@ -235,15 +256,84 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
         ),
     ] {
         w.push(Workload {
+            binary: None,
             name,
             module,
             scene,
             setup,
             op: Box::new(set),
             refused: false,
+            without_timers: false,
         });
     }
+    set_with_waiters(&mut w, &redisson_held);
     w
+}
+
+/// Waiters on how many keys the rows of [`set_with_waiters`] measure.
+const WAITED_KEYS: [usize; 3] = [1, 100, 1000];
+
+/// The bound those rows are judged on: a `SET` while clients wait costs at most 3% more than
+/// on the same server with the same keys without the module.
+const SET_BOUND_PCT: f64 = 3.0;
+
+/// `SET` over existing keys (the common write of a cache: Redis reports it to anyone who
+/// listens to overwrites) while clients wait on 1, 100 and 1,000 locks, on every supported
+/// server; the peer is the same server with 1,000 Redisson locks and no module. Servers:
+/// `DLOCK_INSTR_SERVERS="name=path ..."` (`make bench-instr` installs them as `make
+/// test-matrix` does); without it the default server only.
+fn set_with_waiters(w: &mut Vec<Workload>, redisson_held: &[u8]) {
+    let servers: Vec<(&'static str, Option<&'static str>)> =
+        match std::env::var("DLOCK_INSTR_SERVERS") {
+            Ok(list) if !list.trim().is_empty() => list
+                .split_whitespace()
+                .map(|spec| {
+                    let (name, path) = spec
+                        .split_once('=')
+                        .expect("DLOCK_INSTR_SERVERS: name=path ...");
+                    (leak(name.into()), Some(leak(path.into())))
+                })
+                .collect(),
+            _ => vec![("default server", None)],
+        };
+    let users = || {
+        (0..KEYS)
+            .flat_map(|i| cmd(&["SET", &format!("user:{i}"), "v0"]))
+            .collect::<Vec<u8>>()
+    };
+    let overwrite = |i: usize| cmd(&["SET", &format!("user:{}", i % KEYS), "v"]);
+    for (server, binary) in servers {
+        let mut held = redisson_held.to_vec();
+        held.extend(users());
+        w.push(Workload {
+            name: leak(format!("SET with waiters [{server}]: no module")),
+            binary,
+            module: false,
+            scene: Scene::Alone,
+            setup: held,
+            op: Box::new(overwrite),
+            refused: false,
+            without_timers: true,
+        });
+        for keys in WAITED_KEYS {
+            let mut setup: Vec<u8> = (0..KEYS)
+                .flat_map(|i| cmd(&["DLOCK.ACQUIRE", &key(i), OWNER, &LEASE.to_string()]))
+                .collect();
+            setup.extend(users());
+            w.push(Workload {
+                name: leak(format!(
+                    "SET with waiters [{server}]: waiters on {keys} keys"
+                )),
+                binary,
+                module: true,
+                scene: Scene::Waiting(keys),
+                setup,
+                op: Box::new(overwrite),
+                refused: false,
+                without_timers: true,
+            });
+        }
+    }
 }
 
 fn leak(s: String) -> &'static str {
@@ -313,6 +403,9 @@ fn run_once(w: &Workload, n: usize, dir: &Path, start: usize) -> u64 {
     if !w.module {
         b = b.without_module();
     }
+    if let Some(path) = w.binary {
+        b = b.binary(path);
+    }
     let mut srv = b.start();
     let port = srv.port();
     let mut c = srv.connection();
@@ -348,6 +441,26 @@ fn run_once(w: &Workload, n: usize, dir: &Path, start: usize) -> u64 {
                 .expect("release");
         }
     }
+    let mut held_open = vec![];
+    if let Scene::Waiting(keys) = w.scene {
+        let lease = LEASE.to_string();
+        for i in 0..keys {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+            s.write_all(&cmd(&[
+                "DLOCK.ACQUIRE",
+                &key(i),
+                "waiter",
+                &lease,
+                "WAIT",
+                "0",
+            ]))
+            .expect("send a waiting acquire");
+            held_open.push(s);
+        }
+        wait_for(Duration::from_secs(120), "the clients waiting", || {
+            (waiters(&mut c) == keys as i64).then_some(())
+        });
+    }
     let ops: Vec<u8> = (0..n).flat_map(|i| (w.op)(i)).collect();
     instrumentation(srv.pid(), true);
     pipe(port, &ops, dir, if w.refused { n } else { 0 });
@@ -356,9 +469,31 @@ fn run_once(w: &Workload, n: usize, dir: &Path, start: usize) -> u64 {
         let _ = child.kill();
         let _ = child.wait();
     }
+    drop(held_open);
     drop(replica);
     srv.shutdown_within(Duration::from_secs(120));
-    callgrind_total(&out).expect("callgrind summary line")
+    let total = callgrind_total(&out).expect("callgrind summary line");
+    if w.without_timers {
+        total - TIMERS.iter().map(|f| inclusive(&out, f)).sum::<u64>()
+    } else {
+        total
+    }
+}
+
+/// Instructions in `function` and what it called (`callgrind_annotate --inclusive=yes`).
+fn inclusive(out: &Path, function: &str) -> u64 {
+    let report = Command::new("callgrind_annotate")
+        .args(["--inclusive=yes", "--threshold=100"])
+        .arg(out)
+        .output()
+        .expect("run callgrind_annotate (valgrind)");
+    let text = String::from_utf8_lossy(&report.stdout);
+    let tag = format!(":{function} [");
+    text.lines()
+        .find(|l| l.contains(&tag))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.replace(',', "").parse().ok())
+        .unwrap_or(0)
 }
 
 /// Switches callgrind's counting in the server `pid` on or off (returns once it is done).
@@ -537,6 +672,36 @@ pub fn run(only: &[String]) {
                 "| {what} | {v:.0} | {:+.1}%{against} |",
                 (v / b - 1.0) * 100.0
             );
+        }
+    }
+    let with_waiters: Vec<&(&str, f64)> = results
+        .iter()
+        .filter(|(n, _)| n.starts_with("SET with waiters"))
+        .collect();
+    if !with_waiters.is_empty() {
+        println!(
+            "\n| SET over an existing key (cron and module timers left out) | instructions | vs. no module (target +{SET_BOUND_PCT:.0}%) |"
+        );
+        println!("|---|---|---|");
+        for (name, v) in &with_waiters {
+            let (server, what) = name
+                .trim_start_matches("SET with waiters [")
+                .split_once("]: ")
+                .unwrap_or(("?", name));
+            let base = get(&format!("SET with waiters [{server}]: no module"));
+            let vs = match base {
+                Some(b) if !what.starts_with("no module") => {
+                    let pct = (v / b - 1.0) * 100.0;
+                    let mark = if pct <= SET_BOUND_PCT {
+                        ""
+                    } else {
+                        " **over**"
+                    };
+                    format!("{pct:+.1}%{mark}")
+                }
+                _ => "–".into(),
+            };
+            println!("| {server}: {what} | {v:.0} | {vs} |");
         }
     }
     println!(

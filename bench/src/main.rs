@@ -448,7 +448,7 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--scale") {
-        scale::run(quick, !no_write);
+        scale::run(quick, !no_write, &only);
         return;
     }
     let want = |s: &str| only.is_empty() || only.iter().any(|o| o == s);

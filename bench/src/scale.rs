@@ -322,6 +322,89 @@ fn set_overhead_and_idle(
     }
 }
 
+/// The idle CPU bound of a cluster node with clients waiting (% of a core).
+const CLUSTER_IDLE_BOUND: f64 = 0.5;
+
+/// A cluster node's idle CPU (3 primaries, node 0 measured): nobody waits, 10 BLPOP waiters
+/// (the server's own blocked clients), and dlock waiters on 10 and 1,000 keys of node 0. The
+/// module's poll runs every 100 ms there; slot changes made on the node come as events.
+fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
+    let mut builder = dlock_testutil::Cluster::builder(3);
+    let on = match server {
+        Some((name, path)) => {
+            builder = builder.node(Server::builder().binary(path));
+            format!("{name}: ")
+        }
+        None => String::new(),
+    };
+    let cl = builder.start();
+    let node = &cl.nodes[0];
+    let idle_cpu = || {
+        let t = cpu(node);
+        std::thread::sleep(s.idle);
+        (cpu(node) - t).as_secs_f64() / s.idle.as_secs_f64() * 100.0
+    };
+    // Keys whose slot node 0 serves.
+    let keys: Vec<String> = (0..)
+        .map(|i| format!("idle:{i}"))
+        .filter(|k| cl.key_owner(k) == 0)
+        .take(1000)
+        .collect();
+    let mut c = node.connection();
+    let idle_none = idle_cpu();
+    rows.push(Row {
+        what: format!("{on}cluster node CPU idle, nobody waits"),
+        dlock: idle_none,
+        peer: None,
+        unit: "% of a core",
+    });
+    let blpop = block(node.port(), 10, |i| {
+        vec!["BLPOP".into(), keys[i].clone(), "0".into()]
+    });
+    wait_until("BLPOP waiters", || blocked_clients(&mut c) == 10);
+    let idle_blpop = idle_cpu();
+    drop(blpop);
+    wait_until("BLPOP waiters gone", || blocked_clients(&mut c) == 0);
+    for n in [10usize, 1000] {
+        pipelined(&mut c, n, |p, i| {
+            p.cmd("DLOCK.ACQUIRE")
+                .arg(&keys[i])
+                .arg("holder")
+                .arg(600_000);
+        });
+        let w = block(node.port(), n, |i| {
+            vec![
+                "DLOCK.ACQUIRE".into(),
+                keys[i].clone(),
+                "w".into(),
+                "600000".into(),
+                "WAIT".into(),
+                "0".into(),
+            ]
+        });
+        wait_until("waiters queued", || blocked_clients(&mut c) == n as i64);
+        let idle = idle_cpu();
+        let mark = if idle <= CLUSTER_IDLE_BOUND {
+            ""
+        } else {
+            " (over)"
+        };
+        rows.push(Row {
+            what: format!(
+                "{on}cluster node CPU idle, clients wait on {n} keys (target ≤ {CLUSTER_IDLE_BOUND}%){mark}"
+            ),
+            dlock: idle,
+            peer: Some(("10 BLPOP waiters".into(), idle_blpop)),
+            unit: "% of a core",
+        });
+        drop(w);
+        wait_until("waiters gone", || blocked_clients(&mut c) == 0);
+        pipelined(&mut c, n, |p, i| {
+            p.cmd("DEL").arg(&keys[i]);
+        });
+    }
+}
+
 /// Keys and memory after `n` distinct names were acquired and released with FENCE.
 fn fencing_state(s: &Sizes, rows: &mut Vec<Row>) {
     let srv = Server::start();
@@ -471,7 +554,11 @@ fn table(rows: &[Row], server: &str) -> String {
 const BEGIN: &str = "<!-- bench-scale:begin -->";
 const END: &str = "<!-- bench-scale:end -->";
 
-pub fn run(quick: bool, write: bool) {
+/// `only`: `idle` runs the SET and idle rows only (standalone and cluster, every server),
+/// printed and not written.
+pub fn run(quick: bool, write: bool, only: &[String]) {
+    let idle_only = only.iter().any(|o| o == "idle");
+    let write = write && !idle_only;
     let s = if quick {
         Sizes {
             locks: 10_000,
@@ -495,7 +582,9 @@ pub fn run(quick: bool, write: bool) {
     };
     let mut rows = vec![];
     let mut chart = vec![];
-    fencing_state(&s, &mut rows);
+    if !idle_only {
+        fencing_state(&s, &mut rows);
+    }
     set_overhead_and_idle(&s, None, &mut rows, &mut chart);
     // The other supported servers (`make bench-scale` installs them as `make test-matrix`
     // does): the wake-up paths differ per server, so the SET and idle rows are run on each.
@@ -506,9 +595,18 @@ pub fn run(quick: bool, write: bool) {
             .expect("DLOCK_SCALE_SERVERS: name=path ...");
         set_overhead_and_idle(&s, Some((name, path)), &mut rows, &mut chart);
     }
-    memory_per_waiter(&s, &mut rows);
-    memory_per_lock(&s, &mut rows);
-    renewals(&s, &mut rows);
+    // Cluster nodes: the default server, then the others.
+    cluster_idle(&s, None, &mut rows);
+    for spec in others.split_whitespace() {
+        if let Some((name, path)) = spec.split_once('=') {
+            cluster_idle(&s, Some((name, path)), &mut rows);
+        }
+    }
+    if !idle_only {
+        memory_per_waiter(&s, &mut rows);
+        memory_per_lock(&s, &mut rows);
+        renewals(&s, &mut rows);
+    }
     let server = {
         let srv = Server::start();
         let mut c = srv.connection();

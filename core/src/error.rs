@@ -64,6 +64,11 @@ pub enum LockError {
     FenceMigrating,
 }
 
+/// The answer to a waiter of a master that turned replica (outside cluster mode, where the
+/// waiter gets the redirect instead): Redis's own text for blocked clients then.
+pub const DEMOTED: &str =
+    "UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)";
+
 /// The text of [`LockError::WrongType`] (Redis's own).
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 

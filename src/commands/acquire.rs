@@ -119,12 +119,8 @@ fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
     Ok(
         match engine::acquire::acquire(ctx, a.key, strs.get(0), strs.get(1), &req, a.wait_ms)? {
             Acquired::Now(reply) => reply,
-            Acquired::Queued => {
-                // The key-change events a queue needs (a subscription made once per load
-                // where the server cannot drop it).
-                crate::events::watch_changes(ctx);
-                Reply::None
-            }
+            // Queued: `work::enqueue` started what a queue needs to hear (`engine::listen`).
+            Acquired::Queued => Reply::None,
             Acquired::NotNow => Reply::Null,
         },
     )

@@ -3,7 +3,8 @@
 //! disconnect, CLIENT UNBLOCK, the server turned replica: `DepartingClients`).
 
 use crate::ffi::blocked::{BlockHandler, BlockedClient, ClientId};
-use crate::ffi::{timer, Ctx};
+use crate::ffi::{timer, Ctx, Reply};
+use crate::stats::{Stats, STATS};
 
 use super::queue::Waiter;
 use super::registry::registry;
@@ -20,9 +21,22 @@ pub fn remove(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], seq: u64) -> Op
         timer::stop(ctx, t);
     }
     if reg.waiters_on(db, key) == 0 {
-        wake::unwatch(ctx, db, key);
+        super::listen::unwatch(ctx, db, key);
     }
     Some(waiter)
+}
+
+/// Answers every waiter of `key` with `error` and takes them out of the queue (the key is not
+/// served here any more: a redirect, or the server turned replica). Returns how many.
+pub fn answer_all(ctx: Ctx, reg: &mut Registry, db: i32, key: &[u8], error: &str) -> u64 {
+    let mut answered = 0;
+    while let Some((seq, _)) = reg.head(db, key) {
+        let waiter = remove(ctx, reg, db, key, seq).expect("head waiter");
+        Stats::add(&STATS.errors, 1);
+        waiter.client.unblock(Some(Reply::Error(error.to_string())));
+        answered += 1;
+    }
+    answered
 }
 
 /// The engine's blocked clients leaving on their own (the handler the FFI layer calls back).

@@ -10,6 +10,7 @@
 //! (`work::served_here`); a key served elsewhere gets its waiters answered with the redirect
 //! a fresh request would get, and nothing is granted or created here.
 
+use dlock_core::error::DEMOTED;
 use dlock_core::rules;
 
 use crate::ffi::cluster::{self, Route};
@@ -55,12 +56,13 @@ impl TimerJob for Job {
                     wake_key(ctx, db, &key);
                 }
             }
+            Job::Demoted => answer_demoted(ctx),
             Job::Poll => {
                 let Some(tick) = wake::poll_keys(ctx) else {
                     return;
                 };
-                // Events report every change of a key, but not the cluster going down: one
-                // waited key stands for the cluster's state.
+                // The cluster going down, or a slot taken by a newer epoch heard in gossip,
+                // sends no event: one waited key stands for the cluster's state.
                 let sample = tick
                     .sample
                     .filter(|_| cluster::enabled(ctx) && ctx.may_write());
@@ -72,7 +74,8 @@ impl TimerJob for Job {
                 }
                 for (db, key) in tick.batch {
                     ctx.select_db(db);
-                    // Still a hash: not overwritten (a lock's own changes come with commands).
+                    // Still a hash: not overwritten by another type (a lock's own changes come
+                    // with commands, its deletion with an event).
                     let name = RStr::new(ctx, &key);
                     if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
                         wake_key(ctx, db, &key);
@@ -81,6 +84,25 @@ impl TimerJob for Job {
                 wake::rearm_poll(ctx);
             }
         }
+    }
+}
+
+/// The server turned replica (`listen::Server`): nothing may be granted here any more, and
+/// every waiter is answered at once, as a fresh request would be (cluster mode: the redirect
+/// to the new master) or as Redis answers its own blocked clients (`UNBLOCKED ...`).
+fn answer_demoted(ctx: Ctx) {
+    if ctx.is_master() {
+        return; // promoted again meanwhile: its waiters are served as usual
+    }
+    // Taken first: the registry must not stay locked through the loop (answering locks it).
+    let keys = registry().all_keys();
+    for (db, key) in keys {
+        ctx.select_db(db);
+        let error = match cluster::route(ctx, &key) {
+            Route::Elsewhere(redirect) => redirect,
+            Route::Here => DEMOTED.into(),
+        };
+        depart::answer_all(ctx, &mut registry(), db, &key, &error);
     }
 }
 

@@ -14,10 +14,12 @@ pub enum Job {
     Recheck,
     /// Connections with bound holds closed: cut those leases (`bind`).
     CutLeases,
-    /// Redis 7.0, every `wake::POLL_MS` while some key has a queue: the next `wake::POLL_BATCH`
-    /// waited keys whose value is no longer a hash (overwritten, or gone) are served; in
-    /// cluster mode (every `wake::CLUSTER_POLL_MS`), where one waited key is routed.
+    /// Every `wake::POLL_MS` while some key has a queue: the next `wake::POLL_BATCH` waited
+    /// keys whose value is no longer a hash (overwritten, or gone) are served; in cluster
+    /// mode, where one waited key is routed.
     Poll,
+    /// The server turned replica: every waiter is answered (a redirect in cluster mode).
+    Demoted,
     /// The walk over the databases that finds every lock-delay key (`delay_keys`).
     DelayScan,
 }

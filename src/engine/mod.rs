@@ -14,6 +14,7 @@ pub mod depart;
 pub mod fire;
 pub mod held;
 pub mod job;
+pub mod listen;
 pub mod queue;
 mod registry;
 pub mod request;
@@ -21,13 +22,14 @@ pub mod store;
 pub mod wake;
 pub mod work;
 
-pub use registry::{registry, waiting};
+pub use registry::registry;
 
 /// MODULE UNLOAD: frees the registry and the watched set (Redis refuses to unload while a
 /// client is blocked or a timer is armed, so both are empty of work by then).
 pub fn free_all() {
     registry::free();
     wake::free_all();
+    listen::free_all();
     bind::free_all();
     held::free();
     delay_keys::free_all();

@@ -1,71 +1,46 @@
 //! The bookkeeping of what wakes a queue besides a command on its key: the keys that have a
 //! queue (and a lock-free filter over them for keyspace events), the keys marked by events
-//! since the last recheck, and the poll timer. What a timer does when it fires is in `fire`.
+//! since the last recheck, and the poll timer. Which events reach the module is decided in
+//! `listen`; what a timer does when it fires is in `fire`.
 //!
-//! Whenever a lock may have become free — a lease running out, expiry/eviction (keyspace
-//! events), FLUSHDB/FLUSHALL/SWAPDB (server events), a waiter leaving from the head,
-//! DEL/UNLINK/RENAME/MOVE/overwrite by a user's command — the key is marked here and its
-//! queue is served from a timer by the unit of work (`fire`, `work::unit_of_work`). Events
-//! only mark keys and arm a 0 ms timer: writing from inside a keyspace notification breaks
-//! replication order on Redis 7.0 (the write is propagated before the DEL that caused it).
+//! Whenever a lock may have become free — a lease running out, expiry/eviction, DEL/UNLINK/
+//! RENAME/MOVE/EXPIRE by a user's command (keyspace events), FLUSHDB/FLUSHALL/SWAPDB (server
+//! events), a waiter leaving from the head — the key is marked here and its queue is served
+//! from a timer by the unit of work (`fire`, `work::unit_of_work`). Events only mark keys and
+//! arm a 0 ms timer: writing from inside a keyspace notification breaks replication order on
+//! Redis 7.0 (the write is propagated before the DEL that caused it).
 //!
-//! Cluster mode: the cluster going down sends no event: the poll also runs there, and every
-//! `CLUSTER_POLL_MS` `fire` asks where one waited key is routed.
-//!
-//! How a DEL/RENAME/MOVE/overwrite of a waited key is seen, at a cost that does not grow with
-//! the number of waited keys and is gone once nobody waits:
-//! - Redis 7.2+ and Valkey: `RedisModuleEvent_Key` (a key deleted, moved away or
-//!   overwritten), subscribed while some key has a queue and dropped when the last queue goes.
-//!   No polling.
-//! - Generic keyspace events (del, rename, move, expire..., not SET/HSET): on 8.2+ subscribed
-//!   and dropped with the key events; before 8.2 and on Valkey, where a keyspace subscription
-//!   cannot be dropped, from the first wait on (`events::watch_changes`).
-//! - Redis 7.0 (no key event): for overwrites (SET of a string over a waited lock...) a poll
-//!   that looks at most at `POLL_BATCH` waited keys' types every `POLL_MS`, in turn.
+//! The poll, every `POLL_MS` while some key has a queue, on every server: the type of at most
+//! `POLL_BATCH` waited keys (an overwrite by another type sends no event the module listens
+//! to: the events that report it fire for every overwrite of any key, a cost on every write),
+//! and in cluster mode where one waited key is routed (the cluster going down, or a slot
+//! taken by a newer epoch in gossip, send no event).
 
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
-use crate::ffi::events::{self, Classes, KeyUnlinkHandler, KeyspaceHandler};
-use crate::ffi::{cluster, timer, Ctx};
+use crate::ffi::{timer, Ctx};
 
 use super::job::{Job, Timer};
 
-/// Redis 7.0: how often the poll looks for overwritten waited keys. An overwrite of one of
-/// `n` waited keys is seen within `POLL_MS * ceil(n / POLL_BATCH)`. Waking the server is
-/// most of a tick's cost: ~90 µs of CPU per wake-up on the project's VM against ~11k
-/// instructions of work (callgrind). Measured idle with waiters on 1 / 1,000 keys: 20 ms
-/// ticks 0.61% / 1.38% of a core, 40 ms ticks under the 1% bound (docs/BENCHMARKS.md, Scale).
-const POLL_MS: i64 = 40;
+/// How often the poll looks at waited keys (their type; in cluster mode, where one is routed).
+/// An overwrite of one of `n` waited keys by another type is seen within
+/// `POLL_MS * ceil(n / POLL_BATCH)` (400 ms with 1,000 keys), the cluster going down within
+/// `POLL_MS`. Waking the server is most of a tick's cost (~90 µs of CPU on the project's VM):
+/// 10 ticks a second keep an idle server with waiters under 1% of a core, a cluster node
+/// under 0.5% (docs/BENCHMARKS.md, Scale). Slot changes made on this node (`CLUSTER
+/// SETSLOT`, MIGRATE, a failover) are seen at once through `listen`.
+pub(super) const POLL_MS: i64 = 100;
 
-/// Cluster mode: how often the poll asks where a waited key is routed (a key or slot leaving
-/// this node, the cluster going down, is seen within this: the promise is 10 ms).
-const CLUSTER_POLL_MS: i64 = 5;
-
-/// Redis 7.0: waited keys whose type one poll tick looks at (an open and a type check each,
-/// ~0.5k instructions): a tick's cost is bounded whatever the number of waited keys.
-const POLL_BATCH: usize = 128;
+/// Waited keys whose type one poll tick looks at (an open and a type check each, ~0.5k
+/// instructions): a tick's cost is bounded whatever the number of waited keys.
+pub(super) const POLL_BATCH: usize = 256;
 
 /// How soon a key whose serving a client pause put off is tried again.
 const PAUSE_RETRY_MS: i64 = 1;
-
-/// The server reports keys leaving the keyspace (`RedisModuleEvent_Key`), checked at load.
-static KEY_UNLINKS: AtomicBool = AtomicBool::new(false);
-
-/// Subscribed to `RedisModuleEvent_Key` (while some key has a queue).
-static LISTENING: AtomicBool = AtomicBool::new(false);
-
-/// Subscribed to generic keyspace events by `start_listening` (8.2+, while some key has a
-/// queue).
-static GENERIC: AtomicBool = AtomicBool::new(false);
-
-/// At load: whether key events can replace the poll on this server.
-pub fn init(key_unlinks: bool) {
-    KEY_UNLINKS.store(key_unlinks, Ordering::Relaxed);
-}
 
 /// The keys that have a queue, those of them marked by events since the last recheck, and
 /// the timers that look at them.
@@ -79,7 +54,7 @@ struct Watched {
     all: bool,
     /// The recheck timer is armed.
     armed: bool,
-    /// The poll timer (Redis 7.0, and cluster mode), while some key has a queue.
+    /// The poll timer, while some key has a queue.
     poll: Option<Timer>,
     /// Where the next poll batch starts among the waited keys.
     cursor: usize,
@@ -108,75 +83,10 @@ impl Watched {
     }
 }
 
-/// Arms the poll timer if some key has a queue and key events do not report overwrites, or,
-/// in cluster mode, to notice the cluster going down.
+/// Arms the poll timer if some key has a queue.
 fn arm_poll(ctx: Ctx, d: &mut Watched) {
-    let clustered = cluster::enabled(ctx);
-    let needed = !LISTENING.load(Ordering::Relaxed) || clustered;
-    if d.poll.is_none() && !d.watched.is_empty() && needed {
-        let ms = if clustered { CLUSTER_POLL_MS } else { POLL_MS };
-        d.poll = Some(timer::start(ctx, ms, Job::Poll));
-    }
-}
-
-/// What tells the engine that a waited key changed behind its back: key events (7.2+: a key
-/// deleted, moved away or overwritten) and generic keyspace events (del, rename, move,
-/// expire...: on 7.0 from the first wait on, on 8.2+ while some key has a queue).
-pub struct Unlinks;
-
-impl KeyUnlinkHandler for Unlinks {
-    fn on_key_unlinked(ctx: Ctx, db: i32, key: &[u8]) {
-        // Any key of the server deleted or overwritten: the filter drops nearly all.
-        if may_be_watched(key) {
-            mark_dirty(ctx, db, Some(key));
-        }
-    }
-}
-
-impl KeyspaceHandler for Unlinks {
-    /// Nobody waits: the event is dropped before anything is read.
-    fn interested() -> bool {
-        super::registry::waiting() > 0
-    }
-
-    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
-        if !may_be_watched(key) || event == b"expired" || event == b"evicted" {
-            return; // nobody waits on this key, or `events::Gone` has it
-        }
-        mark_dirty(ctx, ctx.selected_db(), Some(key));
-    }
-}
-
-/// The first key with a queue: listen to key events where the server has them, and to
-/// generic keyspace events where they can be dropped again (8.2+: a user's EXPIRE of a
-/// waited key).
-fn start_listening(ctx: Ctx) {
-    if !KEY_UNLINKS.load(Ordering::Relaxed) || LISTENING.load(Ordering::Relaxed) {
-        return;
-    }
-    match events::listen_key_unlinks::<Unlinks>(ctx, true) {
-        Ok(()) => LISTENING.store(true, Ordering::Relaxed),
-        Err(line) => return ctx.log_warning(&line), // the poll serves instead
-    }
-    if events::keyspace_unsubscribe_supported() {
-        match events::subscribe_keyspace::<Unlinks>(ctx, Classes::Generic) {
-            Ok(()) => GENERIC.store(true, Ordering::Relaxed),
-            Err(line) => ctx.log_warning(&line),
-        }
-    }
-}
-
-/// The last queue is gone: nothing stays subscribed.
-fn stop_listening(ctx: Ctx) {
-    if LISTENING.swap(false, Ordering::Relaxed) {
-        if let Err(line) = events::listen_key_unlinks::<Unlinks>(ctx, false) {
-            ctx.log_warning(&line);
-        }
-    }
-    if GENERIC.swap(false, Ordering::Relaxed) {
-        if let Err(line) = events::unsubscribe_keyspace::<Unlinks>(ctx, Classes::Generic) {
-            ctx.log_warning(&line);
-        }
+    if d.poll.is_none() && !d.watched.is_empty() {
+        d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
     }
 }
 
@@ -253,7 +163,7 @@ pub(super) fn take_marked() -> (FxHashSet<(i32, Vec<u8>)>, bool) {
 
 /// One poll tick's work (`poll_keys`).
 pub(super) struct PollTick {
-    /// Redis 7.0 (no key events): the next `POLL_BATCH` waited keys, to look at their type.
+    /// The next `POLL_BATCH` waited keys, to look at their type.
     pub batch: Vec<(i32, Vec<u8>)>,
     /// One waited key, standing for the cluster's state (routed elsewhere: the cluster went
     /// down or the slot moved, which sends no event).
@@ -275,11 +185,7 @@ pub(super) fn poll_keys(ctx: Ctx) -> Option<PollTick> {
         .watched
         .iter()
         .find_map(|(db, keys)| Some((*db, keys.iter().next()?.clone())));
-    let batch = if LISTENING.load(Ordering::Relaxed) {
-        vec![]
-    } else {
-        d.next_batch()
-    };
+    let batch = d.next_batch();
     Some(PollTick { batch, sample })
 }
 
@@ -298,24 +204,24 @@ pub(super) fn serve_after_pause(ctx: Ctx, db: i32, key: &[u8]) {
     arm_recheck(ctx, d, PAUSE_RETRY_MS);
 }
 
-/// `key` has a queue now (events and, on 7.0, the poll timer wake it).
-pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
+/// `key` has a queue now (events and the poll timer wake it). True for the first such key:
+/// the caller (`listen`) then starts listening.
+pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let mut d = state();
     let d = d.get_or_insert_with(Watched::default);
-    if d.watched.is_empty() {
-        start_listening(ctx);
-    }
+    let first = d.watched.is_empty();
     d.watched.entry(db).or_default().insert(key.to_vec());
     let (word, bit) = filter_bit(key);
     FILTER[word].fetch_or(bit, Ordering::Relaxed);
     arm_poll(ctx, d);
+    first
 }
 
 /// `key`'s queue is gone. The last one stops the poll timer (MODULE UNLOAD is refused while
-/// a timer is armed) and the key events.
-pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
+/// a timer is armed) and returns true: the caller (`listen`) then stops listening.
+pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let mut d = state();
-    let Some(d) = d.as_mut() else { return };
+    let Some(d) = d.as_mut() else { return false };
     if let Some(keys) = d.watched.get_mut(&db) {
         keys.remove(key);
         if keys.is_empty() {
@@ -323,18 +229,17 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
         }
         rebuild_filter(&d.watched);
     }
-    if d.watched.is_empty() {
-        if let Some(t) = d.poll.take() {
-            timer::stop(ctx, t);
-        }
-        stop_listening(ctx);
+    if !d.watched.is_empty() {
+        return false;
     }
+    if let Some(t) = d.poll.take() {
+        timer::stop(ctx, t);
+    }
+    true
 }
 
 /// MODULE UNLOAD: frees the watched set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
     rebuild_filter(&FxHashMap::default());
-    LISTENING.store(false, Ordering::Relaxed);
-    GENERIC.store(false, Ordering::Relaxed);
     *state() = None;
 }

@@ -22,7 +22,6 @@ use super::registry::registry;
 use super::registry::Registry;
 use super::request::HoldRequest;
 use super::store::{FenceCounter, LockKey, Open, Requester};
-use super::wake;
 
 /// The fencing token of a grant, kept in the lock's own hash (`FENCE_FIELD`) for the length
 /// of the hold and drawn from the slot's counter. `Ok(Some(token))` when FENCE was asked.
@@ -172,7 +171,7 @@ pub fn enqueue(
             .then(|| Instant::now() + std::time::Duration::from_millis(wait_ms as u64)),
     };
     if reg.waiters_on(db, key) == 0 {
-        wake::watch(ctx, db, key);
+        super::listen::watch(ctx, db, key);
     }
     reg.push(db, key, waiter);
     Ok(())
@@ -187,13 +186,8 @@ pub fn served_here(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let Route::Elsewhere(error) = crate::ffi::cluster::route(ctx, key) else {
         return true;
     };
-    let mut reg = registry();
-    while let Some((seq, _)) = reg.head(db, key) {
-        let waiter = depart::remove(ctx, &mut reg, db, key, seq).expect("head waiter");
-        Stats::add(&STATS.errors, 1);
-        Stats::add(&STATS.cluster_redirects, 1);
-        waiter.client.unblock(Some(Reply::Error(error.clone())));
-    }
+    let answered = depart::answer_all(ctx, &mut registry(), db, key, &error);
+    Stats::add(&STATS.cluster_redirects, answered);
     false
 }
 

@@ -74,6 +74,11 @@ impl Ctx {
         self.flags() & not == 0
     }
 
+    /// Whether this server is a master (loading or not).
+    pub fn is_master(self) -> bool {
+        self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER != 0
+    }
+
     /// Whether this server may write on its own (timers, events): a master that is not
     /// loading, neither an RDB/AOF nor (a `repl-diskless-load swapdb` replica) a new data set
     /// in the background. A replica must leave the master's replicated deletes alone.

@@ -2,11 +2,12 @@
 
 use std::ffi::{c_void, CStr};
 use std::os::raw::{c_char, c_int};
+use std::sync::Mutex;
 
 use redis_module::raw;
 
 use super::string::bytes_of;
-use super::{api, cluster, Ctx};
+use super::{api, cluster, targets, Ctx};
 
 /// Receives keyspace events (of the `Classes` subscribed).
 pub trait KeyspaceHandler {
@@ -26,6 +27,8 @@ pub trait ServerEventHandler {
     /// An atomic slot migration (Valkey 9+) to or from this node finished: slots changed
     /// owner, and the source's copies of their keys are about to be trimmed.
     fn on_slots_moved(ctx: Ctx);
+    /// The server turned replica (a failover demoted it, `REPLICAOF`).
+    fn on_demoted(ctx: Ctx);
 }
 
 /// Receives the closing of client connections.
@@ -34,10 +37,13 @@ pub trait ClientCloseHandler {
     fn on_client_closed(ctx: Ctx, id: u64);
 }
 
-/// Receives `RedisModuleEvent_Key` (Redis 7.2+, Valkey): a key about to leave the keyspace
-/// (deleted, renamed or moved away, expired, evicted) or to be overwritten.
-pub trait KeyUnlinkHandler {
-    fn on_key_unlinked(ctx: Ctx, db: i32, key: &[u8]);
+/// Receives the commands of this node that may give its slots away (`CLUSTER SETSLOT`,
+/// `DELSLOTS`, ...), before they run.
+pub trait SlotCommandHandler {
+    /// Asked first: `false` lets every command through untouched.
+    fn interested() -> bool;
+    /// `ctx` is the module's own context (a command filter has none): start timers only.
+    fn on_slot_command(ctx: Ctx);
 }
 
 /// Which keyspace events a subscription receives.
@@ -129,8 +135,10 @@ pub fn unsubscribe_keyspace<H: KeyspaceHandler>(ctx: Ctx, classes: Classes) -> R
     Ok(())
 }
 
-/// Subscribes `H` to FLUSHDB (end), SWAPDB, the end of a replica's async load and (Valkey
-/// 9+) the end of an atomic slot migration.
+/// Subscribes `H` to FLUSHDB (end), SWAPDB, the end of a replica's async load, a change of
+/// replication role and (Valkey 9+) the end of an atomic slot migration. Redis keeps one
+/// callback per event and module, so the events `targets` needs (forks, replicas coming and
+/// going, loads) arrive here too and are passed on to it first.
 pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: ServerEventHandler>(
         ctx: *mut raw::RedisModuleCtx,
@@ -138,23 +146,30 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
         subevent: u64,
         _data: *mut c_void,
     ) {
+        targets::on_server_event(event.id);
+        // SAFETY: Redis passes a live context, valid for this call.
+        let ctx = unsafe { Ctx::from_raw(ctx) };
         let flush_done = event.id == raw::REDISMODULE_EVENT_FLUSHDB
             && subevent == raw::REDISMODULE_SUBEVENT_FLUSHDB_END;
         // A `repl-diskless-load swapdb` replica swapped in the data set it loaded.
         let async_load_done = event.id == raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD
             && subevent == raw::REDISMODULE_SUBEVENT_REPL_ASYNC_LOAD_COMPLETED;
         if flush_done || async_load_done || event.id == raw::REDISMODULE_EVENT_SWAPDB {
-            // SAFETY: Redis passes a live context.
-            H::on_keyspace_replaced(unsafe { Ctx::from_raw(ctx) });
+            H::on_keyspace_replaced(ctx);
         }
         let slots_moved = event.id == cluster::EVENT_ATOMIC_SLOT_MIGRATION
             && (subevent == cluster::SUBEVENT_IMPORT_COMPLETED
                 || subevent == cluster::SUBEVENT_EXPORT_COMPLETED);
         if slots_moved {
-            // SAFETY: Redis passes a live context.
-            H::on_slots_moved(unsafe { Ctx::from_raw(ctx) });
+            H::on_slots_moved(ctx);
+        }
+        if event.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+            && subevent == raw::REDISMODULE_EVENT_REPLROLECHANGED_NOW_REPLICA
+        {
+            H::on_demoted(ctx);
         }
     }
+    targets::forget();
     // The atomic slot migration event exists on Valkey 9+ only (older servers refuse it).
     let slot_migration = cluster::server_has_atomic_slot_migration(ctx)
         .then_some(cluster::EVENT_ATOMIC_SLOT_MIGRATION);
@@ -162,8 +177,10 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
         raw::REDISMODULE_EVENT_FLUSHDB,
         raw::REDISMODULE_EVENT_SWAPDB,
         raw::REDISMODULE_EVENT_REPL_ASYNC_LOAD,
+        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
     ]
     .into_iter()
+    .chain(targets::EVENTS)
     .chain(slot_migration)
     {
         let event = raw::RedisModuleEvent { id, dataver: 1 };
@@ -178,57 +195,87 @@ pub fn subscribe_server<H: ServerEventHandler>(ctx: Ctx) -> Result<(), String> {
     Ok(())
 }
 
-const KEY_EVENT: raw::RedisModuleEvent = raw::RedisModuleEvent {
-    id: raw::REDISMODULE_EVENT_KEY,
-    dataver: 1,
-};
-
-/// Whether the server reports keys leaving the keyspace (`RedisModuleEvent_Key`: 7.2+).
-pub fn key_unlinks_supported() -> bool {
-    // SAFETY: the API pointers are set once at load, before any command; copied, not
-    // borrowed. `IsSubEventSupported` only reads the server's event table.
-    unsafe {
-        let (supported, name, db) = (
-            raw::RedisModule_IsSubEventSupported,
-            raw::RedisModule_GetKeyNameFromModuleKey,
-            raw::RedisModule_GetDbIdFromModuleKey,
-        );
-        name.is_some()
-            && db.is_some()
-            && supported.is_some_and(|f| f(KEY_EVENT, raw::REDISMODULE_SUBEVENT_KEY_DELETED) != 0)
-    }
+/// The registered command filter (while some key has a queue in cluster mode) and the
+/// module's own context its callback starts timers with.
+struct Filter {
+    filter: *mut raw::RedisModuleCommandFilter,
+    ctx: *mut raw::RedisModuleCtx,
 }
 
-/// Subscribes `H` to `RedisModuleEvent_Key` (`on`), or unsubscribes (`!on`): unlike keyspace
-/// events before 8.2, a server event can be dropped, so nothing is left once nobody waits.
-/// While subscribed, every deletion or overwrite of any key costs Redis a context; writes
-/// that create a key or change it in place (HSET, INCR, SET of a new key) cost nothing.
-pub fn listen_key_unlinks<H: KeyUnlinkHandler>(ctx: Ctx, on: bool) -> Result<(), String> {
-    unsafe extern "C" fn on_event<H: KeyUnlinkHandler>(
-        ctx: *mut raw::RedisModuleCtx,
-        _event: raw::RedisModuleEvent,
-        _subevent: u64,
-        data: *mut c_void,
+// SAFETY: Redis calls modules on its main thread only; the pointers are used there alone.
+unsafe impl Send for Filter {}
+
+static FILTER: Mutex<Option<Filter>> = Mutex::new(None);
+
+/// The subcommands of `CLUSTER` that may take a slot from this node (or give it one).
+const SLOT_SUBCOMMANDS: [&[u8]; 6] = [
+    b"setslot",
+    b"delslots",
+    b"delslotsrange",
+    b"flushslots",
+    b"reset",
+    b"addslots",
+];
+
+/// Filters this node's commands for `CLUSTER SETSLOT`/`DELSLOTS`/... (`on`), or stops (`!on`).
+/// A command filter runs for every command, so it is registered only while needed: the
+/// callback compares the command's name and returns.
+pub fn filter_slot_commands<H: SlotCommandHandler>(ctx: Ctx, on: bool) {
+    unsafe extern "C" fn on_command<H: SlotCommandHandler>(
+        fctx: *mut raw::RedisModuleCommandFilterCtx,
     ) {
-        // SAFETY: for this event Redis passes a live `RedisModuleKeyInfoV1` whose key handle
-        // (and its name) stay valid for this call; the context is live.
-        unsafe {
-            let info = &*(data as *const raw::RedisModuleKeyInfo);
-            let name = api!(RedisModule_GetKeyNameFromModuleKey)(info.key);
-            if name.is_null() {
+        if !H::interested() {
+            return;
+        }
+        // SAFETY: Redis passes a live filter context; the arguments it returns are live
+        // strings for this call.
+        let (name, sub) = unsafe {
+            if api!(RedisModule_CommandFilterArgsCount)(fctx) < 2 {
                 return;
             }
-            let db = api!(RedisModule_GetDbIdFromModuleKey)(info.key);
-            H::on_key_unlinked(Ctx::from_raw(ctx), db, bytes_of(name));
+            (
+                bytes_of(api!(RedisModule_CommandFilterArgGet)(fctx, 0)),
+                bytes_of(api!(RedisModule_CommandFilterArgGet)(fctx, 1)),
+            )
+        };
+        if !name.eq_ignore_ascii_case(b"cluster")
+            || !SLOT_SUBCOMMANDS.iter().any(|s| sub.eq_ignore_ascii_case(s))
+        {
+            return;
+        }
+        let own = FILTER.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(f) = own.as_ref() {
+            // SAFETY: the module's detached context, live until the filter is unregistered.
+            H::on_slot_command(unsafe { Ctx::from_raw(f.ctx) });
         }
     }
-    let callback: raw::RedisModuleEventCallback = if on { Some(on_event::<H>) } else { None };
-    // SAFETY: a live context; the callback has the signature Redis expects (or is none).
-    let ok = unsafe { api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), KEY_EVENT, callback) };
-    if ok != raw::REDISMODULE_OK as c_int {
-        return Err("cannot subscribe to key events".into());
+    let mut own = FILTER.lock().unwrap_or_else(|e| e.into_inner());
+    match (on, own.take()) {
+        (true, None) => {
+            // SAFETY: a live context; the callback has the signature Redis expects. The
+            // detached context only serves to start timers from the callback.
+            *own = unsafe {
+                let filter = api!(RedisModule_RegisterCommandFilter)(
+                    ctx.as_ptr(),
+                    Some(on_command::<H>),
+                    raw::REDISMODULE_CMDFILTER_NOSELF as c_int,
+                );
+                let detached = api!(RedisModule_GetDetachedThreadSafeContext)(ctx.as_ptr());
+                (!filter.is_null()).then_some(Filter {
+                    filter,
+                    ctx: detached,
+                })
+            };
+        }
+        (false, Some(f)) => {
+            // SAFETY: the filter registered above and its context, each freed once.
+            unsafe {
+                api!(RedisModule_UnregisterCommandFilter)(ctx.as_ptr(), f.filter);
+                api!(RedisModule_FreeThreadSafeContext)(f.ctx);
+            }
+        }
+        (_, keep) => *own = keep,
     }
-    Ok(())
 }
 
 /// Subscribes `H` to client disconnections (`RedisModuleEvent_ClientChange`). Redis fires it

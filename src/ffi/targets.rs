@@ -26,7 +26,6 @@
 //! backlog freed after `repl-backlog-ttl`) is not announced: the module keeps propagating
 //! (what Redis then drops), the safe direction.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
@@ -128,36 +127,24 @@ fn replication_in_use(ctx: Ctx) -> bool {
 /// `engine::delay`; counted here because Redis keeps one callback per event and module.
 pub static KEYS_ARRIVED: AtomicU64 = AtomicU64::new(0);
 
-/// At load: the answer is unknown, and every event that may change it forgets it.
-pub fn watch(ctx: Ctx) -> Result<(), String> {
-    unsafe extern "C" fn on_event(
-        _ctx: *mut raw::RedisModuleCtx,
-        event: raw::RedisModuleEvent,
-        _subevent: u64,
-        _data: *mut c_void,
-    ) {
-        forget();
-        if event.id == raw::REDISMODULE_EVENT_LOADING
-            || event.id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
-        {
-            KEYS_ARRIVED.fetch_add(1, Ordering::Relaxed);
-        }
+/// The server events after which the answer is unknown. Redis keeps one callback per event
+/// and module: `events::subscribe_server` subscribes to them and passes each to
+/// [`on_server_event`] first.
+pub const EVENTS: [u64; 4] = [
+    raw::REDISMODULE_EVENT_FORK_CHILD,
+    raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
+    raw::REDISMODULE_EVENT_REPLICA_CHANGE,
+    raw::REDISMODULE_EVENT_LOADING,
+];
+
+/// A server event arrived: any of [`EVENTS`] makes the next propagation ask Redis again.
+pub fn on_server_event(id: u64) {
+    if !EVENTS.contains(&id) {
+        return;
     }
     forget();
-    for id in [
-        raw::REDISMODULE_EVENT_FORK_CHILD,
-        raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED,
-        raw::REDISMODULE_EVENT_REPLICA_CHANGE,
-        raw::REDISMODULE_EVENT_LOADING,
-    ] {
-        let event = raw::RedisModuleEvent { id, dataver: 1 };
-        // SAFETY: a live context; the callback has the signature Redis expects.
-        let ok = unsafe {
-            api!(RedisModule_SubscribeToServerEvent)(ctx.as_ptr(), event, Some(on_event))
-        };
-        if ok != raw::REDISMODULE_OK as c_int {
-            return Err(format!("cannot subscribe to server event {id}"));
-        }
+    if id == raw::REDISMODULE_EVENT_LOADING || id == raw::REDISMODULE_EVENT_REPLICATION_ROLE_CHANGED
+    {
+        KEYS_ARRIVED.fetch_add(1, Ordering::Relaxed);
     }
-    Ok(())
 }

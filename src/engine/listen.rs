@@ -1,0 +1,170 @@
+//! What the module listens to, on every supported server, and when: the one place that
+//! subscribes to Redis's events (and the handlers, which only mark keys or arm timers).
+//!
+//! | what happens | how the module hears it | subscribed |
+//! |---|---|---|
+//! | a key expires or is evicted | keyspace `expired`, `evicted` ([`Gone`]) | from load |
+//! | DEL, UNLINK, RENAME, MOVE, EXPIRE, RESTORE, COPY, MIGRATE of a waited key | the generic keyspace class ([`Changes`]) | while some key has a queue (8.2+, which can drop it); from the first queue on (7.0 to 8.0, Valkey: a keyspace subscription cannot be dropped there) |
+//! | FLUSHDB/FLUSHALL, SWAPDB, a replica's async load, Valkey 9's atomic slot migration ending, the server turning replica | server events ([`Server`]) | from load |
+//! | forks, replicas coming and going, loads (`ffi::targets`) | server events, passed to `targets` | from load |
+//! | a connection closing (BIND) | client change ([`Closed`]) | from load |
+//! | this node's `CLUSTER SETSLOT` / `DELSLOTS` / `FLUSHSLOTS` / `RESET` | a command filter ([`SlotCommands`]) | cluster mode, while some key has a queue |
+//! | a waited key overwritten by another type; the cluster going down, a slot taken in gossip | nothing: `wake`'s poll (every `wake::POLL_MS`) | while some key has a queue |
+//!
+//! Why not more: Redis builds a context for every event it delivers to a subscriber (~600
+//! instructions). `RedisModuleEvent_Key` (7.2+) and the `overwritten`/`type_changed` classes
+//! (8.2+) would report overwrites at once, but they fire for every overwrite of any key (a
+//! `SET` over an existing string): listening to them while clients waited cost every such
+//! write ~20% (Redis 8.2.3). The generic class fires for DEL/EXPIRE/RENAME-like commands
+//! only, never for SET, HSET or other type-specific writes. A write thus pays nothing for the
+//! waiters unless it deletes, renames or expires a key. Before 8.2 (and on Valkey) the
+//! generic subscription stays once made, so those writes pay ~600 instructions each from the
+//! first wait on.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::ffi::events::{self, Classes, KeyspaceHandler, ServerEventHandler, SlotCommandHandler};
+use crate::ffi::{cluster, timer, Ctx};
+
+use super::job::Job;
+use super::registry::waiting;
+use super::{bind, delay_keys, wake};
+
+/// `expired` and `evicted`, from load on.
+pub struct Gone;
+
+impl KeyspaceHandler for Gone {
+    /// The held-lock bookkeeping behind `leases_expired`, and the queue of the key, if any.
+    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
+        let db = ctx.selected_db();
+        super::held::gone(db, key, event == b"expired");
+        if dlock_core::names::is_delay_key(key) {
+            delay_keys::gone(db, key);
+        }
+        if waiting() > 0 {
+            wake::mark_dirty(ctx, db, Some(key));
+        }
+    }
+}
+
+/// The generic keyspace class (del, rename, move, expire, restore, copy...): a waited key
+/// changed behind the module's back.
+pub struct Changes;
+
+impl KeyspaceHandler for Changes {
+    /// Nobody waits: the event is dropped before anything is read.
+    fn interested() -> bool {
+        waiting() > 0
+    }
+
+    fn on_key_event(ctx: Ctx, _event: &[u8], key: &[u8]) {
+        // Any key of the server: the filter drops nearly all without a lock.
+        if wake::may_be_watched(key) {
+            wake::mark_dirty(ctx, ctx.selected_db(), Some(key));
+        }
+    }
+}
+
+/// The server events that touch many keys at once, or the node's role.
+pub struct Server;
+
+impl ServerEventHandler for Server {
+    /// FLUSHDB/FLUSHALL (end), SWAPDB, and a replica's async load replacing the data set
+    /// (`repl-diskless-load swapdb`): forget the old keys, re-examine every queued key.
+    fn on_keyspace_replaced(ctx: Ctx) {
+        super::held::forget_all();
+        delay_keys::arrived(ctx);
+        if waiting() > 0 {
+            wake::mark_dirty(ctx, 0, None);
+        }
+    }
+
+    /// Valkey's atomic slot migration finished: every queued key is looked at again, and the
+    /// waiters of keys that left get the redirect (`fire`).
+    fn on_slots_moved(ctx: Ctx) {
+        if waiting() > 0 {
+            wake::mark_dirty(ctx, 0, None);
+        }
+    }
+
+    /// The server turned replica: its waiters are answered on the next event-loop turn
+    /// (`Job::Demoted`). Redis 7.0 and 8.x unblock them itself before this event (the
+    /// registry is empty by then); Valkey 9 in cluster mode leaves them blocked.
+    fn on_demoted(ctx: Ctx) {
+        if waiting() > 0 {
+            timer::start(ctx, 0, Job::Demoted);
+        }
+    }
+}
+
+/// Client connections closing: the leases of holds bound to them (BIND) are cut.
+pub struct Closed;
+
+impl events::ClientCloseHandler for Closed {
+    fn on_client_closed(ctx: Ctx, id: u64) {
+        bind::client_closed(ctx, id);
+    }
+}
+
+/// This node's `CLUSTER SETSLOT`/`DELSLOTS`/...: every queued key is looked at once the
+/// command has run (the recheck timer fires on the next event-loop turn), so a waiter whose
+/// slot left gets its redirect at once.
+pub struct SlotCommands;
+
+impl SlotCommandHandler for SlotCommands {
+    fn interested() -> bool {
+        waiting() > 0
+    }
+
+    fn on_slot_command(ctx: Ctx) {
+        wake::mark_dirty(ctx, 0, None);
+    }
+}
+
+/// Subscribed to the generic keyspace class (by [`watch`]).
+static GENERIC: AtomicBool = AtomicBool::new(false);
+
+/// At load: what the module hears whether or not clients wait. Module subscriptions work
+/// whatever `notify-keyspace-events` is set to.
+pub fn subscribe(ctx: Ctx) -> Result<(), String> {
+    delay_keys::init(ctx);
+    events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
+    events::subscribe_server::<Server>(ctx)?;
+    events::subscribe_client_close::<Closed>(ctx)
+}
+
+/// `key` has a queue now. The first queued key starts what is heard only while clients wait.
+pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
+    if !wake::watch(ctx, db, key) {
+        return;
+    }
+    if !GENERIC.load(Ordering::Relaxed) {
+        match events::subscribe_keyspace::<Changes>(ctx, Classes::Generic) {
+            Ok(()) => GENERIC.store(true, Ordering::Relaxed),
+            // The poll still finds what changed the key's type; DEL/RENAME would wait for
+            // the lease.
+            Err(line) => ctx.log_warning(&line),
+        }
+    }
+    if cluster::enabled(ctx) {
+        events::filter_slot_commands::<SlotCommands>(ctx, true);
+    }
+}
+
+/// `key`'s queue is gone. With the last one, what can be dropped is dropped.
+pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
+    if !wake::unwatch(ctx, db, key) {
+        return;
+    }
+    if events::keyspace_unsubscribe_supported() && GENERIC.swap(false, Ordering::Relaxed) {
+        if let Err(line) = events::unsubscribe_keyspace::<Changes>(ctx, Classes::Generic) {
+            ctx.log_warning(&line);
+        }
+    }
+    events::filter_slot_commands::<SlotCommands>(ctx, false);
+}
+
+/// MODULE UNLOAD dropped every subscription (no queue is left by then: the filter is gone).
+pub(super) fn free_all() {
+    GENERIC.store(false, Ordering::Relaxed);
+}
