@@ -418,7 +418,7 @@ fn waiters_of_a_master_demoted_by_a_failover_are_answered_at_once() {
     // Either way the waiter must not stay blocked until its WAIT runs out.
     let cl = Cluster::builder(2).replicas(1).start();
     let (master, replica) = (0, 2); // node 2 replicates node 0
-    let key = key_on(&cl, master, "demoted");
+    let key = cl.key_on(master, "demoted");
     let slot = key_slot(key.as_bytes());
     let mut src = cl.nodes[master].connection();
     assert_eq!(acquire(&mut src, &key, "holder", 60_000), Reply::Int(1));
@@ -458,7 +458,7 @@ fn a_waiter_is_answered_when_this_node_gives_its_slot_up() {
     // `CLUSTER DELSLOTS` on this node: no key leaves (no keyspace event), the slot is no
     // longer served here; the command filter looks at every queue once the command ran.
     let cl = Cluster::start(2);
-    let key = key_on(&cl, 0, "delslots");
+    let key = cl.key_on(0, "delslots");
     let slot = key_slot(key.as_bytes());
     let mut c = cl.nodes[0].connection();
     assert_eq!(acquire(&mut c, &key, "holder", 60_000), Reply::Int(1));
