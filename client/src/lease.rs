@@ -13,6 +13,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::conn::Stamp;
 use crate::kind::LockKind;
 use crate::rebind::Bound;
 
@@ -66,8 +67,8 @@ pub(crate) struct NewHold<'a> {
     pub(crate) deadline: Instant,
     /// Holds (1, or a semaphore's permits) the grant stands for.
     pub(crate) count: u64,
-    /// The binding, for a bound hold, and the send time of the command that bound it.
-    pub(crate) bound: Option<(Bound, Instant)>,
+    /// The binding, for a bound hold, and the command that bound it.
+    pub(crate) bound: Option<(Bound, Stamp)>,
 }
 
 impl Registry {
@@ -193,8 +194,8 @@ impl Registry {
 pub(crate) struct Status {
     /// The lease's end: the send time of the last command that set it, plus the lease.
     pub(crate) deadline: Instant,
-    /// For a bound hold: the send time of the last command that bound it (answered).
-    pub(crate) bound_at: Option<Instant>,
+    /// For a bound hold: the last command that bound it (answered).
+    pub(crate) bound_at: Option<Stamp>,
     pub(crate) lost: Option<LostReason>,
 }
 
@@ -231,7 +232,7 @@ impl Entry {
         lease: Duration,
         watched: bool,
         deadline: Instant,
-        bound: Option<(Bound, Instant)>,
+        bound: Option<(Bound, Stamp)>,
     ) -> Entry {
         let (bound, bound_at) = match bound {
             Some((b, at)) => (Some(b), Some(at)),
@@ -276,14 +277,18 @@ impl Entry {
         }
     }
     /// A reentrant grant reset the lease on the server (and bound the hold again).
-    fn set_deadline(&self, deadline: Instant, bound_at: Option<Instant>) {
+    fn set_deadline(&self, deadline: Instant, bound_at: Option<Stamp>) {
         let mut s = self.status.lock().unwrap();
         s.deadline = deadline;
-        s.bound_at = s.bound_at.max(bound_at);
+        if let Some(b) = bound_at {
+            if s.bound_at.is_some_and(|old| old.sent < b.sent) {
+                s.bound_at = Some(b);
+            }
+        }
     }
     /// A renewal sent at `sent` succeeded (and, for a bound hold, rebound it to the
-    /// connection that carried it).
-    pub(crate) fn renewed(&self, sent: Instant) {
+    /// connection that carried it, as `stamp` says).
+    pub(crate) fn renewed(&self, sent: Instant, stamp: Stamp) {
         if !self.is_active() {
             return;
         }
@@ -292,8 +297,8 @@ impl Entry {
         if s.lost.is_none() && d > s.deadline {
             s.deadline = d;
         }
-        if s.lost.is_none() && s.bound_at.is_some_and(|b| b < sent) {
-            s.bound_at = Some(sent);
+        if s.lost.is_none() && s.bound_at.is_some_and(|b| b.sent < stamp.sent) {
+            s.bound_at = Some(stamp);
         }
     }
     /// Mark lost (first reason wins) and stop renewing.

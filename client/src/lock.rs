@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Grant, Permits, Request, Wait};
 use crate::config::wire_ms;
+use crate::conn::Stamp;
 use crate::kind::LockKind;
 use crate::lease::NewHold;
 use crate::{Client, Error, LockGuard, Owner, Result};
@@ -445,7 +446,7 @@ impl Lock {
             watched,
             deadline: grant.at + lease,
             count,
-            bound: bound.map(|b| (b, grant.at)),
+            bound: bound.map(|b| (b, grant.bound.unwrap_or(Stamp::unlinked(grant.at)))),
         });
         LockGuard::new(
             self.client.clone(),

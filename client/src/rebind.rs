@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::conn::Answered;
+use crate::conn::{Answered, Stamp};
 
 /// The binding of a watched hold: its grace, and where the client learns when the bound
 /// connection (the shared one) was last known open.
@@ -24,13 +24,12 @@ pub(crate) struct Bound {
 
 impl Bound {
     /// The moment the server may end the hold for a closed connection, for a hold bound by
-    /// a command sent at `bound_at` (and answered).
-    pub(crate) fn deadline(&self, bound_at: Instant) -> Instant {
-        let open = self
-            .answered
-            .as_ref()
-            .and_then(|a| a.open_since(bound_at))
-            .unwrap_or(bound_at);
+    /// the command `bound` stamps (answered).
+    pub(crate) fn deadline(&self, bound: Stamp) -> Instant {
+        let open = match &self.answered {
+            Some(a) => a.open_since(bound),
+            None => bound.sent,
+        };
         open + self.grace
     }
 

@@ -6,7 +6,7 @@ use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::ActiveBackend;
-use crate::conn::{push_replica_wait, Answered, Connection};
+use crate::conn::{push_replica_wait, Answered, Connection, Stamp};
 use crate::lease::Entry;
 use crate::rebind::Bound;
 use crate::shared::Inner;
@@ -108,7 +108,9 @@ pub(crate) async fn renew_now(
     for _attempt in 0..2 {
         let sent = Instant::now();
         // (The cluster connection reports error replies as errors.)
-        let v = match conn.send(&backend.renew_cmd(e)).await {
+        let (r, stamp) = conn.send_stamped(&backend.renew_cmd(e)).await;
+        let stamp = stamp.unwrap_or(Stamp::unlinked(sent));
+        let v = match r {
             Ok(v) => v,
             Err(err) if err.code() == Some("NOSCRIPT") => {
                 backend.reload_scripts(&mut conn).await;
@@ -122,7 +124,7 @@ pub(crate) async fn renew_now(
                 return Err(Error::from_redis(key, err));
             }
         };
-        if apply(inner, e, v.clone(), sent, true) {
+        if apply(inner, e, v.clone(), (sent, stamp), true) {
             // The server forgot the scripts (restart, SCRIPT FLUSH): load them, once.
             backend.reload_scripts(&mut conn).await;
             continue;
@@ -167,14 +169,21 @@ async fn renew_all(r: &Renewer<'_>) {
 }
 
 /// Apply one renewal reply; true when it was a NOSCRIPT error.
-fn apply(inner: &Inner, e: &Arc<Entry>, v: Value, sent: Instant, replicated: bool) -> bool {
+/// `sent`: the renewal's send time (the lease counts from it), and the link that answered.
+fn apply(
+    inner: &Inner,
+    e: &Arc<Entry>,
+    v: Value,
+    sent: (Instant, Stamp),
+    replicated: bool,
+) -> bool {
     match v {
         Value::Int(1) if !replicated && e.is_active() => {
             // Held, but the failover guard's WAIT got too few acknowledgements.
             e.mark(LostReason::NotReplicated);
             inner.registry.forget(e);
         }
-        Value::Int(1) => e.renewed(sent),
+        Value::Int(1) => e.renewed(sent.0, sent.1),
         Value::Int(0) if e.is_active() => {
             e.mark(LostReason::NotHeld);
             inner.registry.forget(e);
@@ -226,7 +235,7 @@ async fn renew_chunk(r: &Renewer<'_>, chunk: &[Arc<Entry>]) {
                     Ok(Ok(vals)) => {
                         let ok = acked(inner, vals.get(1));
                         if let Some(v) = vals.into_iter().next() {
-                            noscript |= apply(inner, e, v, sent, ok);
+                            noscript |= apply(inner, e, v, (sent, Stamp::unlinked(sent)), ok);
                         }
                     }
                     // The cluster connection reports error replies as errors.
@@ -245,15 +254,15 @@ async fn renew_chunk(r: &Renewer<'_>, chunk: &[Arc<Entry>]) {
             }
             // On the same connection: WAIT covers every renewal above.
             let n = chunk.len() + push_replica_wait(&mut pipe, guard);
-            let r = tokio::time::timeout(limit, send_pipeline(&mut conn, &pipe, n)).await;
-            let values = match r {
-                Ok(Ok(v)) => v,
+            let r = tokio::time::timeout(limit, conn.pipeline_stamped(&pipe, n)).await;
+            let (values, stamp) = match r {
+                Ok((Ok(v), stamp)) => (v, stamp.unwrap_or(Stamp::unlinked(sent))),
                 // Unreachable or slow: the deadline decides (checked each tick and by LostSignal).
                 _ => return,
             };
             let ok = guard.is_none() || acked(inner, values.get(chunk.len()));
             for (e, v) in chunk.iter().zip(values) {
-                noscript |= apply(inner, e, v, sent, ok);
+                noscript |= apply(inner, e, v, (sent, stamp), ok);
             }
         }
         if !noscript {

@@ -18,7 +18,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::config::{unlimited, Backend};
-use crate::conn::Connection;
+use crate::conn::{Connection, Stamp};
 use crate::kind::LockKind;
 use crate::lease::Entry;
 use crate::shared::Inner;
@@ -84,6 +84,8 @@ pub(crate) struct Grant {
     pub(crate) token: Option<u64>,
     /// Replica acknowledgements of the grant (with the failover guard).
     pub(crate) acks: Option<u32>,
+    /// The command that bound the hold to the shared connection (native, bound holds).
+    pub(crate) bound: Option<Stamp>,
 }
 
 /// The backend in use.

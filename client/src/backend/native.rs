@@ -6,7 +6,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::{Grant, Request, Wait};
-use crate::conn::{call, redirect, Connection};
+use crate::conn::{call, redirect, Connection, Stamp};
 use crate::kind::LockKind;
 use crate::lease::Entry;
 use crate::shared::Inner;
@@ -114,8 +114,8 @@ impl Native {
         };
         // The grant happened at an unknown moment of the wait: its lease started no earlier
         // than the acquire did.
-        let at = self.confirm(inner, req, req.started).await?;
-        Ok(to_grant(Some(grant), at, acks))
+        let (at, bound) = self.confirm(inner, req, req.started).await?;
+        Ok(to_grant(Some(grant), at, acks, bound))
     }
 }
 
@@ -126,24 +126,21 @@ impl Native {
         let guard = inner.config.min_replicas;
         let cmd = grant_cmd(req, None, self.grant_bind_ms(req));
         let sent = Instant::now();
-        let (v, acks) = if guard.is_some() {
-            call::guarded_call(&inner.link, req.key, &cmd, guard).await?
+        let (v, acks, mut bound) = if guard.is_some() {
+            let (v, acks) = call::guarded_call(&inner.link, req.key, &cmd, guard).await?;
+            (v, acks, None)
         } else {
-            let v = inner
-                .link
-                .shared()
-                .send(&cmd)
-                .await
-                .map_err(|e| Error::from_redis(req.key, e))?;
-            (v, None)
+            let (r, stamp) = inner.link.shared().send_stamped(&cmd).await;
+            let v = r.map_err(|e| Error::from_redis(req.key, e))?;
+            (v, None, Some(stamp.unwrap_or(Stamp::unlinked(sent))))
         };
         let grant = parse_grant(req.key, v)?;
         let mut at = sent;
         if grant.is_some() && guard.is_some() {
             // Granted on a dedicated connection (with its replication WAIT).
-            at = self.confirm(inner, req, sent).await?;
+            (at, bound) = self.confirm(inner, req, sent).await?;
         }
-        Ok(to_grant(grant, at, acks))
+        Ok(to_grant(grant, at, acks, bound))
     }
 
     /// Confirm a grant that came on a dedicated connection, whose lease started no earlier
@@ -161,23 +158,32 @@ impl Native {
     /// Both send one `DLOCK.RENEW` with the full lease on the shared connection. Answered
     /// 0, the hold is gone ([`Error::NotHeld`]); unanswered, the lease counts from `known`
     /// and the watchdog's next renewal rebinds.
-    async fn confirm(&self, inner: &Inner, req: &Request<'_>, known: Instant) -> Result<Instant> {
+    /// Also answers the command that bound the hold, when it was bound here.
+    async fn confirm(
+        &self,
+        inner: &Inner,
+        req: &Request<'_>,
+        known: Instant,
+    ) -> Result<(Instant, Option<Stamp>)> {
         let bind = self.grant_bind_ms(req);
         let lease = std::time::Duration::from_millis(req.lease_ms);
         if bind.is_none() && known + lease / 2 > Instant::now() {
-            return Ok(known);
+            return Ok((known, None));
         }
         let cmd = renew_with(req.key, req.owner, req.lease_ms, bind);
         let sent = Instant::now();
         let r = tokio::time::timeout(
             inner.config.response_timeout,
-            inner.link.shared().send(&cmd),
+            inner.link.shared().send_stamped(&cmd),
         )
         .await;
         match r {
-            Ok(Ok(Value::Int(1))) => Ok(sent),
-            Ok(Ok(Value::Int(0))) => Err(Error::NotHeld(req.key.to_string())),
-            _ => Ok(known),
+            Ok((Ok(Value::Int(1)), stamp)) => {
+                Ok((sent, Some(stamp.unwrap_or(Stamp::unlinked(sent)))))
+            }
+            Ok((Ok(Value::Int(0)), _)) => Err(Error::NotHeld(req.key.to_string())),
+            // Unknown: still bound to the dedicated connection, known open when the wait began.
+            _ => Ok((known, Some(Stamp::unlinked(known)))),
         }
     }
 
@@ -268,12 +274,18 @@ fn renew_with(key: &str, owner: &str, lease_ms: u64, bind_ms: Option<u64>) -> re
 }
 
 /// The grant a parsed reply stands for, made at `at`.
-fn to_grant(parsed: Option<(u64, Option<u64>)>, at: Instant, acks: Option<u32>) -> Option<Grant> {
+fn to_grant(
+    parsed: Option<(u64, Option<u64>)>,
+    at: Instant,
+    acks: Option<u32>,
+    bound: Option<Stamp>,
+) -> Option<Grant> {
     parsed.map(|(count, token)| Grant {
         at,
         count: Some(count),
         token,
         acks,
+        bound,
     })
 }
 

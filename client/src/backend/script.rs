@@ -87,6 +87,7 @@ impl Script {
                 count,
                 token: None,
                 acks,
+                bound: None,
             })
         };
         match v {

@@ -21,8 +21,8 @@ use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use cluster::SlotMap;
 use sentinel::{timeout_error, SentinelConn};
-pub(crate) use single::Answered;
 use single::Single;
+pub(crate) use single::{Answered, Stamp};
 
 /// Appends the replication guard (`min_replicas`: `WAIT n timeout`) to `pipe` when there is
 /// one; answers how many replies that adds (0 or 1). The one place the guard is written, for
@@ -96,6 +96,29 @@ impl Connection {
         match &self.kind {
             ConnKind::Single(s) => Some(s.answered()),
             _ => None,
+        }
+    }
+
+    /// [`send`](Self::send), and (when answered, on a single node) which link answered it.
+    pub(crate) async fn send_stamped(
+        &self,
+        cmd: &Cmd,
+    ) -> (redis::RedisResult<Value>, Option<Stamp>) {
+        match &self.kind {
+            ConnKind::Single(s) => s.command_stamped(cmd).await,
+            _ => (self.clone().req_packed_command(cmd).await, None),
+        }
+    }
+
+    /// A pipeline's `n` replies, and (when answered, on a single node) which link answered.
+    pub(crate) async fn pipeline_stamped(
+        &self,
+        pipe: &Pipeline,
+        n: usize,
+    ) -> (redis::RedisResult<Vec<Value>>, Option<Stamp>) {
+        match &self.kind {
+            ConnKind::Single(s) => s.pipeline_stamped(pipe, 0, n).await,
+            _ => (self.clone().req_packed_commands(pipe, 0, n).await, None),
         }
     }
 

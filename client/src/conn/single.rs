@@ -42,10 +42,26 @@ pub(crate) struct Single {
     answered: Arc<Answered>,
 }
 
+/// Which link answered a command, and when the command was sent on it (read after the link
+/// was in hand, so the command went on that link): a reply proves the link was open when the
+/// command reached the server, which is after that. `link` is `None` where links are not
+/// tracked (Sentinel, Cluster).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    pub(crate) link: Option<u64>,
+    pub(crate) sent: Instant,
+}
+
+impl Stamp {
+    /// A command sent at `sent` on a link nobody tracks.
+    pub(crate) fn unlinked(sent: Instant) -> Stamp {
+        Stamp { link: None, sent }
+    }
+}
+
 /// The last moment the latest link is known to have been open: the send time of the last
-/// command it answered (a reply proves the connection was open when the command reached
-/// the server, which is after it was sent). A link made later starts from nothing, so a
-/// reply on it says nothing of an older one.
+/// command it answered. A link made later starts from nothing, so a reply on it says nothing
+/// of an older one.
 #[derive(Debug)]
 pub(crate) struct Answered {
     state: Mutex<AnsweredState>,
@@ -54,9 +70,6 @@ pub(crate) struct Answered {
 #[derive(Debug)]
 struct AnsweredState {
     link: u64,
-    /// Read right after the link became the current one (so no later than any command
-    /// sent on it after this time).
-    since: Instant,
     last: Option<Instant>,
 }
 
@@ -65,18 +78,13 @@ impl Answered {
         Answered {
             state: Mutex::new(AnsweredState {
                 link: 0,
-                since: Instant::now(),
                 last: None,
             }),
         }
     }
 
     fn new_link(&self, link: u64) {
-        *self.state.lock().unwrap() = AnsweredState {
-            link,
-            since: Instant::now(),
-            last: None,
-        };
+        *self.state.lock().unwrap() = AnsweredState { link, last: None };
     }
 
     fn answered(&self, link: u64, sent: Instant) {
@@ -86,13 +94,14 @@ impl Answered {
         }
     }
 
-    /// For a command sent at `sent` and answered: the last moment its link is known to
-    /// have been open, when that link is still the latest one (made before `sent`: links
-    /// replace each other, so it is the one that carried the command). `None` when a newer
-    /// link exists (then only the command's own send time is known).
-    pub(crate) fn open_since(&self, sent: Instant) -> Option<Instant> {
+    /// For a command answered as `stamp` says: the last moment its link is known to have
+    /// been open (a later answer on the same link, or the command's own send time).
+    pub(crate) fn open_since(&self, stamp: Stamp) -> Instant {
         let st = self.state.lock().unwrap();
-        (st.since <= sent).then(|| st.last.map_or(sent, |l| l.max(sent)))
+        match (stamp.link, st.last) {
+            (Some(l), Some(last)) if l == st.link => last.max(stamp.sent),
+            _ => stamp.sent,
+        }
     }
 
     /// The send time of the last command the latest link answered.
@@ -246,13 +255,25 @@ impl Single {
     }
 
     pub(crate) async fn command(&self, cmd: &Cmd) -> RedisResult<Value> {
+        self.command_stamped(cmd).await.0
+    }
+
+    /// [`command`](Self::command), and (when answered) which link answered it.
+    pub(crate) async fn command_stamped(&self, cmd: &Cmd) -> (RedisResult<Value>, Option<Stamp>) {
+        let (id, mut c) = match self.link().await {
+            Ok(l) => l,
+            Err(e) => return (Err(e), None),
+        };
         let sent = Instant::now();
-        let (id, mut c) = self.link().await?;
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
         let r = c.send_packed_command(cmd).await;
         self.after(id, sent, &r);
-        r
+        let stamp = r.is_ok().then_some(Stamp {
+            link: Some(id),
+            sent,
+        });
+        (r, stamp)
     }
 
     pub(crate) async fn pipeline(
@@ -261,13 +282,30 @@ impl Single {
         offset: usize,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
+        self.pipeline_stamped(pipe, offset, count).await.0
+    }
+
+    /// [`pipeline`](Self::pipeline), and (when answered) which link answered it.
+    pub(crate) async fn pipeline_stamped(
+        &self,
+        pipe: &Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> (RedisResult<Vec<Value>>, Option<Stamp>) {
+        let (id, mut c) = match self.link().await {
+            Ok(l) => l,
+            Err(e) => return (Err(e), None),
+        };
         let sent = Instant::now();
-        let (id, mut c) = self.link().await?;
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
         let r = c.send_packed_commands(pipe, offset, count).await;
         self.after(id, sent, &r);
-        r
+        let stamp = r.is_ok().then_some(Stamp {
+            link: Some(id),
+            sent,
+        });
+        (r, stamp)
     }
 
     pub(crate) fn db(&self) -> i64 {
