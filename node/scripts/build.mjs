@@ -13,6 +13,8 @@ writeFileSync(
   '// Generated from scripts.json by scripts/build.mjs; do not edit.\n' +
     `export const SCRIPTS = ${JSON.stringify(json, null, 2)} as const;\n`,
 );
+// `--embed-only`: the generated module alone (what the type check needs).
+if (process.argv.includes('--embed-only')) process.exit(0);
 rmSync(join(root, 'dist'), { recursive: true, force: true });
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
 for (const config of ['tsconfig.esm.json', 'tsconfig.cjs.json']) {
