@@ -207,6 +207,38 @@ pub async fn long_lease_client(server: &Server, backend: Backend) -> Client {
         .unwrap()
 }
 
+/// `rounds` rounds, one key each (`c0`, `c1`, ...): `round(key)` takes the key and starts a
+/// waiting acquire of it (a task), answering that task and the holder's release; the round
+/// waits until the acquire queues, cancels it around the release
+/// ([`cancel_around_release`]) and waits until nobody holds the key (`what` is held: "hold",
+/// "permit"). Prints and answers how many rounds were granted before the cancel.
+pub async fn cancel_rounds<G, R, F, Fut>(
+    r: &redis::aio::MultiplexedConnection,
+    b: Backend,
+    rounds: usize,
+    what: &str,
+    mut round: F,
+) -> usize
+where
+    G: Send + 'static,
+    R: std::future::Future<Output = dlock_client::Result<()>> + Send + 'static,
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = (tokio::task::JoinHandle<dlock_client::Result<G>>, R)>,
+{
+    let mut granted_before_cancel = 0;
+    for n in 0..rounds {
+        let key = format!("c{n}");
+        let (task, release) = round(key.clone()).await;
+        until_waiting(r, b, &key).await;
+        if cancel_around_release(task, release).await {
+            granted_before_cancel += 1;
+        }
+        until_gone(r, &key, &format!("round {n}: no {what} left on {key}")).await;
+    }
+    eprintln!("{b:?}: {granted_before_cancel} of {rounds} rounds granted before the cancel");
+    granted_before_cancel
+}
+
 /// Cancels `task` (a pending acquire) and runs `release` (the holder's release) at random
 /// moments within 1.5 ms of each other, around the hand-off. True when the acquire was
 /// granted before the cancel (its guard is dropped here, which gives the grant back).
