@@ -78,21 +78,15 @@ async fn wait_outlasts_response_timeout(b: Backend) {
 /// the holder's release; afterwards nobody holds the lock (the waiter's client has a long
 /// lease, so a forgotten grant would stay for 30 s).
 async fn cancelled_acquire_leaves_no_hold(b: Backend) {
-    let s = server(b);
-    let holder = client(&s, b).await;
-    let waiter = long_lease_client(&s, b).await;
-    let r = raw(&s).await;
-    let (h, w) = (&holder, &waiter);
-    cancel_rounds(&r, b, 50, "hold", move |key| async move {
+    cancel_rounds(b, 50, "hold", |h, w, key| async move {
         let g = h.lock(key.as_str()).acquire().await.unwrap();
-        let (w, k) = (w.clone(), key.clone());
+        let k = key.clone();
         (
             tokio::spawn(async move { w.lock(k).acquire().await }),
             g.release(),
         )
     })
     .await;
-    assert_eq!(waiter.watched_locks(), 0);
 }
 
 /// The same owner acquires and releases in one task while another task keeps starting
