@@ -83,6 +83,29 @@ fn with_key<'a>(words: &[&'a str], key: &'a str) -> Vec<&'a str> {
         .collect()
 }
 
+/// On node `from`: the holder takes `key` as `kind` says and a waiter queues behind it.
+/// Answers the key's slot, a connection to `from`, the holder's reply and the waiter.
+#[track_caller]
+fn hold_and_queue(
+    cl: &Cluster,
+    from: usize,
+    kind: &Kind,
+    key: &str,
+) -> (u16, redis::Connection, Reply, Pending) {
+    let slot = key_slot(key.as_bytes());
+    let mut src = cl.nodes[from].connection();
+    let hold = cmd(&mut src, &with_key(&kind.hold, key));
+    assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
+    let waiter = enqueue(
+        &cl.nodes[from],
+        &mut src,
+        key,
+        &with_key(&kind.wait, key),
+        1,
+    );
+    (slot, src, hold, waiter)
+}
+
 #[test]
 fn a_queued_waiter_is_redirected_when_its_key_migrates() {
     let cl = Cluster::start(2);
@@ -91,17 +114,7 @@ fn a_queued_waiter_is_redirected_when_its_key_migrates() {
     let mut redirects = 0;
     for kind in kinds() {
         let key = cl.key_on(from, &kind.name.replace(' ', "-"));
-        let slot = key_slot(key.as_bytes());
-        let mut src = cl.nodes[from].connection();
-        let hold = cmd(&mut src, &with_key(&kind.hold, &key));
-        assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
-        let waiter = enqueue(
-            &cl.nodes[from],
-            &mut src,
-            &key,
-            &with_key(&kind.wait, &key),
-            1,
-        );
+        let (slot, mut src, _, waiter) = hold_and_queue(&cl, from, &kind, &key);
 
         let mut keys = vec![key.clone()];
         if exists(&mut src, &slot_fence_key(&key)) {
@@ -252,17 +265,7 @@ fn atomic_slot_migration_moves_holds_and_redirects_waiters() {
     let to_addr = format!("127.0.0.1:{}", cl.nodes[to].port());
     for kind in kinds() {
         let key = cl.key_on(from, &format!("asm-{}", kind.name.replace(' ', "-")));
-        let slot = key_slot(key.as_bytes());
-        let mut src = cl.nodes[from].connection();
-        let hold = cmd(&mut src, &with_key(&kind.hold, &key));
-        assert!(!hold.is_err() && !hold.is_nil(), "{}: {hold:?}", kind.name);
-        let waiter = enqueue(
-            &cl.nodes[from],
-            &mut src,
-            &key,
-            &with_key(&kind.wait, &key),
-            1,
-        );
+        let (slot, mut src, hold, waiter) = hold_and_queue(&cl, from, &kind, &key);
 
         cl.migrate_slot_atomically(slot, from, to)
             .unwrap_or_else(|e| panic!("{}: MIGRATESLOTS refused: {e}", kind.name));

@@ -143,6 +143,15 @@ impl Ctx {
     }
 }
 
+/// `EVALSHA sha numkeys keys.. args..`, encoded: numkeys is counted from `keys`.
+fn evalsha(sha: &str, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
+    let numkeys = keys.len().to_string();
+    let mut cmd: Vec<&[u8]> = vec![b"EVALSHA", sha.as_bytes(), numkeys.as_bytes()];
+    cmd.extend_from_slice(keys);
+    cmd.extend_from_slice(args);
+    encode(&cmd)
+}
+
 impl Shas {
     /// Acquire without waiting: the command(s) and the replies a grant gives.
     pub fn acquire(
@@ -175,14 +184,11 @@ impl Shas {
                 vec![Reply::Int(1)],
             ),
             Backend::Lua => (
-                encode(&[
-                    b"EVALSHA",
-                    self.lock.as_bytes(),
-                    b"1",
-                    key.as_bytes(),
-                    lease.as_bytes(),
-                    owner.as_bytes(),
-                ]),
+                evalsha(
+                    &self.lock,
+                    &[key.as_bytes()],
+                    &[lease.as_bytes(), owner.as_bytes()],
+                ),
                 vec![Reply::Nil],
             ),
             Backend::SetNx => (
@@ -222,24 +228,17 @@ impl Shas {
                     dlock_client::scripts::DEFAULT_CHANNEL_PREFIX,
                     key,
                 );
-                encode(&[
-                    b"EVALSHA",
-                    self.unlock.as_bytes(),
-                    b"2",
-                    key.as_bytes(),
-                    ch.as_bytes(),
-                    dlock_client::scripts::UNLOCK_MESSAGE.as_bytes(),
-                    lease.as_bytes(),
-                    owner.as_bytes(),
-                ])
+                evalsha(
+                    &self.unlock,
+                    &[key.as_bytes(), ch.as_bytes()],
+                    &[
+                        dlock_client::scripts::UNLOCK_MESSAGE.as_bytes(),
+                        lease.as_bytes(),
+                        owner.as_bytes(),
+                    ],
+                )
             }
-            Backend::SetNx => encode(&[
-                b"EVALSHA",
-                self.setnx_release.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                owner.as_bytes(),
-            ]),
+            Backend::SetNx => evalsha(&self.setnx_release, &[key.as_bytes()], &[owner.as_bytes()]),
             Backend::Raw => encode(&[b"DEL", key.as_bytes()]),
         };
         (cmd, vec![Reply::Int(1)])
@@ -261,22 +260,16 @@ impl Shas {
                 owner.as_bytes(),
                 lease.as_bytes(),
             ]),
-            Backend::Lua => encode(&[
-                b"EVALSHA",
-                self.renew.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                lease.as_bytes(),
-                owner.as_bytes(),
-            ]),
-            Backend::SetNx => encode(&[
-                b"EVALSHA",
-                self.setnx_renew.as_bytes(),
-                b"1",
-                key.as_bytes(),
-                owner.as_bytes(),
-                lease.as_bytes(),
-            ]),
+            Backend::Lua => evalsha(
+                &self.renew,
+                &[key.as_bytes()],
+                &[lease.as_bytes(), owner.as_bytes()],
+            ),
+            Backend::SetNx => evalsha(
+                &self.setnx_renew,
+                &[key.as_bytes()],
+                &[owner.as_bytes(), lease.as_bytes()],
+            ),
             Backend::Raw => encode(&[b"PEXPIRE", key.as_bytes(), lease.as_bytes()]),
         };
         (cmd, vec![Reply::Int(1)])

@@ -78,25 +78,15 @@ async fn wait_outlasts_response_timeout(b: Backend) {
 /// the holder's release; afterwards nobody holds the lock (the waiter's client has a long
 /// lease, so a forgotten grant would stay for 30 s).
 async fn cancelled_acquire_leaves_no_hold(b: Backend) {
-    let s = server(b);
-    let holder = client(&s, b).await;
-    let waiter = long_lease_client(&s, b).await;
-    let r = raw(&s).await;
-    let mut granted_before_cancel = 0;
-    for round in 0..50 {
-        let key = format!("c{round}");
-        let g = holder.lock(key.as_str()).acquire().await.unwrap();
-        let w = waiter.clone();
+    cancel_rounds(b, 50, "hold", |h, w, key| async move {
+        let g = h.lock(key.as_str()).acquire().await.unwrap();
         let k = key.clone();
-        let task = tokio::spawn(async move { w.lock(k).acquire().await });
-        until_waiting(&r, b, &key).await;
-        if cancel_around_release(task, g.release()).await {
-            granted_before_cancel += 1;
-        }
-        until_gone(&r, &key, &format!("round {round}: no hold left on {key}")).await;
-    }
-    assert_eq!(waiter.watched_locks(), 0);
-    eprintln!("{b:?}: {granted_before_cancel} of 50 rounds granted before the cancel");
+        (
+            tokio::spawn(async move { w.lock(k).acquire().await }),
+            g.release(),
+        )
+    })
+    .await;
 }
 
 /// The same owner acquires and releases in one task while another task keeps starting

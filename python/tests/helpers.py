@@ -67,6 +67,26 @@ def start_holder(server: Server, key: str, lease: float,
     return proc, proc.stdout.readline().strip()
 
 
+def kill_holder_while_waiting(client: dl.Client, key: str, proc: "subprocess.Popen[str]",
+                               timeout: float, alive: Callable[[], None] = lambda: None,
+                               ) -> Tuple[Any, float, float]:
+    """Runs `alive()` (checks while the holder `proc` lives), then an acquire of `key` on a
+    thread; once it waits, kills the holder. Answers (the acquire's result, when the holder
+    was killed, when the acquire answered). The holder is killed and reaped even on failure."""
+    try:
+        alive()
+        t, out = in_thread(lambda: (client.lock(key).acquire(timeout=timeout), time.monotonic()))
+        wait_until(lambda: len(client.waiters(key)) == 1)
+        proc.kill()
+        killed_at = time.monotonic()
+        t.join(timeout)
+    finally:
+        proc.kill()
+        proc.wait()
+    held, granted_at = out[0]
+    return held, killed_at, granted_at
+
+
 def other_task(make: Callable[[], Awaitable[T]]) -> "asyncio.Task[T]":
     """Runs `make()` in a task of its own, so as another owner (the owner of an asyncio
     ``acquire()`` is the task that calls it)."""

@@ -11,7 +11,7 @@ import pytest
 
 import dlock_client as dl
 from conftest import Features
-from helpers import in_thread, start_holder, wait_until
+from helpers import in_thread, kill_holder_while_waiting, start_holder, wait_until
 from servers import Server
 
 
@@ -36,18 +36,10 @@ def test_killed_holder_freed_after_the_bind_grace(
     if not features.bind:
         pytest.skip("the module has no BIND")
     proc, owner = start_holder(server, key, lease=20.0, bind=0.3)
-    try:
-        t, out = in_thread(lambda: client.lock(key).acquire(timeout=15))
-        wait_until(lambda: len(client.waiters(key)) == 1)
-        proc.kill()
-        killed_at = time.monotonic()
-        t.join(15)
-    finally:
-        proc.kill()
-        proc.wait()
-    assert out[0] is not None
+    held, killed_at, _ = kill_holder_while_waiting(client, key, proc, timeout=15)
+    assert held is not None
     assert time.monotonic() - killed_at < 3.0, "after the grace, long before the 20 s lease"
-    out[0].release()
+    held.release()
 
 
 def test_bound_hold_survives_its_waiting_connection_closing(

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 import dlock_client as dl
-from helpers import holders, in_thread, start_holder, wait_until, waiting
+from helpers import (holders, in_thread, kill_holder_while_waiting, start_holder, wait_until,
+                     waiting)
 from servers import Server
 
 
@@ -192,19 +193,13 @@ def test_kill_9_of_a_holder_process(server: Server, client: dl.Client, key: str)
     """The holder renews while it lives; once killed, the waiter gets the lock when the
     lease (or, where the module binds holds to connections, the grace) runs out."""
     proc, owner = start_holder(server, key, lease=1.0, bind=0.2)
-    try:
+
+    def alive() -> None:
         assert holders(client, key) == [owner]
         time.sleep(1.5)
         assert holders(client, key) == [owner], "renewed past its lease while alive"
-        t, out = in_thread(lambda: (client.lock(key).acquire(timeout=10), time.monotonic()))
-        wait_until(lambda: len(client.waiters(key)) == 1)
-        proc.kill()
-        killed_at = time.monotonic()
-        t.join(10)
-    finally:
-        proc.kill()
-        proc.wait()
-    held, granted_at = out[0]
+
+    held, killed_at, granted_at = kill_holder_while_waiting(client, key, proc, 10, alive)
     assert held is not None
     assert granted_at - killed_at < 1.0 + 1.0, "served within the lease (+ margin)"
     assert holders(client, key) == [held.owner]

@@ -9,17 +9,12 @@ use tokio::task::JoinSet;
 use crate::report::Report;
 use crate::resp::encode;
 use crate::stats::latency_us;
-use crate::{Backend, Ctx};
+use crate::Ctx;
 
-use super::{locker::Locker, rotate};
+use super::{locker::Locker, rotate, CONTENDED};
 
 pub async fn handoff(ctx: &Ctx, rep: &mut Report) {
-    let backends = [
-        Backend::Native,
-        Backend::NativeClient,
-        Backend::Lua,
-        Backend::SetNx,
-    ];
+    let backends = CONTENDED;
     let sc = "handoff";
     let hold = Duration::from_millis(2);
     eprintln!(

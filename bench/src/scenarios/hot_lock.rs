@@ -12,7 +12,7 @@ use crate::resp::encode;
 use crate::stats::{self, latency_us};
 use crate::{Backend, Ctx};
 
-use super::{locker::Locker, rotate, script_calls};
+use super::{locker::Locker, rotate, script_calls, CONTENDED};
 
 #[derive(Default)]
 struct Shared {
@@ -25,12 +25,7 @@ struct Shared {
 
 pub async fn hot_lock(ctx: &Ctx, rep: &mut Report) {
     const WORKERS: usize = 16;
-    let backends = [
-        Backend::Native,
-        Backend::NativeClient,
-        Backend::Lua,
-        Backend::SetNx,
-    ];
+    let backends = CONTENDED;
     let sc = "hot-lock";
     eprintln!(
         "scenario {sc}: {WORKERS} workers on one key, GET+SET a counter inside, {} reps of {:?}",
@@ -137,27 +132,10 @@ pub async fn hot_lock(ctx: &Ctx, rep: &mut Report) {
     let h = rep.ratio(sc, sc, "handoffs/s", "native", "lua");
     rep.ratio(sc, sc, "handoffs/s", "native-client", "lua");
     rep.ratio(sc, sc, "handoffs/s", "native", "setnx");
-    let p = rep.ratio(
-        &format!("{sc}-wait-p99"),
-        sc,
-        "wait_p99_us",
-        "native",
-        "lua",
-    );
-    rep.ratio(
-        &format!("{sc}-wait-p99"),
-        sc,
-        "wait_p99_us",
-        "native-client",
-        "lua",
-    );
-    rep.ratio(
-        &format!("{sc}-wait-max"),
-        sc,
-        "wait_max_us",
-        "native",
-        "lua",
-    );
+    let (p99, max) = (format!("{sc}-wait-p99"), format!("{sc}-wait-max"));
+    let p = rep.ratio(&p99, sc, "wait_p99_us", "native", "lua");
+    rep.ratio(&p99, sc, "wait_p99_us", "native-client", "lua");
+    rep.ratio(&max, sc, "wait_max_us", "native", "lua");
     let c = rep.median(sc, "native", "acq_cmds/grant");
     rep.target("hot-lock handoffs/s native/lua", ">= 3", h, h >= 3.0);
     rep.target("hot-lock wait-p99 native/lua", "<= 0.3", p, p <= 0.3);

@@ -23,6 +23,14 @@ use crate::Backend;
 
 const LEASE: u64 = 30_000;
 
+/// The backends of the contended scenarios (hand-off and hot lock), in their first order.
+const CONTENDED: [Backend; 4] = [
+    Backend::Native,
+    Backend::NativeClient,
+    Backend::Lua,
+    Backend::SetNx,
+];
+
 fn rotate<T: Clone>(v: &[T], r: usize) -> Vec<T> {
     (0..v.len()).map(|i| v[(i + r) % v.len()].clone()).collect()
 }

@@ -158,20 +158,10 @@ pub async fn uncontended(ctx: &Ctx, rep: &mut Report) {
         }
         let nl = rep.ratio(sc, sc, "locks/s", "native", "lua");
         let nr = rep.ratio(sc, sc, "locks/s", "native", "raw");
-        rep.ratio(
-            &format!("{sc}-server-time"),
-            sc,
-            "srv_us/op",
-            "lua",
-            "native",
-        );
-        rep.ratio(
-            &format!("{sc}-server-time"),
-            sc,
-            "srv_us/op",
-            "raw",
-            "native",
-        );
+        let server_time = format!("{sc}-server-time");
+        for slower in ["lua", "raw"] {
+            rep.ratio(&server_time, sc, "srv_us/op", slower, "native");
+        }
         rep.ratio(sc, sc, "locks/s", "setnx", "native");
         // BIND's price: the server's whole CPU per lock cycle with BIND against without
         // (user-space instructions alone: docs/DESIGN.md, What a command costs). The target

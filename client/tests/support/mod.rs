@@ -207,6 +207,39 @@ pub async fn long_lease_client(server: &Server, backend: Backend) -> Client {
         .unwrap()
 }
 
+/// `rounds` rounds on a server of its own, one key each (`c0`, `c1`, ...):
+/// `round(holder, waiter, key)` takes the key with the holder's client and starts a waiting
+/// acquire of it with the waiter's (a task), answering that task and the holder's release;
+/// the round waits until the acquire queues, cancels it around the release
+/// ([`cancel_around_release`]) and waits until nobody holds the key (`what` is held: "hold",
+/// "permit"). The waiter's client has a long lease, so a forgotten grant would stay for
+/// 30 s; at the end it watches nothing. Prints how many rounds were granted before the
+/// cancel.
+pub async fn cancel_rounds<G, R, F, Fut>(b: Backend, rounds: usize, what: &str, mut round: F)
+where
+    G: Send + 'static,
+    R: std::future::Future<Output = dlock_client::Result<()>> + Send + 'static,
+    F: FnMut(Client, Client, String) -> Fut,
+    Fut: std::future::Future<Output = (tokio::task::JoinHandle<dlock_client::Result<G>>, R)>,
+{
+    let s = server(b);
+    let holder = client(&s, b).await;
+    let waiter = long_lease_client(&s, b).await;
+    let r = &raw(&s).await;
+    let mut granted_before_cancel = 0;
+    for n in 0..rounds {
+        let key = format!("c{n}");
+        let (task, release) = round(holder.clone(), waiter.clone(), key.clone()).await;
+        until_waiting(r, b, &key).await;
+        if cancel_around_release(task, release).await {
+            granted_before_cancel += 1;
+        }
+        until_gone(r, &key, &format!("round {n}: no {what} left on {key}")).await;
+    }
+    assert_eq!(waiter.watched_locks(), 0);
+    eprintln!("{b:?}: {granted_before_cancel} of {rounds} rounds granted before the cancel");
+}
+
 /// Cancels `task` (a pending acquire) and runs `release` (the holder's release) at random
 /// moments within 1.5 ms of each other, around the hand-off. True when the acquire was
 /// granted before the cancel (its guard is dropped here, which gives the grant back).
