@@ -75,6 +75,8 @@ export interface SemaphoreAcquireOptions extends AcquireOptions {
 
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_BIND_MS = 2000;
+/** `acquire()` without options (one object for all: never written to). */
+const NO_OPTIONS: AcquireOptions = Object.freeze({});
 
 export class Lock {
   /** @internal */
@@ -85,7 +87,7 @@ export class Lock {
   }
 
   /** Take the lock: the hold, or null when the wait ran out (or, with `timeout: 0`, it is taken). */
-  acquire(opts: AcquireOptions = {}): Promise<Held | null> {
+  acquire(opts: AcquireOptions = NO_OPTIONS): Promise<Held | null> {
     return this.client.acquireRequest(this.request, opts);
   }
 }
@@ -322,7 +324,7 @@ export class Client implements HoldOwner {
     const start = now();
     const owner = opts.owner ?? this.newOwner();
     try {
-      await this.ready();
+      if (!this.backend) await this.ready(); // known after the first: no await per acquire
       const backend = this.backend!;
       if (!backend.native && req.fence) throw new NotSupportedError(`fencing tokens need the dlock module (${this.server} has none)`, this.server);
       if (!backend.native && req.lockDelayMs !== undefined) throw new NotSupportedError(`lockDelay needs the dlock module (${this.server} has none)`, this.server);
