@@ -75,6 +75,15 @@ export interface SemaphoreAcquireOptions extends AcquireOptions {
 
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_BIND_MS = 2000;
+/**
+ * node-redis (6.x) gives every command a 5 s `timeout` by default: an AbortSignal.timeout and
+ * its listener per command, about half the client CPU of an uncontended acquire + release.
+ * That timeout only covers the time a command waits in node-redis's write queue (it is removed
+ * once the command is written, so it never bounds a reply), and the connections this package
+ * makes do not queue (`disableOfflineQueue`): `connect()` turns it off (0 = none). Clients you
+ * hand over, and the cluster's node clients, keep node-redis's setting.
+ */
+const NO_QUEUE_TIMEOUT = { timeout: 0 };
 /** `acquire()` without options (one object for all: never written to). */
 const NO_OPTIONS: AcquireOptions = Object.freeze({});
 
@@ -162,7 +171,7 @@ export class Client implements HoldOwner {
     // apart) as node-redis does by default.
     let ready = false;
     const reconnectStrategy = (retries: number, cause: Error): number | Error => (ready ? Math.min(retries * 50, 500) : cause);
-    const redis = createClient({ url, disableOfflineQueue: true, socket: { reconnectStrategy } }) as unknown as NodeRedisClient;
+    const redis = createClient({ url, disableOfflineQueue: true, commandOptions: NO_QUEUE_TIMEOUT, socket: { reconnectStrategy } }) as unknown as NodeRedisClient;
     redis.on('ready', () => (ready = true));
     redis.on('error', () => {}); // surfaces as the failing command's error
     try {
