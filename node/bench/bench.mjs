@@ -1,7 +1,10 @@
 #!/usr/bin/env node
 // dlock-client against redlock and redis-semaphore on one redis-server (with the module; the
 // other two use plain keys and Lua there), in one run:
-//   - client CPU per uncontended acquire + release (process.cpuUsage over sequential cycles),
+//   - client CPU per uncontended acquire + release (process.cpuUsage over sequential cycles;
+//     the libraries take turns, ROUNDS rounds of CYCLES/ROUNDS cycles each, and each one's figure
+//     is the median of its rounds, so a burst of load on this shared machine does not land on
+//     one library's whole measurement),
 //   - hand-offs per second on one hot lock with 4 contenders (each: acquire, release, again),
 //   - p99 of the wait of those contended acquires.
 // Each library runs with its own defaults, except that no acquire gives up (redlock:
@@ -31,15 +34,38 @@ function p99(xs) {
   return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))] ?? NaN;
 }
 
-/** `make()` returns a contender: { cycle(): Promise<void> } doing acquire + release, and `close()`. */
-async function measure(name, make) {
-  // Uncontended: one contender, sequential cycles.
-  const solo = await make('solo');
-  for (let i = 0; i < 300; i++) await solo.cycle(); // warm-up (connections, scripts, JIT)
-  const before = process.cpuUsage();
-  for (let i = 0; i < CYCLES; i++) await solo.cycle();
-  const cpu = cpuPerCycle(before, CYCLES);
-  await solo.close();
+const ROUNDS = 5;
+
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+/**
+ * Uncontended CPU per cycle of each library (`makers`: name -> make), in turns: after a
+ * warm-up of each, ROUNDS rounds in which every library runs CYCLES/ROUNDS sequential cycles.
+ */
+async function uncontended(makers) {
+  const solos = [];
+  for (const [name, make] of makers) {
+    const solo = await make('solo');
+    for (let i = 0; i < 300; i++) await solo.cycle(); // warm-up (connections, scripts, JIT)
+    solos.push({ name, solo, cpus: [] });
+  }
+  const per = Math.max(1, Math.round(CYCLES / ROUNDS));
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const s of solos) {
+      const before = process.cpuUsage();
+      for (let i = 0; i < per; i++) await s.solo.cycle();
+      s.cpus.push(cpuPerCycle(before, per));
+    }
+  }
+  for (const s of solos) await s.solo.close();
+  return new Map(solos.map((s) => [s.name, median(s.cpus)]));
+}
+
+/** The contended figures of one library (`make()` returns a contender: { cycle(), close() }), with its uncontended `cpu`. */
+async function measure(name, make, cpu) {
   // Contended: 4 contenders on one hot lock.
   const cs = await Promise.all(Array.from({ length: CONTENDERS }, () => make('hot')));
   const waits = [];
@@ -66,10 +92,11 @@ async function measure(name, make) {
 }
 
 const server = await Server.start();
-const rows = [];
-try {
-  rows.push(
-    await measure('dlock-client', async (key) => {
+/** Each library as `make(key)`: a contender on `key` ({ cycle(onGranted?), close() }). */
+const makers = [
+  [
+    'dlock-client',
+    async (key) => {
       const c = await Client.connect(server.url);
       const lock = c.lock(`dlock:${key}`, { lease: LEASE });
       return {
@@ -81,10 +108,11 @@ try {
         },
         close: () => c.close(),
       };
-    }),
-  );
-  rows.push(
-    await measure('redlock 4.2 (ioredis)', async (key) => {
+    },
+  ],
+  [
+    'redlock 4.2 (ioredis)',
+    async (key) => {
       const r = new Redis({ port: server.port, host: '127.0.0.1' });
       const redlock = new Redlock([r], { retryCount: -1 });
       redlock.on('clientError', () => {});
@@ -97,10 +125,11 @@ try {
         },
         close: async () => r.disconnect(),
       };
-    }),
-  );
-  rows.push(
-    await measure('redis-semaphore 5.8 Mutex (ioredis)', async (key) => {
+    },
+  ],
+  [
+    'redis-semaphore 5.8 Mutex (ioredis)',
+    async (key) => {
       const r = new Redis({ port: server.port, host: '127.0.0.1' });
       return {
         async cycle(onGranted) {
@@ -112,14 +141,19 @@ try {
         },
         close: async () => r.disconnect(),
       };
-    }),
-  );
+    },
+  ],
+];
+const rows = [];
+try {
+  const cpu = await uncontended(makers);
+  for (const [name, make] of makers) rows.push(await measure(name, make, cpu.get(name)));
 } finally {
   await server.stop();
 }
 
 const dl = rows[0];
-console.log(`Node clients on one redis-server (${CYCLES} uncontended cycles; ${CONTENDERS} contenders for ${SECONDS} s), ${new Date().toISOString().slice(0, 10)}`);
+console.log(`Node clients on one redis-server (${CYCLES} uncontended cycles in ${ROUNDS} interleaved rounds, median; ${CONTENDERS} contenders for ${SECONDS} s), ${new Date().toISOString().slice(0, 10)}`);
 console.log('| client | client CPU per acquire+release | hand-offs/s (4 contenders) | p99 wait |');
 console.log('|---|---|---|---|');
 for (const r of rows) console.log(`| ${r.name} | ${r.cpu.toFixed(1)} µs | ${r.rate.toFixed(0)} | ${r.p99.toFixed(1)} ms |`);

@@ -80,7 +80,7 @@ export class Native implements Backend {
       sendAsking(link, asking, acquireCommand(req, owner, undefined, this.bindMs)),
     );
     const g = parseGrant(req, first.reply);
-    if (g) return { ...g, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false };
+    if (g) return { count: g.count, token: g.token, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false };
     if (!a.wait) return null;
     return topo.routed(req.key, a.deadline, (link, asking) => this.waitOn(a, link, asking));
   }

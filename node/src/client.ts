@@ -75,6 +75,17 @@ export interface SemaphoreAcquireOptions extends AcquireOptions {
 
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_BIND_MS = 2000;
+/**
+ * node-redis (6.x) gives every command a 5 s `timeout` by default: an AbortSignal.timeout and
+ * its listener per command, about half the client CPU of an uncontended acquire + release.
+ * That timeout only covers the time a command waits in node-redis's write queue (it is removed
+ * once the command is written, so it never bounds a reply), and the connections this package
+ * makes do not queue (`disableOfflineQueue`): `connect()` turns it off (0 = none). Clients you
+ * hand over, and the cluster's node clients, keep node-redis's setting.
+ */
+const NO_QUEUE_TIMEOUT = { timeout: 0 };
+/** `acquire()` without options (one object for all: never written to). */
+const NO_OPTIONS: AcquireOptions = Object.freeze({});
 
 export class Lock {
   /** @internal */
@@ -85,7 +96,7 @@ export class Lock {
   }
 
   /** Take the lock: the hold, or null when the wait ran out (or, with `timeout: 0`, it is taken). */
-  acquire(opts: AcquireOptions = {}): Promise<Held | null> {
+  acquire(opts: AcquireOptions = NO_OPTIONS): Promise<Held | null> {
     return this.client.acquireRequest(this.request, opts);
   }
 }
@@ -160,7 +171,7 @@ export class Client implements HoldOwner {
     // apart) as node-redis does by default.
     let ready = false;
     const reconnectStrategy = (retries: number, cause: Error): number | Error => (ready ? Math.min(retries * 50, 500) : cause);
-    const redis = createClient({ url, disableOfflineQueue: true, socket: { reconnectStrategy } }) as unknown as NodeRedisClient;
+    const redis = createClient({ url, disableOfflineQueue: true, commandOptions: NO_QUEUE_TIMEOUT, socket: { reconnectStrategy } }) as unknown as NodeRedisClient;
     redis.on('ready', () => (ready = true));
     redis.on('error', () => {}); // surfaces as the failing command's error
     try {
@@ -321,21 +332,22 @@ export class Client implements HoldOwner {
     const wait = waitArg(opts.timeout);
     const start = now();
     const owner = opts.owner ?? this.newOwner();
+    const id = this.entryKey(req.key, owner, req.kind);
     try {
-      await this.ready();
+      if (!this.backend) await this.ready(); // known after the first: no await per acquire
       const backend = this.backend!;
       if (!backend.native && req.fence) throw new NotSupportedError(`fencing tokens need the dlock module (${this.server} has none)`, this.server);
       if (!backend.native && req.lockDelayMs !== undefined) throw new NotSupportedError(`lockDelay needs the dlock module (${this.server} has none)`, this.server);
       const deadline = wait === undefined ? start : wait === 0 ? Infinity : start + wait;
       for (;;) {
-        const attempt = { topo: this.topo, req, owner, before: this.heldCount(req.key, owner, req.kind), deadline, wait: wait !== undefined, signal };
+        const attempt = { topo: this.topo, req, owner, before: this.heldCount(id), deadline, wait: wait !== undefined, signal };
         const grant = await backend.acquire(attempt);
         if (!grant) return null;
         if (grant.waited && !(await this.confirm(req, owner, grant, backend))) {
           if (now() < deadline) continue; // lost between grant and confirmation: wait again
           return null;
         }
-        return this.register(req, owner, grant, backend);
+        return this.register(id, req, owner, grant, backend);
       }
     } catch (err) {
       if (signal?.aborted && err === signal.reason) throw err;
@@ -365,24 +377,23 @@ export class Client implements HoldOwner {
     return `${kind}\0${owner}\0${key}`;
   }
 
-  /** What `owner` holds on `key` in `kind` by this client's count (holds, or permits). */
-  private heldCount(key: string, owner: string, kind: Kind): number {
-    const e = this.entries.get(this.entryKey(key, owner, kind));
+  /** What the entry `id` (kind, owner, key) holds by this client's count (holds, or permits). */
+  private heldCount(id: string): number {
+    const e = this.entries.get(id);
     if (!e || e.gone) return 0;
     let n = 0;
     for (const h of e.holds) n += h.permits;
     return n;
   }
 
-  private register(req: Request, owner: string, grant: Grant, backend: Backend): Held {
-    const id = this.entryKey(req.key, owner, req.kind);
+  private register(id: string, req: Request, owner: string, grant: Grant, backend: Backend): Held {
     let e = this.entries.get(id);
-    if (e && !e.gone && now() >= e.deadline().at) this.loseEntry(e, e.deadline().reason);
+    if (e) this.checkDeadline(e);
     e = this.entries.get(id);
     const bound: Binding | null =
       grant.link && backend.bindMs !== null ? { link: grant.link, epoch: grant.epoch, graceMs: Math.min(backend.bindMs, req.leaseMs) } : null;
     if (!e) {
-      e = new Entry(req.key, owner, req.kind, req.leaseMs, 0, bound);
+      e = new Entry(id, req.key, owner, req.kind, req.leaseMs, 0, bound);
       this.entries.set(id, e);
     }
     e.set(grant.sentAt, req.leaseMs, bound);
@@ -396,15 +407,13 @@ export class Client implements HoldOwner {
 
   /** @internal */
   checkDeadline(e: Entry): void {
-    if (e.gone) return;
-    const d = e.deadline();
-    if (now() >= d.at) this.loseEntry(e, d.reason);
+    if (e.gone || now() < e.deadlineAt()) return;
+    this.loseEntry(e, e.deadline().reason);
   }
 
   private loseEntry(e: Entry, reason: LostReason, cause?: unknown): void {
     e.gone = true;
-    const id = this.entryKey(e.key, e.owner, e.kind);
-    if (this.entries.get(id) === e) this.entries.delete(id);
+    if (this.entries.get(e.id) === e) this.entries.delete(e.id);
     for (const h of e.holds) h.lose(reason, cause);
   }
 
@@ -418,8 +427,7 @@ export class Client implements HoldOwner {
       // Out of the watchdog before the RELEASE is sent: a renewal answering 0 after it is
       // not a loss (the race of node-redlock #205).
       e.gone = true;
-      const id = this.entryKey(e.key, e.owner, e.kind);
-      if (this.entries.get(id) === e) this.entries.delete(id);
+      if (this.entries.get(e.id) === e) this.entries.delete(e.id);
     }
     let reply: unknown;
     try {
@@ -473,17 +481,19 @@ export class Client implements HoldOwner {
   private schedule(e?: Entry): void {
     if (this.closed) return;
     let at = Infinity;
-    const consider = (x: Entry): void => {
-      at = Math.min(at, x.nextDue, x.deadline().at);
-      if (x.bound) at = Math.min(at, (this.lastPing.get(x.bound.link) ?? -Infinity) + this.pingEvery(x.bound.graceMs));
-    };
-    if (e) consider(e);
-    else for (const x of this.entries.values()) consider(x);
+    if (e) at = this.wakeFor(e);
+    else for (const x of this.entries.values()) at = Math.min(at, this.wakeFor(x));
     if (at === Infinity || (this.timer && at >= this.timerAt)) return;
     if (this.timer) clearTimeout(this.timer);
     this.timerAt = at;
     this.timer = setTimeout(() => this.tick(), Math.max(0, at - now()));
     this.timer.unref();
+  }
+
+  /** When the watchdog must look at `e`: its renewal, its deadline, its connection's ping. */
+  private wakeFor(e: Entry): number {
+    const at = Math.min(e.nextDue, e.deadlineAt());
+    return e.bound ? Math.min(at, (this.lastPing.get(e.bound.link) ?? -Infinity) + this.pingEvery(e.bound.graceMs)) : at;
   }
 
   private tick(): void {
@@ -492,9 +502,8 @@ export class Client implements HoldOwner {
     const t = now();
     const pings = new Map<Link, number>();
     for (const e of [...this.entries.values()]) {
-      const d = e.deadline();
-      if (t >= d.at) {
-        this.loseEntry(e, d.reason);
+      if (t >= e.deadlineAt()) {
+        this.loseEntry(e, e.deadline().reason);
         continue;
       }
       // A bound connection that closed since: renew now, which rebinds the hold to the

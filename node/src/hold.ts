@@ -21,6 +21,8 @@ export class Entry {
   gone = false;
 
   constructor(
+    /** The client's map key of this entry (kind, owner, key). */
+    readonly id: string,
     readonly key: string,
     readonly owner: string,
     readonly kind: Kind,
@@ -36,11 +38,14 @@ export class Entry {
    * grace. With the reason the hold would be lost for.
    */
   deadline(): { at: number; reason: LostReason } {
-    if (this.bound) {
-      const b = this.bound.link.knownOpen(this.bound.epoch) + this.bound.graceMs;
-      if (b < this.leaseDeadline) return { at: b, reason: 'bind-grace-passed' };
-    }
-    return { at: this.leaseDeadline, reason: 'lease-expired' };
+    const at = this.deadlineAt();
+    return { at, reason: at < this.leaseDeadline ? 'bind-grace-passed' : 'lease-expired' };
+  }
+
+  /** {@link deadline}'s moment alone (the watchdog's hot path: no object). */
+  deadlineAt(): number {
+    const b = this.bound;
+    return b ? Math.min(this.leaseDeadline, b.link.knownOpen(b.epoch) + b.graceMs) : this.leaseDeadline;
   }
 
   /** Set what a command answered at `sentAt` did to the lease (and the binding). */
@@ -112,7 +117,7 @@ export class Held {
 
   /** Monotonic ms (`performance.now()`) until which the hold is surely still held. */
   get validUntil(): number {
-    return this.isLost ? -Infinity : this.entry.deadline().at;
+    return this.isLost ? -Infinity : this.entry.deadlineAt();
   }
 
   /** Give the hold back: true when the owner's last hold on the lock is gone. */

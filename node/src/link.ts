@@ -94,17 +94,19 @@ export class Link {
   async send(args: readonly string[]): Promise<Sent> {
     const sentAt = now();
     const epoch = this.epoch;
-    const seen = (): void => {
-      if (this.epoch === epoch && sentAt > this.lastOpen) this.lastOpen = sentAt;
-    };
     try {
       const reply = await this.client.sendCommand(args);
-      seen();
+      this.seen(epoch, sentAt);
       return { reply, sentAt, epoch: this.epoch, link: this };
     } catch (err) {
-      if (replyText(err) !== null) seen();
+      if (replyText(err) !== null) this.seen(epoch, sentAt);
       throw err;
     }
+  }
+
+  /** An answer to a command sent at `sentAt` on connection `epoch` came back. */
+  private seen(epoch: number, sentAt: number): void {
+    if (this.epoch === epoch && sentAt > this.lastOpen) this.lastOpen = sentAt;
   }
 }
 

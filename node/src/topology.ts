@@ -50,6 +50,11 @@ export abstract class Topology {
   abstract prepare(): Promise<void>;
   /** The shared connection of the server that has `key`. */
   abstract link(key: string): Promise<Link>;
+  /** That connection when it is known without asking (standalone), else null: saves the
+   * uncontended path a promise per command. */
+  protected linkNow(_key: string): Link | null {
+    return null;
+  }
   /** The slot map moved `key` (MOVED): learn where to. */
   protected async moved(_key: string): Promise<void> {}
   /** The connection to `address`, for an ASK redirect. */
@@ -78,7 +83,7 @@ export abstract class Topology {
    * send ASKING first on the same connection), TRYAGAIN pauses briefly.
    */
   async routed<T>(key: string, deadline: number, attempt: (link: Link, asking: boolean) => Promise<T>): Promise<T> {
-    let link = await this.link(key);
+    let link = this.linkNow(key) ?? (await this.link(key));
     let asking = false;
     for (let redirects = 0; ; redirects++) {
       try {
@@ -132,6 +137,9 @@ export class Standalone extends Topology {
     if (!this.shared.client.isOpen) await this.shared.client.connect();
   }
   async link(): Promise<Link> {
+    return this.shared;
+  }
+  protected override linkNow(): Link {
     return this.shared;
   }
   links(): Link[] {
