@@ -26,7 +26,7 @@ DRIVER = Path(__file__).resolve().parent / "conformance_driver.py"
 
 
 @pytest.mark.parametrize("api", ["sync", "asyncio"])
-def test_every_scenario(api: str) -> None:
+def test_every_scenario(api: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert RUNNER.exists(), (
         f"{RUNNER} is missing: build it with `cargo build --release -p dlock-conformance` "
         "(make test-python does)")
@@ -42,7 +42,8 @@ def test_every_scenario(api: str) -> None:
     # after it (one per failure and skip) and, on a failure, its log.
     lines = proc.stdout.splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith("conformance ")), len(lines))
-    print("", *lines[start:], sep="\n")
+    with capsys.disabled():  # shown in `make test`'s output, passed or not
+        print("", *lines[start:], sep="\n")
     assert proc.returncode == 0, (
         f"dlock-conformance failed for python {api}:\n{proc.stdout[-8000:]}\n"
         f"{proc.stderr[-4000:]}")
