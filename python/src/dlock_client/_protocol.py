@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple,
 
 import redis.exceptions as rexc
 
+from ._export import limits
 from .errors import (
     CommandError,
     ConfigError,
@@ -37,8 +38,6 @@ def new_owner_prefix() -> str:
 
 def _limit(name: str) -> int:
     """The module's argument limits (dlock-core's `limits`, exported with the scripts)."""
-    from ._scripts import limits
-
     return limits()[name]
 
 

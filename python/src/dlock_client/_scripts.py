@@ -1,18 +1,16 @@
 """The script backend's commands: Redisson's layout on a server without the dlock module.
 
-The Lua texts are the Rust client's (``dlock_client::scripts``), shipped as ``scripts.json``
-(written by ``make scripts``; ``client/tests/script_copies.rs`` fails when this copy differs
-from the Rust export). Nothing here does I/O.
+The Lua texts are the Rust client's (``dlock_client::scripts``), read from the shipped export
+(``_export``). Nothing here does I/O.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from functools import lru_cache
-from importlib import resources
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
+from ._export import text as text  # re-exported: the texts by name
 from ._protocol import Arg, Request
 
 #: The script run by each step, per kind of hold: (try, release, renew).
@@ -22,26 +20,6 @@ _NAMES = {
     "write": ("rw_lock", "rw_unlock", "rw_renew"),
     "semaphore": ("sem_acquire", "sem_release", "sem_renew"),
 }
-
-
-@lru_cache(maxsize=1)
-def _doc() -> Dict[str, Any]:
-    data = resources.files(__package__).joinpath("scripts.json").read_text(encoding="utf-8")
-    doc: Dict[str, Any] = json.loads(data)
-    return doc
-
-
-def text(name: str) -> str:
-    value = _doc()[name]
-    assert isinstance(value, str)
-    return value
-
-
-def limits() -> Dict[str, int]:
-    """dlock-core's argument limits: ``max_ms``, ``max_lock_delay_ms``, ``max_capacity``."""
-    value = _doc()["limits"]
-    assert isinstance(value, dict)
-    return value
 
 
 def unlock_message() -> str:
