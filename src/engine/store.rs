@@ -235,12 +235,7 @@ impl<'k> LockKey<'k> {
             }
             self.handle.delete();
             match self.unlock_channel.take() {
-                Some(channel) => replicate::propagate_del_and_publish(
-                    self.ctx,
-                    key,
-                    &channel,
-                    &RStr::number(self.ctx, 0),
-                ),
+                Some(channel) => replicate::propagate_del_and_publish(self.ctx, key, &channel),
                 None => propagate(self.ctx, CoreWrite::Del, &[key]),
             }
         } else {

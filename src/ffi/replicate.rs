@@ -9,7 +9,9 @@
 //! `RedisModule_Replicate` costs ~2.5k instructions on 7.0 (a command look-up, an argument
 //! vector), and two propagated writes make Redis add a MULTI/EXEC around them; one `EVAL`
 //! is one look-up and no wrapper, still atomic on a replica or AOF without the module
-//! (docs/DESIGN.md, Replication).
+//! (docs/DESIGN.md, Replication). Every propagated argument costs the master ~550 more
+//! (Redis feeds the replication stream three pieces per argument): the constants of the hot
+//! path (a first hold's count of 1, the unlock message `0`) are written in the scripts.
 
 use std::ffi::CStr;
 
@@ -23,13 +25,19 @@ use super::{api, targets, Ctx, RStr};
 static HSET_PEXPIREAT: SharedStr = SharedStr::new(
     b"redis.call('hset',KEYS[1],ARGV[1],ARGV[2]) redis.call('pexpireat',KEYS[1],ARGV[3])",
 );
-/// A release that frees the lock: the key deleted, then the unlock message.
+/// The same with a count of 1 (the common first hold: one argument less).
+static HSET_ONE_PEXPIREAT: SharedStr = SharedStr::new(
+    b"redis.call('hset',KEYS[1],ARGV[1],'1') redis.call('pexpireat',KEYS[1],ARGV[2])",
+);
+/// A release that frees the lock: the key deleted, then the unlock message (`0`, as
+/// Redisson's unlock script sends it) on the channel.
 static DEL_PUBLISH: SharedStr =
-    SharedStr::new(b"redis.call('del',KEYS[1]) redis.call('publish',ARGV[1],ARGV[2])");
+    SharedStr::new(b"redis.call('del',KEYS[1]) redis.call('publish',ARGV[1],'0')");
 
 /// MODULE UNLOAD: frees the scripts' strings.
 pub fn free_scripts() {
     HSET_PEXPIREAT.free();
+    HSET_ONE_PEXPIREAT.free();
     DEL_PUBLISH.free();
 }
 
@@ -107,10 +115,16 @@ fn publish_here(ctx: Ctx, channel: &RStr, message: &RStr) {
 /// API), propagated as one command, with their keyspace events.
 pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr, at: i64) {
     if targets::get(ctx).any() {
-        let script = HSET_PEXPIREAT.get(ctx);
         let at = RStr::number(ctx, at);
         let one = RStr::number(ctx, 1);
-        if !replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, field, value, &at]) {
+        let sent = if value.bytes() == b"1" {
+            let script = HSET_ONE_PEXPIREAT.get(ctx);
+            replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, field, &at])
+        } else {
+            let script = HSET_PEXPIREAT.get(ctx);
+            replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, field, value, &at])
+        };
+        if !sent {
             // EVAL renamed away: the two writes as they are (Redis wraps them in MULTI/EXEC).
             replicate(ctx, CoreWrite::Hset.command(), &[key, field, value]);
             replicate(ctx, CoreWrite::PexpireAt.command(), &[key, &at]);
@@ -122,15 +136,16 @@ pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr
     }
 }
 
-/// `DEL key` (already applied) with its keyspace event, then [`publish`] of `message` on
-/// `channel`. When only replicas receive propagation, both go as one command; the AOF, like
-/// Redis's own PUBLISH, never gets the message, so with the AOF on they go apart.
-pub fn propagate_del_and_publish(ctx: Ctx, key: &RStr, channel: &RStr, message: &RStr) {
+/// `DEL key` (already applied) with its keyspace event, then [`publish`] of the unlock
+/// message `0` on `channel`. When only replicas receive propagation, both go as one command;
+/// the AOF, like Redis's own PUBLISH, never gets the message, so with the AOF on they go apart.
+pub fn propagate_del_and_publish(ctx: Ctx, key: &RStr, channel: &RStr) {
     let t = targets::get(ctx);
+    let message = &RStr::number(ctx, 0);
     let as_one = || {
         let script = DEL_PUBLISH.get(ctx);
         let one = RStr::number(ctx, 1);
-        replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, channel, message])
+        replicate_to(ctx, c"EVAL", c"", &[&script, &one, key, channel])
     };
     // EVAL renamed away (`as_one` false): the `else` branch, two commands in MULTI/EXEC.
     if t.replicas && !t.aof && as_one() {
