@@ -30,6 +30,8 @@ export interface Attempt {
   owner: string;
   /** Holds (or permits) the owner has on the key in this kind by our count, before. */
   before: number;
+  /** Monotonic moment the acquire began (no later than its first command's send). */
+  start: number;
   /** Monotonic deadline of the whole wait: the start for no wait, Infinity for no limit. */
   deadline: number;
   wait: boolean;
@@ -76,9 +78,7 @@ export class Native implements Backend {
     const { topo, req, owner } = a;
     // First a try without WAIT on the shared connection: an uncontended acquire costs one
     // pipelined round trip and no dedicated connection.
-    const first = await topo.routed(req.key, now() + 5000, (link, asking) =>
-      sendAsking(link, asking, acquireCommand(req, owner, undefined, this.bindMs)),
-    );
+    const first = await topo.send(req.key, acquireCommand(req, owner, undefined, this.bindMs), a.start);
     const g = parseGrant(req, first.reply);
     if (g) return { count: g.count, token: g.token, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false };
     if (!a.wait) return null;

@@ -3,7 +3,7 @@
  * watchdog that renews every hold the client has.
  */
 import { createClient, createCluster, createSentinel } from 'redis';
-import { Backend, Grant, Native, Script, hasModule } from './backend.js';
+import { Attempt, Backend, Grant, Native, Script, hasModule } from './backend.js';
 import { now } from './clock.js';
 import {
   AcquireTimeoutError,
@@ -331,7 +331,9 @@ export class Client implements HoldOwner {
     if (this.closed) throw new DlockError(`client of ${this.server} is closed`, this.server);
     const wait = waitArg(opts.timeout);
     const start = now();
-    const owner = opts.owner ?? this.newOwner();
+    // A fresh owner (no `owner` option) holds nothing yet: no look-up of what it holds.
+    const fresh = opts.owner === undefined;
+    const owner = fresh ? this.newOwner() : opts.owner!;
     const id = this.entryKey(req.key, owner, req.kind);
     try {
       if (!this.backend) await this.ready(); // known after the first: no await per acquire
@@ -339,15 +341,15 @@ export class Client implements HoldOwner {
       if (!backend.native && req.fence) throw new NotSupportedError(`fencing tokens need the dlock module (${this.server} has none)`, this.server);
       if (!backend.native && req.lockDelayMs !== undefined) throw new NotSupportedError(`lockDelay needs the dlock module (${this.server} has none)`, this.server);
       const deadline = wait === undefined ? start : wait === 0 ? Infinity : start + wait;
-      for (;;) {
-        const attempt = { topo: this.topo, req, owner, before: this.heldCount(id), deadline, wait: wait !== undefined, signal };
+      for (let at = start; ; at = now()) {
+        const attempt: Attempt = { topo: this.topo, req, owner, before: fresh ? 0 : this.heldCount(id), start: at, deadline, wait: wait !== undefined, signal };
         const grant = await backend.acquire(attempt);
         if (!grant) return null;
         if (grant.waited && !(await this.confirm(req, owner, grant, backend))) {
           if (now() < deadline) continue; // lost between grant and confirmation: wait again
           return null;
         }
-        return this.register(id, req, owner, grant, backend);
+        return this.register(id, req, owner, grant, backend, fresh);
       }
     } catch (err) {
       if (signal?.aborted && err === signal.reason) throw err;
@@ -386,10 +388,12 @@ export class Client implements HoldOwner {
     return n;
   }
 
-  private register(id: string, req: Request, owner: string, grant: Grant, backend: Backend): Held {
-    let e = this.entries.get(id);
-    if (e) this.checkDeadline(e);
-    e = this.entries.get(id);
+  private register(id: string, req: Request, owner: string, grant: Grant, backend: Backend, fresh: boolean): Held {
+    let e = fresh ? undefined : this.entries.get(id);
+    if (e) {
+      this.checkDeadline(e);
+      e = this.entries.get(id);
+    }
     const bound: Binding | null =
       grant.link && backend.bindMs !== null ? { link: grant.link, epoch: grant.epoch, graceMs: Math.min(backend.bindMs, req.leaseMs) } : null;
     if (!e) {
@@ -398,7 +402,7 @@ export class Client implements HoldOwner {
     }
     e.set(grant.sentAt, req.leaseMs, bound);
     const held = new Held(this, e, grant.count, grant.token, req.kind === 'semaphore' ? req.count : 1, this.server);
-    e.holds.add(held);
+    e.holds.push(held);
     this.schedule(e);
     return held;
   }
@@ -422,8 +426,8 @@ export class Client implements HoldOwner {
     if (h.released) throw new LostError(h.key, 'released', this.server);
     h.released = true;
     const e = h.entry;
-    e.holds.delete(h);
-    if (e.holds.size === 0 && !e.gone) {
+    e.drop(h);
+    if (e.holds.length === 0 && !e.gone) {
       // Out of the watchdog before the RELEASE is sent: a renewal answering 0 after it is
       // not a loss (the race of node-redlock #205).
       e.gone = true;

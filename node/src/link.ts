@@ -89,10 +89,10 @@ export class Link {
 
   /**
    * Send one command. An answer (even an error reply) proves the connection was open when the
-   * command was sent, unless the connection changed in between.
+   * command was sent, unless the connection changed in between. `sentAt` (default: now) must
+   * not be later than the send: a caller that has just read the clock passes that reading.
    */
-  async send(args: readonly string[]): Promise<Sent> {
-    const sentAt = now();
+  async send(args: readonly string[], sentAt = now()): Promise<Sent> {
     const epoch = this.epoch;
     try {
       const reply = await this.client.sendCommand(args);

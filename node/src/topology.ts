@@ -109,8 +109,14 @@ export abstract class Topology {
     }
   }
 
-  /** A short command on the key's server, redirects followed (within 5 s). */
-  send(key: string, args: readonly string[]): Promise<Sent> {
+  /**
+   * A short command on the key's server, redirects followed (within 5 s). `sentAt`: a moment
+   * taken just before (it must not be later than the send), to save reading the clock again.
+   */
+  send(key: string, args: readonly string[], sentAt?: number): Promise<Sent> {
+    // Standalone: one connection and no redirects, so no routing (the uncontended path).
+    const direct = this.linkNow(key);
+    if (direct) return direct.send(args, sentAt);
     return this.routed(key, now() + 5000, (link, asking) => sendAsking(link, asking, args));
   }
 }
