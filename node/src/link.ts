@@ -5,7 +5,7 @@
  * the server a grace after that connection closed).
  */
 import { now } from './clock.js';
-import { replyText } from './errors.js';
+import { noteServer, replyText } from './errors.js';
 
 /** What this package needs of a node-redis client (`createClient()` or a duplicate). */
 export interface NodeRedisClient {
@@ -100,6 +100,7 @@ export class Link {
       return { reply, sentAt, epoch: this.epoch, link: this };
     } catch (err) {
       if (replyText(err) !== null) this.seen(epoch, sentAt);
+      noteServer(err, this.name);
       throw err;
     }
   }
