@@ -12,8 +12,10 @@
 //     also in turns (--rounds rounds of --seconds each per library, median). A hand-off is
 //     the lock going to another contender; a contender re-taking the lock it just released
 //     is counted as an acquire, not a hand-off.
-//   - p99 of the wait of those contended acquires (all rounds), and the connections the
-//     server accepted during them (a client that opened one per wait would show it here).
+//   - p99 of the wait of those contended acquires (all rounds), of all of them and of the
+//     hand-offs alone (a polling lock's re-takes are quick; the contenders it passes over
+//     wait), and the connections the server accepted during the rounds (a client that opened
+//     one per wait would show it here).
 // Each library runs with its own defaults, except that no acquire gives up (redlock:
 // retryCount -1; redis-semaphore: acquireTimeout 60 s).
 // Usage: node bench/bench.mjs [--seconds S] [--cycles N] [--rounds R] [--only cpu|handoff]
@@ -73,6 +75,7 @@ async function uncontended(makers) {
 /** One round of `cs` (contenders on one hot lock) for SECONDS: hand-offs, acquires, waits. */
 async function hotRound(cs) {
   const waits = [];
+  const handoffWaits = [];
   let handoffs = 0;
   let holder = -1;
   const start = performance.now();
@@ -82,14 +85,17 @@ async function hotRound(cs) {
       while (performance.now() < end) {
         await c.cycle((waited) => {
           waits.push(waited);
-          if (holder !== me && holder !== -1) handoffs++;
+          if (holder !== me && holder !== -1) {
+            handoffs++;
+            handoffWaits.push(waited);
+          }
           holder = me;
         });
       }
     }),
   );
   const secs = (performance.now() - start) / 1000;
-  return { rate: handoffs / secs, acquires: waits.length / secs, waits };
+  return { rate: handoffs / secs, acquires: waits.length / secs, waits, handoffWaits };
 }
 
 /** The server's count of accepted connections. */
@@ -104,7 +110,7 @@ async function contended(makers, admin) {
   for (const [name, make] of makers) {
     const cs = await Promise.all(Array.from({ length: CONTENDERS }, () => make('hot')));
     await hotRound(cs); // warm-up (connections, scripts, JIT)
-    libs.push({ name, cs, rates: [], acquires: [], waits: [], conns: 0, handoffs: 0 });
+    libs.push({ name, cs, rates: [], acquires: [], waits: [], handoffWaits: [], conns: 0 });
   }
   for (let r = 0; r < ROUNDS; r++) {
     for (const l of libs) {
@@ -113,8 +119,8 @@ async function contended(makers, admin) {
       l.conns += (await connectionsAccepted(admin)) - before;
       l.rates.push(round.rate);
       l.acquires.push(round.acquires);
-      l.handoffs += round.rate * SECONDS;
       for (const w of round.waits) l.waits.push(w);
+      for (const w of round.handoffWaits) l.handoffWaits.push(w);
     }
   }
   for (const l of libs) await Promise.all(l.cs.map((c) => c.close()));
@@ -227,20 +233,20 @@ console.log(
 );
 console.log(`Uncontended: ${CYCLES} cycles in ${ROUNDS} interleaved rounds, median µs (range); contended: ${CONTENDERS} contenders, ${ROUNDS} interleaved rounds of ${SECONDS} s, median (range).`);
 console.log('');
-console.log('| client | client CPU per acquire+release | hand-offs/s (4 contenders) | acquires/s | p99 wait | connections opened |');
-console.log('|---|---|---|---|---|---|');
+console.log('| client | client CPU per acquire+release | hand-offs/s (4 contenders) | acquires/s | p99 wait, all acquires | p99 wait, hand-offs | connections opened |');
+console.log('|---|---|---|---|---|---|---|');
 for (const [name] of libraries) {
   const c = cpu.get(name);
   const h = hot.get(name);
   const cpuCell = c ? `${median(c).toFixed(1)} µs (${range(c)})` : '–';
   const hotCells = h
-    ? `${median(h.rates).toFixed(0)} (${Math.min(...h.rates).toFixed(0)}–${Math.max(...h.rates).toFixed(0)}) | ${median(h.acquires).toFixed(0)} | ${p99(h.waits).toFixed(1)} ms | ${h.conns}`
-    : '– | – | – | –';
+    ? `${median(h.rates).toFixed(0)} (${Math.min(...h.rates).toFixed(0)}–${Math.max(...h.rates).toFixed(0)}) | ${median(h.acquires).toFixed(0)} | ${p99(h.waits).toFixed(1)} ms | ${p99(h.handoffWaits).toFixed(1)} ms | ${h.conns}`
+    : '– | – | – | – | –';
   console.log(`| ${name} | ${cpuCell} | ${hotCells} |`);
 }
 for (const [name] of bare) {
   const c = cpu.get(name);
-  if (c) console.log(`| ${name} | ${median(c).toFixed(1)} µs (${range(c)}) | | | | |`);
+  if (c) console.log(`| ${name} | ${median(c).toFixed(1)} µs (${range(c)}) | | | | | |`);
 }
 console.log('');
 for (const [name] of libraries.slice(1)) {
