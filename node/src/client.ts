@@ -131,6 +131,18 @@ export class Semaphore {
 
 type Redis = NodeRedisClient | NodeRedisCluster | NodeRedisSentinel;
 
+/**
+ * A node-redis cluster client older than 6.1 has no `getNodeClientForKey` (the key's node
+ * client, which waits and BIND need): refused with the version to use. Standalone and
+ * Sentinel work from node-redis 5.0 (README, "Requirements").
+ */
+function checkClusterClient(redis: unknown): void {
+  const r = redis as Record<string, unknown>;
+  if ('nodeByAddress' in r && typeof r['getNodeClientForKey'] !== 'function') {
+    throw new ConfigError('Redis Cluster needs node-redis (redis) 6.1 or later: this cluster client has no getNodeClientForKey()');
+  }
+}
+
 export class Client implements HoldOwner {
   readonly topo: Topology;
   private readonly wanted: 'auto' | 'native' | 'script';
@@ -158,6 +170,7 @@ export class Client implements HoldOwner {
     this.wantedBind = checkBind(opts.bind === undefined ? DEFAULT_BIND_MS : opts.bind);
     this.channelPrefix = opts.channelPrefix;
     const r = redis as unknown as Record<string, unknown>;
+    checkClusterClient(redis);
     if (typeof r['getNodeClientForKey'] === 'function') this.topo = new Cluster(redis as NodeRedisCluster);
     else if (typeof r['getMasterNode'] === 'function') {
       const s = redis as NodeRedisSentinel;
@@ -188,6 +201,7 @@ export class Client implements HoldOwner {
   /** Connect to a Redis Cluster through any of its nodes (`redis://host:port` each). */
   static async connectCluster(rootNodes: string[], opts: ClientOptions = {}): Promise<Client> {
     const cluster = createCluster({ rootNodes: rootNodes.map((url) => ({ url })), defaults: { disableOfflineQueue: true } }) as unknown as NodeRedisCluster;
+    checkClusterClient(cluster); // before connecting: nothing to close
     cluster.on('error', () => {});
     await cluster.connect();
     return Client.owning(cluster, opts);
