@@ -4,12 +4,12 @@
  * try, then wait for the unlock message or the holder's lease, and try again).
  */
 import { now } from './clock.js';
-import { CommandError, replyText, translate } from './errors.js';
+import { CommandError, noteServer, replyText, serverOf, translate } from './errors.js';
 import type { Entry } from './hold.js';
 import type { Link, Sent } from './link.js';
-import { Kind, Request, acquireCommand, infoMode, parseGrant, parseInfo, releaseCommand, renewCommand } from './protocol.js';
+import { Kind, Request, acquireCommand, infoMode, isUnknownOption, parseGrant, parseInfo, releaseCommand, renewCommand } from './protocol.js';
 import { DEFAULT_CHANNEL_PREFIX, ScriptName, UNLOCK_MESSAGE, channelName, scriptSha, scriptText } from './scripts.js';
-import { Topology, sendAsking, sleep } from './topology.js';
+import { Topology, sleep } from './topology.js';
 
 /** A grant: what the server answered and when the command that set the lease was sent. */
 export interface Grant {
@@ -21,6 +21,8 @@ export interface Grant {
   epoch: number;
   /** Granted from the queue after a wait: its lease began at an unknown moment since `sentAt`. */
   waited: boolean;
+  /** The server (`host:port`) that granted it. */
+  server: string;
 }
 
 /** One acquire in progress. */
@@ -30,6 +32,8 @@ export interface Attempt {
   owner: string;
   /** Holds (or permits) the owner has on the key in this kind by our count, before. */
   before: number;
+  /** Monotonic moment the acquire began (no later than its first command's send). */
+  start: number;
   /** Monotonic deadline of the whole wait: the start for no wait, Infinity for no limit. */
   deadline: number;
   wait: boolean;
@@ -76,11 +80,9 @@ export class Native implements Backend {
     const { topo, req, owner } = a;
     // First a try without WAIT on the shared connection: an uncontended acquire costs one
     // pipelined round trip and no dedicated connection.
-    const first = await topo.routed(req.key, now() + 5000, (link, asking) =>
-      sendAsking(link, asking, acquireCommand(req, owner, undefined, this.bindMs)),
-    );
+    const first = await topo.send(req.key, acquireCommand(req, owner, undefined, this.bindMs), a.start);
     const g = parseGrant(req, first.reply);
-    if (g) return { count: g.count, token: g.token, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false };
+    if (g) return { count: g.count, token: g.token, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false, server: first.link.name };
     if (!a.wait) return null;
     return topo.routed(req.key, a.deadline, (link, asking) => this.waitOn(a, link, asking));
   }
@@ -107,6 +109,7 @@ export class Native implements Backend {
         pool.drop(conn); // closing the connection takes the waiter out of the server's queue
       });
     } catch (err) {
+      noteServer(err, link.name);
       if (!failed && replyText(err) === null) {
         failed = true;
         pool.drop(conn);
@@ -120,7 +123,7 @@ export class Native implements Backend {
     pool.give(conn);
     const g = parseGrant(a.req, reply);
     if (!g) return null;
-    return { ...g, sentAt, link: null, epoch: 0, waited: true };
+    return { ...g, sentAt, link: null, epoch: 0, waited: true, server: link.name };
   }
 
   renew(topo: Topology, e: Entry): Promise<Sent> {
@@ -180,7 +183,7 @@ export class Script implements Backend {
           ? ['sem_acquire', [owner, String(req.capacity), String(req.leaseMs), String(req.count)]]
           : ['rw_lock', [owner, req.kind, String(req.leaseMs)]];
     const sent = await a.topo.routed(req.key, now() + 5000, (link) => evalScript(link, name, [req.key], args));
-    const grant = (count: number): Grant => ({ count, token: null, sentAt: sent.sentAt, link: null, epoch: 0, waited: false });
+    const grant = (count: number): Grant => ({ count, token: null, sentAt: sent.sentAt, link: null, epoch: 0, waited: false, server: sent.link.name });
     const r = sent.reply;
     if (r === null || r === undefined) return grant(a.before + 1); // the lock script answers nil on a grant
     if (typeof r === 'number') return r;
@@ -248,16 +251,27 @@ export class Script implements Backend {
   }
 }
 
-/** Does the server know the module's commands? `DLOCK.INFO` on a probe key: any answer but
- * `unknown command` (WRONGTYPE, NOPERM) proves the command exists. */
-export async function hasModule(topo: Topology): Promise<boolean> {
-  try {
-    await topo.send('dlock:probe', ['DLOCK.INFO', 'dlock:probe']);
-    return true;
-  } catch (err) {
-    const text = replyText(err);
-    if (text === null) throw translate(err, topo.name);
-    return !/unknown command/i.test(text);
+const PROBE_KEY = 'dlock:probe';
+
+/**
+ * What the server's module can do, asked once when the backend is chosen (both questions in
+ * one round trip): `module`, whether the server knows the module's commands (`DLOCK.INFO` on
+ * a probe key: any answer but `unknown command` — WRONGTYPE, NOPERM — proves the command
+ * exists), and `bind`, whether it takes `BIND` (a `DLOCK.RENEW ... BIND` of a hold nobody
+ * has: it answers 0 and changes nothing; a module older than BIND answers a syntax or arity
+ * error). `server`: where the probe key's commands went.
+ */
+export async function probeModule(topo: Topology, owner: string): Promise<{ module: boolean; bind: boolean; server: string }> {
+  const [info, renew] = await Promise.allSettled([
+    topo.send(PROBE_KEY, ['DLOCK.INFO', PROBE_KEY]),
+    topo.send(PROBE_KEY, renewCommand(PROBE_KEY, owner, 1, 1)),
+  ]);
+  if (info.status === 'rejected') {
+    const text = replyText(info.reason);
+    if (text === null) throw translate(info.reason, topo.name);
+    if (/unknown command/i.test(text)) return { module: false, bind: false, server: serverOf(info.reason, topo.name) };
   }
+  const bind = renew.status === 'fulfilled' || !isUnknownOption(replyText(renew.reason));
+  return { module: true, bind, server: info.status === 'fulfilled' ? info.value.link.name : serverOf(info.reason, topo.name) };
 }
 

@@ -3,7 +3,7 @@
  * watchdog that renews every hold the client has.
  */
 import { createClient, createCluster, createSentinel } from 'redis';
-import { Backend, Grant, Native, Script, hasModule } from './backend.js';
+import { Attempt, Backend, Grant, Native, Script, probeModule } from './backend.js';
 import { now } from './clock.js';
 import {
   AcquireTimeoutError,
@@ -76,7 +76,7 @@ export interface SemaphoreAcquireOptions extends AcquireOptions {
 const DEFAULT_LEASE_MS = 30_000;
 const DEFAULT_BIND_MS = 2000;
 /**
- * node-redis (6.x) gives every command a 5 s `timeout` by default: an AbortSignal.timeout and
+ * node-redis 6 gives every command a 5 s `timeout` by default (5.0 had no such option): an AbortSignal.timeout and
  * its listener per command, about half the client CPU of an uncontended acquire + release.
  * That timeout only covers the time a command waits in node-redis's write queue (it is removed
  * once the command is written, so it never bounds a reply), and the connections this package
@@ -84,6 +84,8 @@ const DEFAULT_BIND_MS = 2000;
  * hand over, and the cluster's node clients, keep node-redis's setting.
  */
 const NO_QUEUE_TIMEOUT = { timeout: 0 };
+/** `createClient`'s options; typed loosely since node-redis 5.0's command options had no `timeout` (it ignores it). */
+type ClientConfig = Parameters<typeof createClient>[0];
 /** `acquire()` without options (one object for all: never written to). */
 const NO_OPTIONS: AcquireOptions = Object.freeze({});
 
@@ -129,10 +131,22 @@ export class Semaphore {
 
 type Redis = NodeRedisClient | NodeRedisCluster | NodeRedisSentinel;
 
+/**
+ * A node-redis cluster client older than 6.1 has no `getNodeClientForKey` (the key's node
+ * client, which waits and BIND need): refused with the version to use. Standalone and
+ * Sentinel work from node-redis 5.0 (README, "Requirements").
+ */
+function checkClusterClient(redis: unknown): void {
+  const r = redis as Record<string, unknown>;
+  if ('nodeByAddress' in r && typeof r['getNodeClientForKey'] !== 'function') {
+    throw new ConfigError('Redis Cluster needs node-redis (redis) 6.1 or later: this cluster client has no getNodeClientForKey()');
+  }
+}
+
 export class Client implements HoldOwner {
   readonly topo: Topology;
   private readonly wanted: 'auto' | 'native' | 'script';
-  private readonly bindMs: number | null;
+  private readonly wantedBind: number | null;
   private readonly channelPrefix: string | undefined;
   private backendP: Promise<Backend> | null = null;
   private backend: Backend | null = null;
@@ -153,9 +167,10 @@ export class Client implements HoldOwner {
   constructor(redis: Redis, opts: ClientOptions = {}) {
     this.wanted = opts.backend ?? 'auto';
     if (!['auto', 'native', 'script'].includes(this.wanted)) throw new ConfigError(`backend must be auto, native or script, got ${this.wanted}`);
-    this.bindMs = checkBind(opts.bind === undefined ? DEFAULT_BIND_MS : opts.bind);
+    this.wantedBind = checkBind(opts.bind === undefined ? DEFAULT_BIND_MS : opts.bind);
     this.channelPrefix = opts.channelPrefix;
     const r = redis as unknown as Record<string, unknown>;
+    checkClusterClient(redis);
     if (typeof r['getNodeClientForKey'] === 'function') this.topo = new Cluster(redis as NodeRedisCluster);
     else if (typeof r['getMasterNode'] === 'function') {
       const s = redis as NodeRedisSentinel;
@@ -171,7 +186,8 @@ export class Client implements HoldOwner {
     // apart) as node-redis does by default.
     let ready = false;
     const reconnectStrategy = (retries: number, cause: Error): number | Error => (ready ? Math.min(retries * 50, 500) : cause);
-    const redis = createClient({ url, disableOfflineQueue: true, commandOptions: NO_QUEUE_TIMEOUT, socket: { reconnectStrategy } }) as unknown as NodeRedisClient;
+    const config = { url, disableOfflineQueue: true, commandOptions: NO_QUEUE_TIMEOUT, socket: { reconnectStrategy } };
+    const redis = createClient(config as unknown as ClientConfig) as unknown as NodeRedisClient;
     redis.on('ready', () => (ready = true));
     redis.on('error', () => {}); // surfaces as the failing command's error
     try {
@@ -185,6 +201,7 @@ export class Client implements HoldOwner {
   /** Connect to a Redis Cluster through any of its nodes (`redis://host:port` each). */
   static async connectCluster(rootNodes: string[], opts: ClientOptions = {}): Promise<Client> {
     const cluster = createCluster({ rootNodes: rootNodes.map((url) => ({ url })), defaults: { disableOfflineQueue: true } }) as unknown as NodeRedisCluster;
+    checkClusterClient(cluster); // before connecting: nothing to close
     cluster.on('error', () => {});
     await cluster.connect();
     return Client.owning(cluster, opts);
@@ -224,6 +241,14 @@ export class Client implements HoldOwner {
     return this.backend?.native;
   }
 
+  /**
+   * The BIND grace (ms) holds are bound with; null when `bind: null`, on the script backend,
+   * or when the server's module is older than BIND. Known after `ready()`.
+   */
+  get bind(): number | null | undefined {
+    return this.backend?.bindMs;
+  }
+
   /** Pick the backend (asks the server once); every operation does this by itself. */
   async ready(): Promise<void> {
     if (this.backend) return;
@@ -237,9 +262,10 @@ export class Client implements HoldOwner {
   private async detect(): Promise<Backend> {
     await this.topo.prepare();
     if (this.wanted === 'script') return new Script(this.channelPrefix);
-    const has = await hasModule(this.topo);
-    if (has) return new Native(this.bindMs);
-    if (this.wanted === 'native') throw new ModuleNotLoadedError(`dlock module not loaded on ${this.topo.name}`, this.topo.name);
+    const probe = await probeModule(this.topo, this.newOwner());
+    // A module older than BIND: holds are not bound (they last their lease after a crash).
+    if (probe.module) return new Native(probe.bind ? this.wantedBind : null);
+    if (this.wanted === 'native') throw new ModuleNotLoadedError(`dlock module not loaded on ${probe.server}`, probe.server);
     return new Script(this.channelPrefix);
   }
 
@@ -331,7 +357,9 @@ export class Client implements HoldOwner {
     if (this.closed) throw new DlockError(`client of ${this.server} is closed`, this.server);
     const wait = waitArg(opts.timeout);
     const start = now();
-    const owner = opts.owner ?? this.newOwner();
+    // A fresh owner (no `owner` option) holds nothing yet: no look-up of what it holds.
+    const fresh = opts.owner === undefined;
+    const owner = fresh ? this.newOwner() : opts.owner!;
     const id = this.entryKey(req.key, owner, req.kind);
     try {
       if (!this.backend) await this.ready(); // known after the first: no await per acquire
@@ -339,15 +367,15 @@ export class Client implements HoldOwner {
       if (!backend.native && req.fence) throw new NotSupportedError(`fencing tokens need the dlock module (${this.server} has none)`, this.server);
       if (!backend.native && req.lockDelayMs !== undefined) throw new NotSupportedError(`lockDelay needs the dlock module (${this.server} has none)`, this.server);
       const deadline = wait === undefined ? start : wait === 0 ? Infinity : start + wait;
-      for (;;) {
-        const attempt = { topo: this.topo, req, owner, before: this.heldCount(id), deadline, wait: wait !== undefined, signal };
+      for (let at = start; ; at = now()) {
+        const attempt: Attempt = { topo: this.topo, req, owner, before: fresh ? 0 : this.heldCount(id), start: at, deadline, wait: wait !== undefined, signal };
         const grant = await backend.acquire(attempt);
         if (!grant) return null;
         if (grant.waited && !(await this.confirm(req, owner, grant, backend))) {
           if (now() < deadline) continue; // lost between grant and confirmation: wait again
           return null;
         }
-        return this.register(id, req, owner, grant, backend);
+        return this.register(id, req, owner, grant, backend, fresh);
       }
     } catch (err) {
       if (signal?.aborted && err === signal.reason) throw err;
@@ -356,12 +384,15 @@ export class Client implements HoldOwner {
   }
 
   /**
-   * A grant from the server's queue started its lease at some moment during the wait, and is
-   * bound to the waiting connection: renew it now (with BIND, on the shared connection) so
-   * it is never handed out already lost, then count its lease from this renewal.
+   * A grant from the server's queue started its lease at some moment during the wait (the
+   * contract's rule 2, docs/CLIENTS.md): counted from the wait's send time, less than half of
+   * it may be left, and with BIND it is bound to the dedicated wait connection, which goes
+   * back to the pool (where it may be closed). Renew it now (with BIND, on the shared
+   * connection) so it is never handed out already lost, then count its lease from this
+   * renewal. Without BIND, a grant with half its lease left is returned as it is.
    */
   private async confirm(req: Request, owner: string, grant: Grant, backend: Backend): Promise<boolean> {
-    if (backend.bindMs === null && now() < grant.sentAt + req.leaseMs / 3) return true;
+    if (backend.bindMs === null && now() < grant.sentAt + req.leaseMs / 2) return true;
     const sent = await this.topo.send(req.key, renewCommand(req.key, owner, req.leaseMs, backend.bindMs)).catch(async (err) => {
       await backend.release(this.topo, req.key, owner, req.kind, req.count, req.leaseMs).catch(() => {});
       throw err;
@@ -386,10 +417,12 @@ export class Client implements HoldOwner {
     return n;
   }
 
-  private register(id: string, req: Request, owner: string, grant: Grant, backend: Backend): Held {
-    let e = this.entries.get(id);
-    if (e) this.checkDeadline(e);
-    e = this.entries.get(id);
+  private register(id: string, req: Request, owner: string, grant: Grant, backend: Backend, fresh: boolean): Held {
+    let e = fresh ? undefined : this.entries.get(id);
+    if (e) {
+      this.checkDeadline(e);
+      e = this.entries.get(id);
+    }
     const bound: Binding | null =
       grant.link && backend.bindMs !== null ? { link: grant.link, epoch: grant.epoch, graceMs: Math.min(backend.bindMs, req.leaseMs) } : null;
     if (!e) {
@@ -397,8 +430,8 @@ export class Client implements HoldOwner {
       this.entries.set(id, e);
     }
     e.set(grant.sentAt, req.leaseMs, bound);
-    const held = new Held(this, e, grant.count, grant.token, req.kind === 'semaphore' ? req.count : 1, this.server);
-    e.holds.add(held);
+    const held = new Held(this, e, grant.count, grant.token, req.kind === 'semaphore' ? req.count : 1, grant.server);
+    e.holds.push(held);
     this.schedule(e);
     return held;
   }
@@ -419,11 +452,11 @@ export class Client implements HoldOwner {
 
   /** @internal */
   async releaseHold(h: Held): Promise<boolean> {
-    if (h.released) throw new LostError(h.key, 'released', this.server);
+    if (h.released) throw new LostError(h.key, 'released', h.server);
     h.released = true;
     const e = h.entry;
-    e.holds.delete(h);
-    if (e.holds.size === 0 && !e.gone) {
+    e.drop(h);
+    if (e.holds.length === 0 && !e.gone) {
       // Out of the watchdog before the RELEASE is sent: a renewal answering 0 after it is
       // not a loss (the race of node-redlock #205).
       e.gone = true;
@@ -433,29 +466,29 @@ export class Client implements HoldOwner {
     try {
       reply = (await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, e.leaseMs)).reply;
     } catch (err) {
-      throw translate(err, this.server);
+      throw translate(err, h.server);
     }
     if (reply === null || reply === undefined) {
       h.released = false; // it was not ours to release: lost, not released
       h.lose('not-held');
       h.released = true;
-      throw new LostError(h.key, 'not-held', this.server);
+      throw new LostError(h.key, 'not-held', h.server);
     }
     return Number(reply) === 1;
   }
 
   /** @internal */
   async renewHold(h: Held): Promise<boolean> {
-    if (h.released) throw new LostError(h.key, 'released', this.server);
+    if (h.released) throw new LostError(h.key, 'released', h.server);
     if (h.isLost) throw h.lost.reason as LostError;
     const e = h.entry;
     let sent;
     try {
       sent = await this.backend!.renew(this.topo, e);
     } catch (err) {
-      throw translate(err, this.server);
+      throw translate(err, h.server);
     }
-    if (!this.renewed(e, sent)) throw new LostError(h.key, 'not-held', this.server);
+    if (!this.renewed(e, sent)) throw new LostError(h.key, 'not-held', h.server);
     return true;
   }
 

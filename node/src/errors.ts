@@ -86,9 +86,30 @@ export function replyText(err: unknown): string | null {
   return null;
 }
 
-/** node-redis' error as this package's, naming `server`; ours pass through. */
-export function translate(err: unknown, server: string): DlockError {
+/**
+ * The server each failed command went to, noted by the connection that sent it (a cluster's
+ * errors then name the node, not the cluster). A WeakMap: node-redis's error objects stay as
+ * they are (the redirect rules read them), and nothing is kept after they are gone.
+ */
+const failedOn = new WeakMap<object, string>();
+
+/** Note that `err` came from the command sent to `server`. */
+export function noteServer(err: unknown, server: string): void {
+  if (typeof err === 'object' && err !== null && !failedOn.has(err)) failedOn.set(err, server);
+}
+
+/** The server `err` came from when a connection noted it, else `fallback`. */
+export function serverOf(err: unknown, fallback: string): string {
+  return (typeof err === 'object' && err !== null && failedOn.get(err)) || fallback;
+}
+
+/**
+ * node-redis' error as this package's, naming the server the command went to (`server` when
+ * the error does not say: a command that never reached a connection); ours pass through.
+ */
+export function translate(err: unknown, fallback: string): DlockError {
   if (err instanceof DlockError) return err;
+  const server = serverOf(err, fallback);
   const text = replyText(err);
   if (text === null) {
     const msg = err instanceof Error ? err.message : String(err);

@@ -14,7 +14,8 @@ export interface Binding {
 }
 
 export class Entry {
-  readonly holds = new Set<Held>();
+  /** Usually one (an array: a Set per hold costs more than it saves). */
+  readonly holds: Held[] = [];
   /** Monotonic time of the next renewal. */
   nextDue = Infinity;
   renewing = false;
@@ -46,6 +47,14 @@ export class Entry {
   deadlineAt(): number {
     const b = this.bound;
     return b ? Math.min(this.leaseDeadline, b.link.knownOpen(b.epoch) + b.graceMs) : this.leaseDeadline;
+  }
+
+  /** Take `h` out of the holds; whether it was there. */
+  drop(h: Held): boolean {
+    const i = this.holds.indexOf(h);
+    if (i < 0) return false;
+    this.holds.splice(i, 1);
+    return true;
   }
 
   /** Set what a command answered at `sentAt` did to the lease (and the binding). */

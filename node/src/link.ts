@@ -5,7 +5,7 @@
  * the server a grace after that connection closed).
  */
 import { now } from './clock.js';
-import { replyText } from './errors.js';
+import { noteServer, replyText } from './errors.js';
 
 /** What this package needs of a node-redis client (`createClient()` or a duplicate). */
 export interface NodeRedisClient {
@@ -89,10 +89,10 @@ export class Link {
 
   /**
    * Send one command. An answer (even an error reply) proves the connection was open when the
-   * command was sent, unless the connection changed in between.
+   * command was sent, unless the connection changed in between. `sentAt` (default: now) must
+   * not be later than the send: a caller that has just read the clock passes that reading.
    */
-  async send(args: readonly string[]): Promise<Sent> {
-    const sentAt = now();
+  async send(args: readonly string[], sentAt = now()): Promise<Sent> {
     const epoch = this.epoch;
     try {
       const reply = await this.client.sendCommand(args);
@@ -100,6 +100,7 @@ export class Link {
       return { reply, sentAt, epoch: this.epoch, link: this };
     } catch (err) {
       if (replyText(err) !== null) this.seen(epoch, sentAt);
+      noteServer(err, this.name);
       throw err;
     }
   }

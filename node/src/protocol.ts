@@ -90,6 +90,15 @@ export function renewCommand(key: string, owner: string, leaseMs: number, bindMs
   return args;
 }
 
+/**
+ * An error reply saying the module does not know an option that was sent (BIND on a module
+ * older than it): a syntax error, or an arity error for `DLOCK.RENEW`, whose arity is fixed
+ * on such modules.
+ */
+export function isUnknownOption(text: string | null): boolean {
+  return text !== null && /^(ERR )?(syntax error|wrong number of arguments)/i.test(text);
+}
+
 /** (hold count or permits, fencing token) of a grant; null when not granted. */
 export function parseGrant(r: Request, reply: unknown): { count: number; token: number | null } | null {
   if (reply === null || reply === undefined) return null;

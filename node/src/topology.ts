@@ -5,7 +5,7 @@
  */
 import { createClient } from 'redis';
 import { now } from './clock.js';
-import { RedirectError, replyText } from './errors.js';
+import { RedirectError, replyText, serverOf } from './errors.js';
 import { Link, NodeRedisClient, Sent, WaitPool } from './link.js';
 import { redirectOf } from './protocol.js';
 
@@ -92,7 +92,8 @@ export abstract class Topology {
         const r = redirectOf(replyText(err));
         if (!r) throw err;
         if (redirects >= MAX_REDIRECTS || now() >= deadline) {
-          throw new RedirectError(`${this.name}: ${replyText(err)} (gave up after ${redirects + 1} redirects)`, this.name, { cause: err });
+          const at = serverOf(err, link.name);
+          throw new RedirectError(`${at}: ${replyText(err)} (gave up after ${redirects + 1} redirects)`, at, { cause: err });
         }
         asking = false;
         if (r.kind === 'MOVED') {
@@ -109,8 +110,14 @@ export abstract class Topology {
     }
   }
 
-  /** A short command on the key's server, redirects followed (within 5 s). */
-  send(key: string, args: readonly string[]): Promise<Sent> {
+  /**
+   * A short command on the key's server, redirects followed (within 5 s). `sentAt`: a moment
+   * taken just before (it must not be later than the send), to save reading the clock again.
+   */
+  send(key: string, args: readonly string[], sentAt?: number): Promise<Sent> {
+    // Standalone: one connection and no redirects, so no routing (the uncontended path).
+    const direct = this.linkNow(key);
+    if (direct) return direct.send(args, sentAt);
     return this.routed(key, now() + 5000, (link, asking) => sendAsking(link, asking, args));
   }
 }

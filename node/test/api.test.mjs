@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from 'redis';
 import { Client, DeadlockError, LostError, ModuleNotLoadedError, WrongTypeError, ConfigError, AcquireTimeoutError, ServerConnectionError } from 'dlock-client';
 import { Server, until } from './servers.mjs';
+import { isUnknownOption } from '../dist/esm/protocol.js';
 
 let server;
 let raw;
@@ -282,6 +283,19 @@ describe('read-write locks and semaphores', () => {
 });
 
 describe('server features and errors', () => {
+  it('BIND is used where the module has it (learnt with the backend), and can be turned off', async () => {
+    const c = await client();
+    assert.equal(c.bind, 2000, 'this module takes BIND: the default grace');
+    assert.equal((await client({ bind: 300 })).bind, 300);
+    assert.equal((await client({ bind: null })).bind, null);
+    // What tells a module older than BIND apart (it answers the first command carrying BIND
+    // with one of these), and what does not.
+    assert.ok(isUnknownOption('ERR syntax error'));
+    assert.ok(isUnknownOption("ERR wrong number of arguments for 'dlock.renew' command"));
+    assert.ok(!isUnknownOption('WRONGTYPE Operation against a key holding the wrong kind of value'));
+    assert.ok(!isUnknownOption(null));
+  });
+
   it('lockDelay keeps the lock after a hold ended without release', async () => {
     const c = await client({ bind: null });
     const k = key('delay');
@@ -363,7 +377,7 @@ describe('script backend (no module)', () => {
       assert.equal(c.native, false);
       const k = 'script:lock';
       const held = await c.lock(k, { lease: 5000 }).acquire();
-      assert.deepEqual(await p.hGetAll(k), { [held.owner]: '1' }); // Redisson's hash
+      assert.deepEqual({ ...(await p.hGetAll(k)) }, { [held.owner]: '1' }); // Redisson's hash (node-redis 5.0: a null-prototype object)
       const waiting = c.lock(k, { lease: 600 }).acquire({ timeout: 5000 });
       await sleep(50);
       const t0 = performance.now();

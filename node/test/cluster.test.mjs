@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Client } from 'dlock-client';
+import { Client, LostError, WrongTypeError } from 'dlock-client';
 import { Cluster, until } from './servers.mjs';
 
 let cl;
@@ -35,6 +35,23 @@ it('routes each key to its master', async () => {
   assert.ok(held.every((h) => h && h.token > 0));
   for (const [i, k] of keys.entries()) assert.equal((await other.info(k)).holders[0].owner, held[i].owner);
   assert.deepEqual(await Promise.all(held.map((h) => h.release())), held.map(() => true));
+});
+
+it("errors and holds name the node (host:port) the key's commands went to, not the cluster", async () => {
+  const key = 'named:1';
+  const node = cl.nodes[await cl.ownerOf(await cl.slotOf(key))];
+  await cl.cmd(cl.nodes.indexOf(node), ['SET', key, 'x']);
+  const err = await client.lock(key).acquire({ timeout: 0 }).catch((e) => e);
+  assert.ok(err instanceof WrongTypeError, String(err));
+  assert.equal(err.server, node.address);
+  assert.match(err.message, new RegExp(node.address.replace(/\./g, '\\.')));
+  await cl.cmd(cl.nodes.indexOf(node), ['DEL', key]);
+  const held = await client.lock(key).acquire({ timeout: 0 });
+  assert.equal(held.server, node.address);
+  await cl.cmd(cl.nodes.indexOf(node), ['DEL', key]); // taken away: the release finds nothing
+  const lost = await held.release().catch((e) => e);
+  assert.ok(lost instanceof LostError && lost.reason === 'not-held', String(lost));
+  assert.equal(lost.server, node.address);
 });
 
 it('a waiting acquire follows its key when the slot moves, within its one deadline', async () => {

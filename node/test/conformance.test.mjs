@@ -4,13 +4,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { REPO } from './servers.mjs';
 
 const RUNNER = process.env.DLOCK_CONFORMANCE ?? join(REPO, 'target', 'release', 'dlock-conformance');
 const SCENARIOS = join(REPO, 'conformance', 'scenarios');
-const DRIVER = `${process.execPath} node/test/conformance-driver.mjs`;
+// This folder's own driver (a copy of the package, scripts/test-peer.sh, tests itself).
+const DRIVER = `${process.execPath} ${join(dirname(fileURLToPath(import.meta.url)), 'conformance-driver.mjs')}`;
 
 test('every conformance scenario passes with the Node driver', { timeout: 1_200_000 }, () => {
   assert.ok(existsSync(RUNNER), `${RUNNER} missing: run \`cargo build --release -p dlock-conformance\``);

@@ -10,7 +10,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createClient } from 'redis';
 
-export const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+// DLOCK_REPO: the repository when this folder is a copy elsewhere (scripts/test-peer.sh).
+export const REPO = process.env.DLOCK_REPO ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MODULE = process.env.DLOCK_MODULE ?? join(REPO, 'target', 'release', 'libdlock.so');
 const SERVER = process.env.REDIS_SERVER ?? 'redis-server';
 
