@@ -47,23 +47,29 @@ enum Lock {
     WrongType,
 }
 
+/// What a hold asks for: the exclusive lock (DLOCK.ACQUIRE) or a mode of the read-write
+/// lock (DLOCK.RWLOCK).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Exclusive,
+    Read,
+    Write,
+}
+
+/// DLOCK.ACQUIRE or DLOCK.RWLOCK: `wait` adds a short WAIT, `fence` FENCE.
+#[derive(Clone, Debug, PartialEq)]
+struct Hold {
+    key: usize,
+    owner: usize,
+    mode: Mode,
+    lease: i64,
+    fence: bool,
+    wait: bool,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 enum Op {
-    Acquire {
-        key: usize,
-        owner: usize,
-        lease: i64,
-        fence: bool,
-        wait: bool,
-    },
-    RwLock {
-        key: usize,
-        owner: usize,
-        write: bool,
-        lease: i64,
-        fence: bool,
-        wait: bool,
-    },
+    Hold(Hold),
     Release {
         key: usize,
         owner: usize,
@@ -97,6 +103,10 @@ struct Model {
 
 fn int(n: i64) -> Reply {
     Reply::Int(n)
+}
+
+fn wrongtype() -> Reply {
+    Reply::Err(WRONGTYPE.into())
 }
 
 fn granted(count: i64, fence: Option<i64>) -> Reply {
@@ -153,99 +163,16 @@ impl Model {
 
     /// Applies `op` (sent at `sent`, model ms) and returns the reply the spec demands.
     fn apply_op(&mut self, op: &Op, sent: f64) -> Reply {
-        let wrongtype = || Reply::Err(WRONGTYPE.into());
         match *op {
-            Op::Acquire {
-                key,
-                owner,
-                lease,
-                fence,
-                ..
-            } => {
-                let o = OWNERS[owner].to_string();
-                let deadline = sent + lease as f64;
-                match &mut self.locks[key] {
-                    Lock::WrongType | Lock::Rw(_) => wrongtype(),
-                    Lock::Free => {
-                        self.locks[key] = Lock::Excl {
-                            owner: o,
-                            count: 1,
-                            deadline,
-                        };
-                        let f = self.fence_on_grant(key, true, fence, false);
-                        granted(1, f)
-                    }
-                    Lock::Excl {
-                        owner: h,
-                        count,
-                        deadline: d,
-                    } => {
-                        if *h != o {
-                            return Reply::Nil;
-                        }
-                        *count += 1;
-                        *d = deadline;
-                        let c = *count;
-                        let f = self.fence_on_grant(key, false, fence, false);
-                        granted(c, f)
+            Op::Hold(ref h) => {
+                let o = OWNERS[h.owner].to_string();
+                let deadline = sent + h.lease as f64;
+                match h.mode {
+                    Mode::Exclusive => self.grant_exclusive(h.key, o, deadline, h.fence),
+                    Mode::Read | Mode::Write => {
+                        self.grant_rw(h.key, o, h.mode == Mode::Write, deadline, h.fence)
                     }
                 }
-            }
-            Op::RwLock {
-                key,
-                owner,
-                write,
-                lease,
-                fence,
-                ..
-            } => {
-                let o = OWNERS[owner].to_string();
-                let deadline = sent + lease as f64;
-                let lock = &mut self.locks[key];
-                if matches!(lock, Lock::WrongType | Lock::Excl { .. }) {
-                    return wrongtype();
-                }
-                if matches!(lock, Lock::Free) {
-                    *lock = Lock::Rw(BTreeMap::new());
-                }
-                let Lock::Rw(holders) = lock else {
-                    unreachable!()
-                };
-                let writer = holders
-                    .iter()
-                    .find(|(_, h)| h.write > 0)
-                    .map(|(n, _)| n.clone());
-                let mine = holders.get(&o).cloned().unwrap_or_default();
-                let (count, fresh) = if write {
-                    if mine.write > 0 {
-                        (mine.write + 1, false)
-                    } else if mine.read > 0 {
-                        return Reply::Err(UPGRADE.into());
-                    } else if !holders.is_empty() {
-                        return Reply::Nil;
-                    } else {
-                        (1, true)
-                    }
-                } else {
-                    match &writer {
-                        Some(w) if *w != o => {
-                            if holders.is_empty() {
-                                unreachable!()
-                            }
-                            return Reply::Nil;
-                        }
-                        _ => (mine.read + 1, false),
-                    }
-                };
-                let h = holders.entry(o).or_default();
-                if write {
-                    h.write = count;
-                } else {
-                    h.read = count;
-                }
-                h.deadline = deadline;
-                let f = self.fence_on_grant(key, fresh, fence, !write);
-                granted(count, f)
             }
             Op::Release { key, owner, mode } => {
                 let o = OWNERS[owner];
@@ -346,6 +273,92 @@ impl Model {
         }
     }
 
+    /// DLOCK.ACQUIRE of `o` with a lease to `deadline` (model ms).
+    fn grant_exclusive(&mut self, key: usize, o: String, deadline: f64, fence: bool) -> Reply {
+        match &mut self.locks[key] {
+            Lock::WrongType | Lock::Rw(_) => wrongtype(),
+            Lock::Free => {
+                self.locks[key] = Lock::Excl {
+                    owner: o,
+                    count: 1,
+                    deadline,
+                };
+                let f = self.fence_on_grant(key, true, fence, false);
+                granted(1, f)
+            }
+            Lock::Excl {
+                owner: h,
+                count,
+                deadline: d,
+            } => {
+                if *h != o {
+                    return Reply::Nil;
+                }
+                *count += 1;
+                *d = deadline;
+                let c = *count;
+                let f = self.fence_on_grant(key, false, fence, false);
+                granted(c, f)
+            }
+        }
+    }
+
+    /// DLOCK.RWLOCK of `o` in one mode with a lease to `deadline` (model ms).
+    fn grant_rw(
+        &mut self,
+        key: usize,
+        o: String,
+        write: bool,
+        deadline: f64,
+        fence: bool,
+    ) -> Reply {
+        let lock = &mut self.locks[key];
+        if matches!(lock, Lock::WrongType | Lock::Excl { .. }) {
+            return wrongtype();
+        }
+        if matches!(lock, Lock::Free) {
+            *lock = Lock::Rw(BTreeMap::new());
+        }
+        let Lock::Rw(holders) = lock else {
+            unreachable!()
+        };
+        let writer = holders
+            .iter()
+            .find(|(_, h)| h.write > 0)
+            .map(|(n, _)| n.clone());
+        let mine = holders.get(&o).cloned().unwrap_or_default();
+        let (count, fresh) = if write {
+            if mine.write > 0 {
+                (mine.write + 1, false)
+            } else if mine.read > 0 {
+                return Reply::Err(UPGRADE.into());
+            } else if !holders.is_empty() {
+                return Reply::Nil;
+            } else {
+                (1, true)
+            }
+        } else {
+            match &writer {
+                Some(w) if *w != o => {
+                    if holders.is_empty() {
+                        unreachable!()
+                    }
+                    return Reply::Nil;
+                }
+                _ => (mine.read + 1, false),
+            }
+        };
+        let h = holders.entry(o).or_default();
+        if write {
+            h.write = count;
+        } else {
+            h.read = count;
+        }
+        h.deadline = deadline;
+        let f = self.fence_on_grant(key, fresh, fence, !write);
+        granted(count, f)
+    }
+
     fn holds(&self, key: usize, owner: usize) -> bool {
         match &self.locks[key] {
             Lock::Excl { owner: h, .. } => h == OWNERS[owner],
@@ -364,22 +377,20 @@ fn random_op(rng: &mut StdRng, m: &Model) -> Op {
     let lease = LEASES[rng.gen_range(0..LEASES.len())];
     let fence = rng.gen_bool(0.3);
     let wait = rng.gen_bool(0.03);
+    let hold = |key, mode| {
+        Op::Hold(Hold {
+            key,
+            owner,
+            mode,
+            lease,
+            fence,
+            wait,
+        })
+    };
     match rng.gen_range(0..100) {
-        0..=24 => Op::Acquire {
-            key: excl_key,
-            owner,
-            lease,
-            fence,
-            wait,
-        },
-        25..=54 => Op::RwLock {
-            key: rw_key,
-            owner,
-            write: rng.gen_bool(0.4),
-            lease,
-            fence,
-            wait,
-        },
+        0..=24 => hold(excl_key, Mode::Exclusive),
+        25..=54 if rng.gen_bool(0.4) => hold(rw_key, Mode::Write),
+        25..=54 => hold(rw_key, Mode::Read),
         55..=79 => Op::Release {
             key: any_key,
             owner,
@@ -413,47 +424,21 @@ fn random_op(rng: &mut StdRng, m: &Model) -> Op {
 
 fn words(op: &Op) -> Vec<String> {
     let s = |x: &str| x.to_string();
-    let opts = |v: &mut Vec<String>, fence: bool, wait: bool| {
-        if wait {
-            v.extend([s("WAIT"), s("20")]);
-        }
-        if fence {
-            v.push(s("FENCE"));
-        }
-    };
     match *op {
-        Op::Acquire {
-            key,
-            owner,
-            lease,
-            fence,
-            wait,
-        } => {
-            let mut v = vec![
-                s("DLOCK.ACQUIRE"),
-                s(KEYS[key]),
-                s(OWNERS[owner]),
-                lease.to_string(),
-            ];
-            opts(&mut v, fence, wait);
-            v
-        }
-        Op::RwLock {
-            key,
-            owner,
-            write,
-            lease,
-            fence,
-            wait,
-        } => {
-            let mut v = vec![
-                s("DLOCK.RWLOCK"),
-                s(KEYS[key]),
-                s(OWNERS[owner]),
-                s(if write { "WRITE" } else { "READ" }),
-                lease.to_string(),
-            ];
-            opts(&mut v, fence, wait);
+        Op::Hold(ref h) => {
+            let (key, owner) = (s(KEYS[h.key]), s(OWNERS[h.owner]));
+            let mut v = match h.mode {
+                Mode::Exclusive => vec![s("DLOCK.ACQUIRE"), key, owner],
+                Mode::Read => vec![s("DLOCK.RWLOCK"), key, owner, s("READ")],
+                Mode::Write => vec![s("DLOCK.RWLOCK"), key, owner, s("WRITE")],
+            };
+            v.push(h.lease.to_string());
+            if h.wait {
+                v.extend([s("WAIT"), s("20")]);
+            }
+            if h.fence {
+                v.push(s("FENCE"));
+            }
             v
         }
         Op::Release { key, owner, mode } => {
@@ -661,8 +646,7 @@ fn random_operations_follow_the_spec_model() {
             }
         }
         let key = match op {
-            Op::Acquire { key, .. }
-            | Op::RwLock { key, .. }
+            Op::Hold(Hold { key, .. })
             | Op::Release { key, .. }
             | Op::Renew { key, .. }
             | Op::Del { key }

@@ -38,6 +38,25 @@ fn wait_sem(srv: &Server, c: &mut Connection, args: &[String], n: i64) -> Pendin
     enqueue(srv, c, &args[1], &words, n)
 }
 
+/// A server where `h` holds 2 of the 3 permits of semaphore `s`, and a connection to it.
+fn h_holds_two_of_three() -> (Server, Connection) {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    assert_eq!(
+        sem(&mut c, "s", "h", 3, 60_000, &["COUNT", "2"]),
+        Reply::Int(2)
+    );
+    (srv, c)
+}
+
+/// With 1 of the 3 permits of `s` free: `big` queues for 2 (waiting up to `big_wait_ms`, 0:
+/// without limit), then `small` for 1, which fits but queues behind it.
+fn big_then_small(srv: &Server, c: &mut Connection, big_wait_ms: u64) -> (Pending, Pending) {
+    let big = wait_sem(srv, c, &sem_args("s", "big", 3, 60_000, 2, big_wait_ms), 1);
+    let small = wait_sem(srv, c, &sem_args("s", "small", 3, 60_000, 1, 0), 2);
+    (big, small)
+}
+
 fn release_n(c: &mut Connection, key: &str, owner: &str, n: u32) -> Reply {
     cmd(c, &["DLOCK.RELEASE", key, owner, "COUNT", &n.to_string()])
 }
@@ -163,12 +182,7 @@ fn replies_layout_release_renew_and_info() {
 
 #[test]
 fn fifo_with_head_of_line_blocking_and_heads_granted_together() {
-    let srv = Server::start();
-    let mut c = srv.connection();
-    assert_eq!(
-        sem(&mut c, "s", "h", 3, 60_000, &["COUNT", "2"]),
-        Reply::Int(2)
-    );
+    let (srv, mut c) = h_holds_two_of_three();
     // w1 needs 2 (one is free): it waits; w2 needs 1, which is free, but queues behind w1.
     let w1 = wait_sem(&srv, &mut c, &sem_args("s", "w1", 3, 60_000, 2, 0), 1);
     let w2 = wait_sem(&srv, &mut c, &sem_args("s", "w2", 3, 60_000, 1, 0), 2);
@@ -318,120 +332,45 @@ fn every_error_and_wrongtype_pairing_changes_nothing() {
     for args in &wrongtype {
         assert_eq!(cmd(&mut c, args), Reply::Err(WRONGTYPE.into()), "{args:?}");
     }
-    let errors: Vec<(Vec<&str>, &str)> = vec![
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "x", "5", "1000"],
-            "ERR semaphore capacity is 3, not 5",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "2", "1000", "WAIT", "100"],
-            "ERR semaphore capacity is 3, not 2",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "COUNT", "4"],
-            "ERR COUNT 4 is more than the capacity 3",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "0", "1000"],
-            "ERR capacity must be a positive integer up to 1000000",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "1000001", "1000"],
-            "ERR capacity must be a positive integer up to 1000000",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "COUNT", "-1"],
-            "ERR COUNT must be a positive integer up to 1000000",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "0"],
-            "ERR lease-ms must be a positive integer",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "WAIT", "-1"],
-            "ERR timeout-ms must be a non-negative integer",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "", "3", "1000"],
-            "ERR owner must be 1 to 512 bytes",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "mode", "3", "1000"],
-            "ERR owner name 'mode' is reserved",
-        ),
+    // One command a row (its words split at spaces), and the error it answers.
+    #[rustfmt::skip]
+    let errors = [
+        ("DLOCK.SEMAPHORE S x 5 1000", "ERR semaphore capacity is 3, not 5"),
+        ("DLOCK.SEMAPHORE S o 2 1000 WAIT 100", "ERR semaphore capacity is 3, not 2"),
+        ("DLOCK.SEMAPHORE S o 3 1000 COUNT 4", "ERR COUNT 4 is more than the capacity 3"),
+        ("DLOCK.SEMAPHORE S o 0 1000", "ERR capacity must be a positive integer up to 1000000"),
+        ("DLOCK.SEMAPHORE S o 1000001 1000", "ERR capacity must be a positive integer up to 1000000"),
+        ("DLOCK.SEMAPHORE S o 3 1000 COUNT -1", "ERR COUNT must be a positive integer up to 1000000"),
+        ("DLOCK.SEMAPHORE S o 3 0", "ERR lease-ms must be a positive integer"),
+        ("DLOCK.SEMAPHORE S o 3 1000 WAIT -1", "ERR timeout-ms must be a non-negative integer"),
+        ("DLOCK.SEMAPHORE S mode 3 1000", "ERR owner name 'mode' is reserved"),
         // Arguments are checked before the key: no WRONGTYPE for these.
-        (
-            vec!["DLOCK.SEMAPHORE", "str", "o", "3", "x"],
-            "ERR lease-ms must be a positive integer",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "L", "o", "3", "1000", "COUNT", "9"],
-            "ERR COUNT 9 is more than the capacity 3",
-        ),
-        (
-            vec!["DLOCK.RELEASE", "L", "o", "COUNT", "0"],
-            "ERR COUNT must be a positive integer up to 1000000",
-        ),
-        (
-            vec!["DLOCK.RELEASE", "S", "o", "COUNT", "2"],
-            "ERR COUNT 2 is more than the 1 permits the owner holds",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "FENCE"],
-            "ERR syntax error",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "READ"],
-            "ERR syntax error",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "WRITE"],
-            "ERR syntax error",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3", "1000", "WAIT"],
-            "ERR syntax error",
-        ),
-        (
-            vec![
-                "DLOCK.SEMAPHORE",
-                "S",
-                "o",
-                "3",
-                "1000",
-                "COUNT",
-                "1",
-                "COUNT",
-                "1",
-            ],
-            "ERR syntax error",
-        ),
-        (vec!["DLOCK.RELEASE", "S", "o", "COUNT"], "ERR syntax error"),
-        (
-            vec!["DLOCK.RELEASE", "S", "o", "READ", "1"],
-            "ERR syntax error",
-        ),
-        (vec!["DLOCK.WAITERS", "S", "LIMIT", "1"], "ERR syntax error"),
-        (
-            vec!["DLOCK.WAITERS", "S", "COUNT", "0"],
-            "ERR COUNT must be a positive integer up to 1000000",
-        ),
-        (
-            vec!["DLOCK.SEMAPHORE", "S", "o", "3"],
-            "ERR wrong number of arguments for 'dlock.semaphore' command",
-        ),
-        (
-            vec!["DLOCK.WAITERS"],
-            "ERR wrong number of arguments for 'dlock.waiters' command",
-        ),
-        (
-            vec!["DLOCK.WAITERS", "S", "COUNT", "1", "x"],
-            "ERR syntax error",
-        ),
+        ("DLOCK.SEMAPHORE str o 3 x", "ERR lease-ms must be a positive integer"),
+        ("DLOCK.SEMAPHORE L o 3 1000 COUNT 9", "ERR COUNT 9 is more than the capacity 3"),
+        ("DLOCK.RELEASE L o COUNT 0", "ERR COUNT must be a positive integer up to 1000000"),
+        ("DLOCK.RELEASE S o COUNT 2", "ERR COUNT 2 is more than the 1 permits the owner holds"),
+        ("DLOCK.SEMAPHORE S o 3 1000 FENCE", "ERR syntax error"),
+        ("DLOCK.SEMAPHORE S o 3 1000 READ", "ERR syntax error"),
+        ("DLOCK.SEMAPHORE S o 3 1000 WRITE", "ERR syntax error"),
+        ("DLOCK.SEMAPHORE S o 3 1000 WAIT", "ERR syntax error"),
+        ("DLOCK.SEMAPHORE S o 3 1000 COUNT 1 COUNT 1", "ERR syntax error"),
+        ("DLOCK.RELEASE S o COUNT", "ERR syntax error"),
+        ("DLOCK.RELEASE S o READ 1", "ERR syntax error"),
+        ("DLOCK.WAITERS S LIMIT 1", "ERR syntax error"),
+        ("DLOCK.WAITERS S COUNT 0", "ERR COUNT must be a positive integer up to 1000000"),
+        ("DLOCK.SEMAPHORE S o 3", "ERR wrong number of arguments for 'dlock.semaphore' command"),
+        ("DLOCK.WAITERS", "ERR wrong number of arguments for 'dlock.waiters' command"),
+        ("DLOCK.WAITERS S COUNT 1 x", "ERR syntax error"),
     ];
-    for (args, text) in &errors {
-        assert_eq!(cmd(&mut c, args), Reply::Err(text.to_string()), "{args:?}");
+    for (line, text) in errors {
+        let args: Vec<&str> = line.split(' ').collect();
+        assert_eq!(cmd(&mut c, &args), Reply::Err(text.to_string()), "{line}");
     }
+    assert_eq!(
+        cmd(&mut c, &["DLOCK.SEMAPHORE", "S", "", "3", "1000"]),
+        Reply::Err("ERR owner must be 1 to 512 bytes".into()),
+        "an empty owner"
+    );
     assert_eq!(snapshot(&mut c), before, "errors changed nothing");
     assert_eq!(waiters(&mut c, "S"), 0, "errors queued nobody");
     // RENEW and INFO work on every kind.
@@ -446,15 +385,9 @@ fn every_error_and_wrongtype_pairing_changes_nothing() {
 
 #[test]
 fn waiters_leaving_from_the_head_let_the_next_in() {
-    let srv = Server::start();
-    let mut c = srv.connection();
-    assert_eq!(
-        sem(&mut c, "s", "h", 3, 60_000, &["COUNT", "2"]),
-        Reply::Int(2)
-    );
+    let (srv, mut c) = h_holds_two_of_three();
     // Time-out of the head.
-    let big = wait_sem(&srv, &mut c, &sem_args("s", "big", 3, 60_000, 2, 200), 1);
-    let small = wait_sem(&srv, &mut c, &sem_args("s", "small", 3, 60_000, 1, 0), 2);
+    let (big, small) = big_then_small(&srv, &mut c, 200);
     assert!(big.reply().is_nil(), "the head timed out");
     assert_eq!(
         small.reply(),
@@ -464,8 +397,7 @@ fn waiters_leaving_from_the_head_let_the_next_in() {
     assert_eq!(release(&mut c, "s", "small"), Reply::Int(1));
 
     // Disconnect of the head.
-    let big = wait_sem(&srv, &mut c, &sem_args("s", "big", 3, 60_000, 2, 0), 1);
-    let small = wait_sem(&srv, &mut c, &sem_args("s", "small", 3, 60_000, 1, 0), 2);
+    let (big, small) = big_then_small(&srv, &mut c, 0);
     let id = big.client_id.to_string();
     assert_eq!(cmd(&mut c, &["CLIENT", "KILL", "ID", &id]), Reply::Int(1));
     assert_eq!(small.reply(), Reply::Int(1));
@@ -477,8 +409,7 @@ fn waiters_leaving_from_the_head_let_the_next_in() {
     assert_eq!(release(&mut c, "s", "small"), Reply::Int(1));
 
     // CLIENT UNBLOCK of the head.
-    let big = wait_sem(&srv, &mut c, &sem_args("s", "big", 3, 60_000, 2, 0), 1);
-    let small = wait_sem(&srv, &mut c, &sem_args("s", "small", 3, 60_000, 1, 0), 2);
+    let (big, small) = big_then_small(&srv, &mut c, 0);
     let id = big.client_id.to_string();
     assert_eq!(cmd(&mut c, &["CLIENT", "UNBLOCK", &id]), Reply::Int(1));
     assert!(big.reply().is_nil());

@@ -140,8 +140,10 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
                 scene,
                 setup: load_scripts(),
                 op: Box::new(move |i| {
-                    let (mut a, _) = shas.acquire(b, &key(i), OWNER, LEASE);
-                    a.extend(shas.release(b, &key(i), OWNER, LEASE).0);
+                    let key = key(i);
+                    let hold = shas.hold(b, &key, OWNER, LEASE);
+                    let (mut a, _) = hold.acquire();
+                    a.extend(hold.release().0);
                     a
                 }),
                 refused: false,
@@ -207,7 +209,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
     for (label, b) in backends {
         let mut setup = load_scripts();
         for i in 0..KEYS {
-            setup.extend(shas.acquire(b, &key(i), OWNER, LEASE).0);
+            setup.extend(shas.hold(b, &key(i), OWNER, LEASE).acquire().0);
         }
         w.push(Workload {
             binary: None,
@@ -215,7 +217,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             module: b == Backend::Native,
             scene: Scene::Alone,
             setup,
-            op: Box::new(move |i| shas.renew(b, &key(i), OWNER, LEASE).0),
+            op: Box::new(move |i| shas.hold(b, &key(i), OWNER, LEASE).renew().0),
             refused: false,
             without_timers: false,
         });
@@ -230,7 +232,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
     // locks held (1,000 more keys with a TTL cost Redis something by themselves).
     let mut redisson_held = load_scripts();
     for i in 0..KEYS {
-        redisson_held.extend(shas.acquire(Backend::Lua, &key(i), OWNER, LEASE).0);
+        redisson_held.extend(shas.hold(Backend::Lua, &key(i), OWNER, LEASE).acquire().0);
     }
     for (name, module, scene, setup) in [
         ("SET other key: no module", false, Scene::Alone, vec![]),

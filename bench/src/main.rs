@@ -153,124 +153,105 @@ fn evalsha(sha: &str, keys: &[&[u8]], args: &[&[u8]]) -> Vec<u8> {
 }
 
 impl Shas {
-    /// Acquire without waiting: the command(s) and the replies a grant gives.
-    pub fn acquire(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        let lease = lease_ms.to_string();
-        match b {
+    /// The commands of `owner`'s hold on `key` with a lease of `lease_ms`, on backend `b`.
+    pub fn hold<'a>(&'a self, b: Backend, key: &'a str, owner: &'a str, lease_ms: u64) -> Hold<'a> {
+        Hold {
+            shas: self,
+            b,
+            key,
+            owner,
+            lease: lease_ms.to_string(),
+        }
+    }
+}
+
+/// One owner's hold on one key, on one backend: each of its commands encoded, with the
+/// replies a success gives.
+pub struct Hold<'a> {
+    shas: &'a Shas,
+    b: Backend,
+    key: &'a str,
+    owner: &'a str,
+    /// The lease in ms, as sent.
+    lease: String,
+}
+
+impl Hold<'_> {
+    /// Key, owner and lease as the commands send them.
+    fn words(&self) -> (&[u8], &[u8], &[u8]) {
+        (
+            self.key.as_bytes(),
+            self.owner.as_bytes(),
+            self.lease.as_bytes(),
+        )
+    }
+
+    /// Acquire without waiting.
+    pub fn acquire(&self) -> (Vec<u8>, Vec<Reply>) {
+        let (key, owner, lease) = self.words();
+        match self.b {
             Backend::Native | Backend::NativeClient => (
-                encode(&[
-                    b"DLOCK.ACQUIRE",
-                    key.as_bytes(),
-                    owner.as_bytes(),
-                    lease.as_bytes(),
-                ]),
+                encode(&[b"DLOCK.ACQUIRE", key, owner, lease]),
                 vec![Reply::Int(1)],
             ),
             Backend::NativeBind => (
-                encode(&[
-                    b"DLOCK.ACQUIRE",
-                    key.as_bytes(),
-                    owner.as_bytes(),
-                    lease.as_bytes(),
-                    b"BIND",
-                    b"2000",
-                ]),
+                encode(&[b"DLOCK.ACQUIRE", key, owner, lease, b"BIND", b"2000"]),
                 vec![Reply::Int(1)],
             ),
             Backend::Lua => (
-                evalsha(
-                    &self.lock,
-                    &[key.as_bytes()],
-                    &[lease.as_bytes(), owner.as_bytes()],
-                ),
+                evalsha(&self.shas.lock, &[key], &[lease, owner]),
                 vec![Reply::Nil],
             ),
             Backend::SetNx => (
-                encode(&[
-                    b"SET",
-                    key.as_bytes(),
-                    owner.as_bytes(),
-                    b"NX",
-                    b"PX",
-                    lease.as_bytes(),
-                ]),
+                encode(&[b"SET", key, owner, b"NX", b"PX", lease]),
                 vec![Reply::Status("OK".into())],
             ),
             Backend::Raw => {
-                let mut v = encode(&[b"HINCRBY", key.as_bytes(), owner.as_bytes(), b"1"]);
-                v.extend(encode(&[b"PEXPIRE", key.as_bytes(), lease.as_bytes()]));
+                let mut v = encode(&[b"HINCRBY", key, owner, b"1"]);
+                v.extend(encode(&[b"PEXPIRE", key, lease]));
                 (v, vec![Reply::Int(1), Reply::Int(1)])
             }
         }
     }
 
-    /// Release of a lock held once: the command and the reply.
-    pub fn release(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        let lease = lease_ms.to_string();
-        let cmd = match b {
+    /// Release of a lock held once.
+    pub fn release(&self) -> (Vec<u8>, Vec<Reply>) {
+        let (key, owner, lease) = self.words();
+        let cmd = match self.b {
             Backend::Native | Backend::NativeBind | Backend::NativeClient => {
-                encode(&[b"DLOCK.RELEASE", key.as_bytes(), owner.as_bytes()])
+                encode(&[b"DLOCK.RELEASE", key, owner])
             }
             Backend::Lua => {
                 let ch = dlock_client::scripts::channel_name(
                     dlock_client::scripts::DEFAULT_CHANNEL_PREFIX,
-                    key,
+                    self.key,
                 );
                 evalsha(
-                    &self.unlock,
-                    &[key.as_bytes(), ch.as_bytes()],
+                    &self.shas.unlock,
+                    &[key, ch.as_bytes()],
                     &[
                         dlock_client::scripts::UNLOCK_MESSAGE.as_bytes(),
-                        lease.as_bytes(),
-                        owner.as_bytes(),
+                        lease,
+                        owner,
                     ],
                 )
             }
-            Backend::SetNx => evalsha(&self.setnx_release, &[key.as_bytes()], &[owner.as_bytes()]),
-            Backend::Raw => encode(&[b"DEL", key.as_bytes()]),
+            Backend::SetNx => evalsha(&self.shas.setnx_release, &[key], &[owner]),
+            Backend::Raw => encode(&[b"DEL", key]),
         };
         (cmd, vec![Reply::Int(1)])
     }
 
     /// One watchdog renewal.
-    pub fn renew(
-        &self,
-        b: Backend,
-        key: &str,
-        owner: &str,
-        lease_ms: u64,
-    ) -> (Vec<u8>, Vec<Reply>) {
-        let lease = lease_ms.to_string();
-        let cmd = match b {
-            Backend::Native | Backend::NativeBind | Backend::NativeClient => encode(&[
-                b"DLOCK.RENEW",
-                key.as_bytes(),
-                owner.as_bytes(),
-                lease.as_bytes(),
-            ]),
-            Backend::Lua => evalsha(
-                &self.renew,
-                &[key.as_bytes()],
-                &[lease.as_bytes(), owner.as_bytes()],
-            ),
-            Backend::SetNx => evalsha(
-                &self.setnx_renew,
-                &[key.as_bytes()],
-                &[owner.as_bytes(), lease.as_bytes()],
-            ),
-            Backend::Raw => encode(&[b"PEXPIRE", key.as_bytes(), lease.as_bytes()]),
+    pub fn renew(&self) -> (Vec<u8>, Vec<Reply>) {
+        let (key, owner, lease) = self.words();
+        let cmd = match self.b {
+            Backend::Native | Backend::NativeBind | Backend::NativeClient => {
+                encode(&[b"DLOCK.RENEW", key, owner, lease])
+            }
+            Backend::Lua => evalsha(&self.shas.renew, &[key], &[lease, owner]),
+            Backend::SetNx => evalsha(&self.shas.setnx_renew, &[key], &[owner, lease]),
+            Backend::Raw => encode(&[b"PEXPIRE", key, lease]),
         };
         (cmd, vec![Reply::Int(1)])
     }

@@ -39,21 +39,15 @@ def key_on(cluster: Cluster, node: int) -> str:
 
 @pytest.fixture
 def client(cluster: Cluster) -> Iterator[dl.Client]:
-    c = dl.Client(cluster.cluster())
-    try:
+    with dl.Client(cluster.cluster()) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture
 def other(cluster: Cluster) -> Iterator[dl.Client]:
     """A second client (another process's view)."""
-    c = dl.Client(cluster.cluster())
-    try:
+    with dl.Client(cluster.cluster()) as c:
         yield c
-    finally:
-        c.close()
 
 
 class Waiting(threading.Thread):
@@ -345,6 +339,22 @@ async def waiting_count(c: dl.asyncio.Client, key: str, n: int) -> None:
     await await_until(check, f"{n} waiting")
 
 
+async def b_queues_behind_a(
+        aclients: Clients, cluster: Cluster, node: int, timeout: Optional[float], *,
+        lease: float = 30.0, fence: bool = False,
+) -> Tuple[str, dl.asyncio.Held, "asyncio.Task[Optional[dl.asyncio.Held]]", float]:
+    """A fresh key on master `node`, held by client a; client b's acquire(timeout) runs in a
+    task, queued at the node. Returns the key, a's hold, b's task and when b began to wait."""
+    a, b = aclients
+    key = key_on(cluster, node)
+    held = await a.lock(key, lease=lease, fence=fence).acquire()
+    assert held is not None
+    start = time.monotonic()
+    waiter = asyncio.create_task(b.lock(key, fence=fence).acquire(timeout=timeout))
+    await waiting_count(a, key, 1)
+    return key, held, waiter, start
+
+
 async def await_until(check: Callable[[], Any], what: str, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not await check():
@@ -371,13 +381,9 @@ async def test_asyncio_locks_on_every_master(aclients: Clients, cluster: Cluster
 @pytest.mark.asyncio
 async def test_asyncio_waiter_and_holder_follow_a_moved_slot(
         aclients: Clients, cluster: Cluster) -> None:
-    a, b = aclients
-    key = key_on(cluster, 1)
-    held = await a.lock(key, lease=1.0, fence=True).acquire()
-    assert held is not None
-    start = time.monotonic()
-    waiter = asyncio.create_task(b.lock(key, fence=True).acquire(timeout=8))
-    await waiting_count(a, key, 1)
+    a, _ = aclients
+    key, held, waiter, start = await b_queues_behind_a(aclients, cluster, 1, 8, lease=1.0,
+                                                       fence=True)
     dst = await asyncio.to_thread(move_slot_of, cluster, key)
     await waiting_count(a, key, 1)  # queued again at the new owner
     await asyncio.sleep(3 * 1.0)
@@ -393,13 +399,8 @@ async def test_asyncio_waiter_and_holder_follow_a_moved_slot(
 @pytest.mark.asyncio
 async def test_asyncio_wait_running_out_across_a_redirect(
         aclients: Clients, cluster: Cluster) -> None:
-    a, b = aclients
-    key = key_on(cluster, 2)
-    held = await a.lock(key).acquire()
-    assert held is not None
-    start = time.monotonic()
-    waiter = asyncio.create_task(b.lock(key).acquire(timeout=1.5))
-    await waiting_count(a, key, 1)
+    a, _ = aclients
+    key, held, waiter, start = await b_queues_behind_a(aclients, cluster, 2, 1.5)
     await asyncio.to_thread(move_slot_of, cluster, key)
     assert await asyncio.wait_for(waiter, 5) is None
     assert 1.45 <= time.monotonic() - start < 2.5
@@ -425,12 +426,8 @@ def test_readme_cluster_example(cluster: Cluster) -> None:
 @pytest.mark.asyncio
 async def test_asyncio_cancelled_wait_leaves_nothing_queued(
         aclients: Clients, cluster: Cluster) -> None:
-    a, b = aclients
-    key = key_on(cluster, 0)
-    held = await a.lock(key).acquire()
-    assert held is not None
-    waiter = asyncio.create_task(b.lock(key).acquire(timeout=None))
-    await waiting_count(a, key, 1)
+    a, _ = aclients
+    key, held, waiter, _ = await b_queues_behind_a(aclients, cluster, 0, None)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter

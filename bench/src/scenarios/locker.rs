@@ -58,14 +58,14 @@ impl Locker {
                         Reply::Int(1),
                     )
                 } else {
-                    let (a, mut e) = ctx.sha.acquire(b, key, &owner, LEASE);
+                    let (a, mut e) = ctx.sha.hold(b, key, &owner, LEASE).acquire();
                     (a, e.remove(0))
                 };
                 Locker::Raw {
                     conn: RawConn::connect(ctx.port(b)).await.expect("connect"),
                     acq,
                     granted,
-                    rel: ctx.sha.release(b, key, &owner, LEASE).0,
+                    rel: ctx.sha.hold(b, key, &owner, LEASE).release().0,
                     poll: b == Backend::SetNx,
                     counter_get: encode(&[b"GET", counter.as_bytes()]),
                     counter: counter.to_string(),

@@ -35,6 +35,11 @@ fn rotate<T: Clone>(v: &[T], r: usize) -> Vec<T> {
     (0..v.len()).map(|i| v[(i + r) % v.len()].clone()).collect()
 }
 
+/// Every backend once per repetition, the order rotated each repetition.
+fn rounds(backends: &[Backend], reps: usize) -> impl Iterator<Item = Backend> + '_ {
+    (0..reps).flat_map(move |r| rotate(backends, r))
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

@@ -26,10 +26,11 @@ pub async fn renewal(ctx: &Ctx, rep: &mut Report) {
             let mut ren_exp = vec![];
             for k in 0..n {
                 let key = format!("bench:renew:{}:{n}:{k}", b.name());
-                let (a, ea) = ctx.sha.acquire(b, &key, &owner, 300_000);
+                let hold = ctx.sha.hold(b, &key, &owner, 300_000);
+                let (a, ea) = hold.acquire();
                 acq.extend(a);
                 acq_exp.extend(ea);
-                let (r, er) = ctx.sha.renew(b, &key, &owner, 300_000);
+                let (r, er) = hold.renew();
                 ren.extend(r);
                 ren_exp.extend(er);
             }

@@ -12,7 +12,7 @@ use crate::resp::{RawConn, Reply};
 use crate::stats;
 use crate::{Backend, Ctx};
 
-use super::{rotate, server_cycles, LEASE};
+use super::{rounds, server_cycles, LEASE};
 
 struct Step {
     trips: Vec<(Vec<u8>, Vec<Reply>)>,
@@ -43,20 +43,21 @@ async fn uncontended_run(ctx: &Ctx, b: Backend, depth: usize) -> UncRun {
             .collect();
         let steps: Vec<Step> = if depth <= 1 {
             keys.iter()
-                .map(|k| Step {
-                    trips: vec![
-                        ctx.sha.acquire(b, k, &owner, LEASE),
-                        ctx.sha.release(b, k, &owner, LEASE),
-                    ],
-                    locks: 1,
+                .map(|k| {
+                    let hold = ctx.sha.hold(b, k, &owner, LEASE);
+                    Step {
+                        trips: vec![hold.acquire(), hold.release()],
+                        locks: 1,
+                    }
                 })
                 .collect()
         } else {
             let mut buf = vec![];
             let mut exp = vec![];
             for k in keys.iter().cycle().take(depth) {
-                let (a, ea) = ctx.sha.acquire(b, k, &owner, LEASE);
-                let (r, er) = ctx.sha.release(b, k, &owner, LEASE);
+                let hold = ctx.sha.hold(b, k, &owner, LEASE);
+                let (a, ea) = hold.acquire();
+                let (r, er) = hold.release();
                 buf.extend(a);
                 buf.extend(r);
                 exp.extend(ea);
@@ -137,23 +138,21 @@ pub async fn uncontended(ctx: &Ctx, rep: &mut Report) {
             "scenario {sc}: 32 workers, own keys, {} lock cycle(s) per round trip, {} reps",
             depth, ctx.cfg.reps
         );
-        for r in 0..ctx.cfg.reps {
-            for b in rotate(&backends, r) {
-                let m = uncontended_run(ctx, b, depth).await;
-                rep.add(sc, b.name(), "locks/s", m.rate);
-                rep.add(sc, b.name(), "srv_us/op", m.srv_us);
-                rep.add(sc, b.name(), "srv_cpu%", m.cpu * 100.0);
-                // The server's whole CPU (I/O included) per lock cycle: its capacity, whatever
-                // else the machine runs.
-                rep.add(sc, b.name(), "srv_cpu_us/op", m.cpu_us);
-                if m.bad > 0 {
-                    rep.fails.push(format!(
-                        "{sc} {}: {} unexpected replies (first: {})",
-                        b.name(),
-                        m.bad,
-                        m.first_bad.unwrap_or_default()
-                    ));
-                }
+        for b in rounds(&backends, ctx.cfg.reps) {
+            let m = uncontended_run(ctx, b, depth).await;
+            rep.add(sc, b.name(), "locks/s", m.rate);
+            rep.add(sc, b.name(), "srv_us/op", m.srv_us);
+            rep.add(sc, b.name(), "srv_cpu%", m.cpu * 100.0);
+            // The server's whole CPU (I/O included) per lock cycle: its capacity, whatever
+            // else the machine runs.
+            rep.add(sc, b.name(), "srv_cpu_us/op", m.cpu_us);
+            if m.bad > 0 {
+                rep.fails.push(format!(
+                    "{sc} {}: {} unexpected replies (first: {})",
+                    b.name(),
+                    m.bad,
+                    m.first_bad.unwrap_or_default()
+                ));
             }
         }
         let nl = rep.ratio(sc, sc, "locks/s", "native", "lua");

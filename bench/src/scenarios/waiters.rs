@@ -14,7 +14,7 @@ use crate::resp::{encode, RawConn, Reply};
 use crate::stats::{self, latency_us};
 use crate::{Backend, Ctx};
 
-use super::{rotate, script_calls};
+use super::{rounds, script_calls};
 
 const PH_IDLE: u8 = 0;
 const PH_QUEUE: u8 = 1;
@@ -70,10 +70,8 @@ pub async fn waiters(ctx: &Ctx, rep: &mut Report) {
         ctx.cfg.scale_reps
     );
     let backends = [Backend::Native, Backend::Lua];
-    for r in 0..ctx.cfg.scale_reps {
-        for b in rotate(&backends, r) {
-            scale_run(ctx, b, n, nkeys, rep).await;
-        }
+    for b in rounds(&backends, ctx.cfg.scale_reps) {
+        scale_run(ctx, b, n, nkeys, rep).await;
     }
     let mut worst = 0f64;
     for m in ["ping_p99_wait_ms", "ping_p99_serve_ms"] {
@@ -106,7 +104,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
     let mut buf = vec![];
     let mut exp = vec![];
     for k in &keys {
-        let (a, e) = ctx.sha.acquire(b, k, &holder, 600_000);
+        let (a, e) = ctx.sha.hold(b, k, &holder, 600_000).acquire();
         buf.extend(a);
         exp.extend(e);
     }
@@ -160,7 +158,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
                 b"WAIT",
                 b"0",
             ]);
-            let rel = ctx.sha.release(b, &key, &owner, 600_000).0;
+            let rel = ctx.sha.hold(b, &key, &owner, 600_000).release().0;
             let sem = sem.clone();
             let keep = keep.clone();
             set.spawn(async move {
@@ -259,7 +257,7 @@ async fn scale_run(ctx: &Ctx, b: Backend, n: usize, nkeys: usize, rep: &mut Repo
     let mut buf = vec![];
     let mut exp = vec![];
     for k in &keys {
-        let (a, e) = ctx.sha.release(b, k, &holder, 600_000);
+        let (a, e) = ctx.sha.hold(b, k, &holder, 600_000).release();
         buf.extend(a);
         exp.extend(e);
     }

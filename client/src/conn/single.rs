@@ -260,20 +260,8 @@ impl Single {
 
     /// [`command`](Self::command), and (when answered) which link answered it.
     pub(crate) async fn command_stamped(&self, cmd: &Cmd) -> (RedisResult<Value>, Option<Stamp>) {
-        let (id, mut c) = match self.link().await {
-            Ok(l) => l,
-            Err(e) => return (Err(e), None),
-        };
-        let sent = Instant::now();
-        self.sent.fetch_add(1, Relaxed);
-        let _f = Finished(&self.finished);
-        let r = c.send_packed_command(cmd).await;
-        self.after(id, sent, &r);
-        let stamp = r.is_ok().then_some(Stamp {
-            link: Some(id),
-            sent,
-        });
-        (r, stamp)
+        self.send(|mut c| async move { c.send_packed_command(cmd).await })
+            .await
     }
 
     pub(crate) async fn pipeline(
@@ -292,14 +280,27 @@ impl Single {
         offset: usize,
         count: usize,
     ) -> (RedisResult<Vec<Value>>, Option<Stamp>) {
-        let (id, mut c) = match self.link().await {
+        self.send(|mut c| async move { c.send_packed_commands(pipe, offset, count).await })
+            .await
+    }
+
+    /// Sends one request on the current link (opened if none is): counted as out until it
+    /// finishes, and its outcome tells the link's health (see [`after`](Self::after)).
+    async fn send<T, F>(
+        &self,
+        request: impl FnOnce(MultiplexedConnection) -> F,
+    ) -> (RedisResult<T>, Option<Stamp>)
+    where
+        F: std::future::Future<Output = RedisResult<T>>,
+    {
+        let (id, c) = match self.link().await {
             Ok(l) => l,
             Err(e) => return (Err(e), None),
         };
         let sent = Instant::now();
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
-        let r = c.send_packed_commands(pipe, offset, count).await;
+        let r = request(c).await;
         self.after(id, sent, &r);
         let stamp = r.is_ok().then_some(Stamp {
             link: Some(id),

@@ -14,44 +14,24 @@ The asyncio API has the same names under :mod:`dlock_client.asyncio`.
 from ._core import Backend
 from ._protocol import Holder, LockInfo, Waiter
 from ._sync import Acquirable, Bounded, Client, Held, Lock, Lost, ReadWriteLock, Semaphore
-from .errors import (
-    AcquireTimeoutError,
-    CommandError,
-    ConfigError,
-    DeadlockError,
-    DlockError,
-    ModuleNotLoadedError,
-    NotSupportedError,
-    RedirectedError,
-    ServerConnectionError,
-    WrongTypeError,
-)
-from . import asyncio
+from .errors import *  # the exceptions, listed once in errors.__all__
+from . import asyncio, errors
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Acquirable",
-    "AcquireTimeoutError",
     "Backend",
     "Bounded",
     "Client",
-    "CommandError",
-    "ConfigError",
-    "DeadlockError",
-    "DlockError",
     "Held",
     "Holder",
     "Lock",
     "LockInfo",
     "Lost",
-    "ModuleNotLoadedError",
-    "NotSupportedError",
     "ReadWriteLock",
-    "RedirectedError",
     "Semaphore",
-    "ServerConnectionError",
     "Waiter",
-    "WrongTypeError",
     "asyncio",
 ]
+__all__ += errors.__all__

@@ -10,6 +10,18 @@ from __future__ import annotations
 
 import redis.exceptions as rexc
 
+__all__ = [
+    "AcquireTimeoutError",
+    "CommandError",
+    "ConfigError",
+    "DeadlockError",
+    "DlockError",
+    "ModuleNotLoadedError",
+    "NotSupportedError",
+    "RedirectedError",
+    "ServerConnectionError",
+    "WrongTypeError",
+]
 
 class DlockError(rexc.RedisError):
     """Base class of every error this package raises.
