@@ -16,7 +16,7 @@
 //! process and 10 000 in the server fit. With a lower limit the test scales itself down (and
 //! says so).
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
