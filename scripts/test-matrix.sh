@@ -8,8 +8,9 @@
 # with REDIS_SERVER pointing at each binary, keeps going after a failure and prints one line
 # per server at the end. Exit status: non-zero when any server failed.
 #
-# MATRIX="valkey-9.1 redis-8.2" picks servers; TESTS="--test wake_many_keys --test cluster_reshard"
-# picks test targets (of every package that has them); logs go to target/test-matrix/<server>.log, and
+# MATRIX="valkey-9.1 redis-8.2" picks servers; TESTS="--test integration -- wake_many_keys:: cluster_reshard::"
+# picks the tests of those files of tests/ (each package's tests/ is one binary, `integration`, with a
+# module per file; client/tests/ has a cluster_reshard too); logs go to target/test-matrix/<server>.log, and
 # the tests that do not apply to a server (testutil::skip) to <server>.skips.
 set -u
 cd "$(dirname "$0")/.."

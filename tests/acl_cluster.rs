@@ -1,7 +1,7 @@
 //! Key declaration: ACL key patterns, COMMAND GETKEYS, cluster routing (MOVED), and the
 //! internal fence key / unlock PUBLISH not being checked against the caller's ACL.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::Cluster;
 

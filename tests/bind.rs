@@ -3,7 +3,7 @@
 //! lease change; a later BIND from another connection rebinds it; RELEASE unbinds; holds
 //! without BIND keep their lease.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! The Redisson unlock channel: `0` published on the last RELEASE when no waiter takes over;
 //! prefix and `publish no` module arguments; channel naming with braces.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// A subscriber on one channel. `drain(pub)` publishes a sentinel from `pub` and returns

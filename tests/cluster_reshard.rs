@@ -4,7 +4,7 @@
 //! would get, never re-creates the key (so `SETSLOT NODE` succeeds), and the hold arrives on
 //! the target with its lease.
 
-mod common;
+use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;

@@ -5,7 +5,7 @@
 //! Asserted: no two sections on a key overlap, no fencing token goes back (a stale write
 //! would be accepted), every reshard step completes. `DLOCK_LONG=1`: more steps.
 
-mod common;
+use crate::common;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;

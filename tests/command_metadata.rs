@@ -2,7 +2,7 @@
 //! (summary, since, complexity, arguments with tokens), COMMAND INFO (arity, key spec with its
 //! access flags, ACL categories), and ACL users granted by category.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::{server_version, skip};
 

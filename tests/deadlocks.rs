@@ -3,7 +3,7 @@
 //! waiting. Cycles of 2, 3 and 10 owners, mixed lock kinds; no false positive on chains, on
 //! readers sharing a lock, or on a semaphore that an outside holder can still free.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn deadlocks(c: &mut Connection) -> i64 {

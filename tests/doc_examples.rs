@@ -11,7 +11,7 @@
 //! reply it shows, strings and nested arrays too: its tour cannot drift); the reference
 //! documents compare the replies they show as integers, nils or lists of them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

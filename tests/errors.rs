@@ -1,7 +1,7 @@
 //! Bad input (docs/COMMANDS.md, "Errors"): exact error texts, nothing changes, the server
 //! keeps answering; a randomized argument fuzz; bad module arguments fail the load.
 
-mod common;
+use crate::common;
 use common::*;
 use rand::{Rng, SeedableRng};
 use std::time::Duration;

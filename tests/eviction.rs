@@ -1,6 +1,6 @@
 //! Hand-off when Redis evicts a held lock under `maxmemory` (a wake source in docs/DESIGN.md, "One grant path").
 
-mod common;
+use crate::common;
 use common::*;
 
 /// `volatile-ttl` evicts only keys with an expiry, shortest TTL first: the held lock is the

@@ -1,7 +1,7 @@
 //! Exclusive locks (issue #2): every reply of ACQUIRE / RELEASE / RENEW / INFO, the
 //! Redisson hash layout, fencing tokens, DLOCK.INFO in RESP2 and RESP3, `INFO dlock`.
 
-mod common;
+use crate::common;
 use common::*;
 
 #[test]

@@ -2,7 +2,7 @@
 //! fenced, tokens that still strictly increase per lock, and the per-lock counters of earlier
 //! versions absorbed (never reissued) on upgrade.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::{assert_mirrored, ReplicaSet};
 use std::collections::{BTreeMap, BTreeSet};

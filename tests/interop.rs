@@ -2,7 +2,7 @@
 //! protocol): both exclude each other on the same key, dlock waiters are served when a
 //! Redisson client unlocks, and a Redisson waiter is woken by dlock's unlock message.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// Redisson RLock tryLockInner: KEYS[1] lock, ARGV[1] lease ms, ARGV[2] owner.

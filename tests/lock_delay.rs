@@ -3,7 +3,7 @@
 //! served when it ends; RELEASE or DEL end it; replicated and persisted (AOF restart,
 //! replica promotion); DLOCK.INFO shows `delay-ms`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,7 @@
 //! exporter must serve every `INFO dlock` field with the server's value, including a waiter
 //! counted while it waits, and every metric the alert rules and the Grafana dashboard use.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::io::{Read, Write};

@@ -6,7 +6,7 @@
 //! The files' own lines are used, read from the repository: everything except the network and
 //! path lines the test harness sets itself (`port`, `bind`, `dir`, and the module path).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

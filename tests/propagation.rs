@@ -4,7 +4,7 @@
 //! promoted) and check that every later write reaches it. The last ones check the shape of
 //! what the hot path propagates: one plain command per acquire and per release.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::{assert_mirrored, info_section, wait_replica_synced, ReplicaSet};
 

@@ -5,7 +5,7 @@
 //! forbids one command. The fencing counter and the unlock PUBLISH are the module's own and
 //! are not checked against the caller's key and channel ACL (docs/COMMANDS.md).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

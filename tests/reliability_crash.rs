@@ -5,7 +5,7 @@
 //! head waiter must be granted when the lease runs out (within lease + 200 ms of the last
 //! renewal the server saw, never before), and the rest keep their FIFO order.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

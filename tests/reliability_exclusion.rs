@@ -4,7 +4,7 @@
 //! once unless started as workers, see `dlock_testutil::workers`). Every worker runs plain read-modify-write
 //! sequences (GET, then SET) that are only correct if the lock excludes everyone else.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -6,7 +6,7 @@
 //! - A master demoted to replica (`REPLICAOF host port`) unblocks its waiters with an error
 //!   (Redis answers `-UNBLOCKED ...`), INFO dlock shows 0 waiters, and nobody was granted.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

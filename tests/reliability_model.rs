@@ -12,7 +12,7 @@
 //! waits until DLOCK.INFO no longer lists it) and the model drops that holder.
 //! `DLOCK_SEED` replays a run; `make test` runs 5 000 steps, `DLOCK_LONG=1` 50 000.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};

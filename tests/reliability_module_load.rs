@@ -7,7 +7,7 @@
 //!   repeated many times without memory growth.
 //! - MODULE UNLOAD with a blocked waiter is refused by Redis and the waiter is still served.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -7,7 +7,7 @@
 //! held by their original holders only, and a lease that runs out after the restart is handed
 //! on punctually to a new waiter.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

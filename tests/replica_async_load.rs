@@ -3,7 +3,7 @@
 //! back to a disk load, and while it loads a new data set in the background it keeps serving
 //! the old one read-only and does nothing on its own.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::replication::replicate;
 use dlock_testutil::{info_field, sync_replicas};

@@ -1,7 +1,7 @@
 //! Replication and persistence as plain Redis commands: a replica without the module mirrors
 //! the lock state, an AOF replays without the module, a replica with the module is read-only.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::{assert_mirrored, sync_replicas, ReplicaSet};
 

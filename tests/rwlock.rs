@@ -1,7 +1,7 @@
 //! Read-write locks (issue #3): sharing, exclusion, reentrancy, no upgrade, fair FIFO with
 //! batch grants, no writer starvation, per-holder leases, RELEASE modes, WRONGTYPE, replication.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::{assert_mirrored, ReplicaSet, LATENESS_BOUND};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,7 @@
 //! across the three kinds, replication and AOF as plain commands, waiters leaving, and
 //! several processes never holding more permits than the capacity.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::workers::{run_worker_processes, worker_spec};
 use dlock_testutil::{assert_mirrored, ReplicaSet, LATENESS_BOUND};

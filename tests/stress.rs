@@ -1,7 +1,7 @@
 //! Mutual exclusion under contention from several OS processes: the test binary re-executes
 //! itself as workers (`stress_worker`, a no-op unless started as a `stress` worker).
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::workers::{run_worker_processes, worker_spec};
 

@@ -1,7 +1,7 @@
 //! The wait-time distribution of `INFO dlock` (`dlock_wait_{p50,p99,p999,max}_us`): zeros
 //! before the first waited grant, direct grants not counted, known waits land where expected.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! DLOCK.WAITERS (issue #14): who waits on a key, in FIFO order, with what request, for how
 //! long and how much of its time-out is left; read-only (a replica answers it).
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::sync_replicas;
 

@@ -2,7 +2,7 @@
 //! FLUSHALL/FLUSHDB; time-outs; WAIT 0; queue respected by non-waiting acquires; waiters that
 //! disconnect or are unblocked; MULTI/EXEC and scripts; overwrite; waiter limits.
 
-mod common;
+use crate::common;
 use common::*;
 use dlock_testutil::LATENESS_BOUND;
 use std::io::Write;

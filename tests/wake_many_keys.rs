@@ -2,7 +2,7 @@
 //! DEL/RENAME/MOVE/overwrite does not depend on how many keys are waited on, and nothing is
 //! left once the waiters have gone.
 
-mod common;
+use crate::common;
 use common::*;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;

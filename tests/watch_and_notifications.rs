@@ -3,7 +3,7 @@
 //! change (`hset`, `hdel`, `del`, `expire`, `set`), exactly when it changes; refusals, errors
 //! and reads signal and announce nothing. The module is not woken by its own events.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 

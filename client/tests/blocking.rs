@@ -1,6 +1,6 @@
 //! The blocking facade: reentrant per thread, like Redisson.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! locks spread over the primaries, `MOVED` after a slot changed owner, and `ASK` during a
 //! live slot migration.
 
-mod support;
+use crate::support;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! whose key moved, a wait that runs out while redirected ends as any time-out, and a
 //! redirect loop ends with a clear error.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Building a client: refused settings, honest connection errors, backend detection for
 //! restricted ACL users, and `Duration::MAX` accepted everywhere as "no limit".
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! can be renewed at will. The whole contract is also run by the conformance suite
 //! (`cargo test -p dlock-conformance`).
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //!
 //! Repetitions: 3 per scenario; 20 with `DLOCK_LONG=1` (`make test-long`).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

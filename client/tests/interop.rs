@@ -1,7 +1,7 @@
 //! Native and script clients on one key (a server with the module): they exclude each other
 //! and wake each other's waiters.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

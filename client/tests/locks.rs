@@ -1,6 +1,6 @@
 //! The lock API on both backends (native on the module, script on plain Redis).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

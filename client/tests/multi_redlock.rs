@@ -1,6 +1,6 @@
 //! Multi-locks over two servers and RedLock over five.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

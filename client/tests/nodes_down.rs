@@ -2,7 +2,7 @@
 //! counts them as failed votes and uses them again once they are back; a multi-lock fails
 //! naming the node, and works once it is back.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

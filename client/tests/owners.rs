@@ -2,7 +2,7 @@
 //! connection (BIND) free after the grace when the process dies and survive a reconnect;
 //! lock-delay; the typed deadlock error.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,6 @@
 //! Read-write lock guards on both backends (native DLOCK.RWLOCK, Lua on plain Redis).
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

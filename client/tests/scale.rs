@@ -1,6 +1,6 @@
 //! One client's single watchdog task keeps 10 000 locks alive.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

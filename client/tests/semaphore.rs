@@ -1,7 +1,7 @@
 //! Semaphores through the client, on both backends (native DLOCK.SEMAPHORE, Lua on plain
 //! Redis), the blocking facade, and `Client::waiters` (DLOCK.WAITERS).
 
-mod support;
+use crate::support;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;

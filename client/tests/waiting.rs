@@ -1,7 +1,7 @@
 //! Waiting: a wait without limit keeps its place for as long as it takes, and a cancelled
 //! acquire leaves no hold behind.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -12,7 +12,8 @@
 //!   the module shows (`DLOCK.INFO` fields, `INFO dlock` counters, who holds a key);
 //! - [`workers`]: the test binary re-run as worker processes, latency statistics and the
 //!   long-variant switch (`DLOCK_LONG`);
-//! - [`wait_for`]: poll a state until it holds (never a bare sleep).
+//! - [`wait_for`]: poll a state until it holds (never a bare sleep);
+//! - [`assert_every_file_is_a_module`]: each package's `tests/` is one binary, `tests/main.rs`.
 //!
 //! Environment:
 //! - `REDIS_SERVER`: the server binary (default `redis-server`; `make test-matrix` runs the
@@ -30,6 +31,7 @@ pub mod replication;
 pub mod sentinel;
 pub mod server;
 pub mod state;
+mod test_crate;
 mod version;
 pub mod workers;
 
@@ -41,6 +43,7 @@ pub use replication::{assert_mirrored, sync_replicas, wait_replica_synced, Repli
 pub use sentinel::Sentinels;
 pub use server::{free_port, server_binary, Server, ServerBuilder};
 pub use state::{dlock_info_int, leases_cut, servers_holding, waiters};
+pub use test_crate::assert_every_file_is_a_module;
 pub use version::{server_version, skip, valkey9_binary, Flavor, ServerVersion};
 
 use std::time::{Duration, Instant};

@@ -18,8 +18,10 @@
 //! ```
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
+use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -95,6 +97,32 @@ pub fn unix_ms() -> f64 {
         * 1000.0
 }
 
+/// The harness's name of the test `name` in the test binary `exe`: `name` itself, or the one
+/// test `<module>::name` (a package's integration tests are one binary with a module per file
+/// of `tests/`, so callers name a worker test as its file knows it).
+fn full_test_name(exe: &Path, name: &str) -> String {
+    static LIST: OnceLock<String> = OnceLock::new();
+    let list = LIST.get_or_init(|| {
+        let out = Command::new(exe)
+            .args(["--list", "--format", "terse"])
+            .env_remove(ROLE_ENV)
+            .output()
+            .expect("list the test binary's tests");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    });
+    let suffix = format!("::{name}");
+    let found: Vec<&str> = list
+        .lines()
+        .filter_map(|l| l.strip_suffix(": test"))
+        .filter(|t| *t == name || t.ends_with(&suffix))
+        .collect();
+    match found[..] {
+        [one] => one.to_string(),
+        [] => panic!("no test {name} in {}", exe.display()),
+        _ => panic!("worker test {name} is ambiguous: {found:?} (give it a unique name)"),
+    }
+}
+
 /// A child process running this test binary as a worker: `--exact <test> --nocapture
 /// --test-threads 1` with `DLOCK_WORKER_ROLE=<role>` and the given environment.
 pub struct Worker {
@@ -111,8 +139,9 @@ pub struct Worker {
 
 pub fn spawn_worker(test_name: &str, role: &str, env: &[(&str, String)]) -> Worker {
     let exe = std::env::current_exe().expect("current_exe");
+    let full_name = full_test_name(&exe, test_name);
     let mut cmd = Command::new(exe);
-    cmd.args([test_name, "--exact", "--nocapture", "--test-threads", "1"])
+    cmd.args([&full_name, "--exact", "--nocapture", "--test-threads", "1"])
         .env(ROLE_ENV, role)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
