@@ -325,8 +325,9 @@ fn set_overhead_and_idle(
 /// The idle CPU bound of a cluster node with clients waiting (% of a core).
 const CLUSTER_IDLE_BOUND: f64 = 0.5;
 
-/// A cluster node's idle CPU (3 primaries, node 0 measured): nobody waits, 10 BLPOP waiters
-/// (the server's own blocked clients), and dlock waiters on 10 and 1,000 keys of node 0. The
+/// A cluster node's idle CPU (3 primaries, node 0 measured): nobody waits, and dlock waiters
+/// on 10 and 1,000 keys of node 0, each beside as many BLPOP waiters (the server's own
+/// blocked clients). The
 /// module's poll runs every 100 ms there; slot changes made on the node come as events.
 fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
     let mut builder = dlock_testutil::Cluster::builder(3);
@@ -358,14 +359,22 @@ fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
         peer: None,
         unit: "% of a core",
     });
-    let blpop = block(node.port(), 10, |i| {
-        vec!["BLPOP".into(), keys[i].clone(), "0".into()]
-    });
-    wait_until("BLPOP waiters", || blocked_clients(&mut c) == 10);
-    let idle_blpop = idle_cpu();
-    drop(blpop);
-    wait_until("BLPOP waiters gone", || blocked_clients(&mut c) == 0);
-    for n in [10usize, 1000] {
+    // The server's own blocked clients, as many as dlock's below: an idle connection costs
+    // the server's clients' cron whoever blocked it.
+    let idle_blpop: Vec<f64> = [10usize, 1000]
+        .into_iter()
+        .map(|n| {
+            let blpop = block(node.port(), n, |i| {
+                vec!["BLPOP".into(), keys[i].clone(), "0".into()]
+            });
+            wait_until("BLPOP waiters", || blocked_clients(&mut c) == n as i64);
+            let idle = idle_cpu();
+            drop(blpop);
+            wait_until("BLPOP waiters gone", || blocked_clients(&mut c) == 0);
+            idle
+        })
+        .collect();
+    for (n, idle_blpop) in [10usize, 1000].into_iter().zip(idle_blpop) {
         pipelined(&mut c, n, |p, i| {
             p.cmd("DLOCK.ACQUIRE")
                 .arg(&keys[i])
@@ -394,7 +403,7 @@ fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
                 "{on}cluster node CPU idle, clients wait on {n} keys (target ≤ {CLUSTER_IDLE_BOUND}%){mark}"
             ),
             dlock: idle,
-            peer: Some(("10 BLPOP waiters".into(), idle_blpop)),
+            peer: Some((format!("{n} BLPOP waiters"), idle_blpop)),
             unit: "% of a core",
         });
         drop(w);

@@ -3,8 +3,8 @@
 //!
 //! | what happens | how the module hears it | subscribed |
 //! |---|---|---|
-//! | a key expires or is evicted | keyspace `expired`, `evicted` ([`Gone`]) | from load |
-//! | DEL, UNLINK, RENAME, MOVE, EXPIRE, RESTORE, COPY, MIGRATE of a waited key | the generic keyspace class ([`Changes`]) | while some key has a queue (8.2+, which can drop it); from the first queue on (7.0 to 8.0, Valkey: a keyspace subscription cannot be dropped there) |
+//! | a key expires or is evicted | keyspace `expired`, `evicted` ([`Keys`]) | from load |
+//! | DEL, UNLINK, RENAME, MOVE, EXPIRE, RESTORE, COPY, MIGRATE of a waited key | the generic keyspace class ([`Keys`]) | while some key has a queue (8.2+, which can drop a subscription: one subscription with `expired`/`evicted`, swapped on the first queue and the last); from the first queue on (7.0 to 8.0, Valkey: a second subscription, which cannot be dropped there) |
 //! | FLUSHDB/FLUSHALL, SWAPDB, a replica's async load, Valkey 9's atomic slot migration ending, the server turning replica | server events ([`Server`]) | from load |
 //! | forks, replicas coming and going, loads (`ffi::targets`) | server events, passed to `targets` | from load |
 //! | a connection closing (BIND) | client change ([`Closed`]) | from load |
@@ -16,10 +16,16 @@
 //! (8.2+) would report overwrites at once, but they fire for every overwrite of any key (a
 //! `SET` over an existing string): listening to them while clients waited cost every such
 //! write ~20% (Redis 8.2.3). The generic class fires for DEL/EXPIRE/RENAME-like commands
-//! only, never for SET, HSET or other type-specific writes. A write thus pays nothing for the
-//! waiters unless it deletes, renames or expires a key. Before 8.2 (and on Valkey) the
+//! only, never for SET, HSET or other type-specific writes. A write thus pays no context for
+//! the waiters unless it deletes, renames or expires a key. Before 8.2 (and on Valkey) the
 //! generic subscription stays once made, so those writes pay ~600 instructions each from the
 //! first wait on.
+//!
+//! What every write pays anyway, waiters or not: Redis tests each keyspace subscription's
+//! classes for every event raised (~8 instructions a subscription, after ~38 for having any)
+//! and, for an overwrite or deletion on 7.2+, walks every server-event listener (~10 each).
+//! Hence one keyspace subscription where the server can drop one (8.2+), and no listener
+//! that is not needed (docs/DESIGN.md, "What a command costs": SET with waiters).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -30,14 +36,22 @@ use super::job::Job;
 use super::registry::waiting;
 use super::{bind, delay_keys, wake};
 
-/// `expired` and `evicted`, from load on.
-pub struct Gone;
+/// Keyspace events: `expired` and `evicted` from load on, the generic class (del, rename,
+/// move, expire, restore, copy...: a waited key changed behind the module's back) while
+/// clients wait. One handler, one subscription where the server can drop one: Redis walks
+/// its subscribers for every event raised, also for each `SET`'s two (8.2).
+pub struct Keys;
 
-impl KeyspaceHandler for Gone {
+impl KeyspaceHandler for Keys {
+    /// Nobody waits: the event is dropped before anything is read.
+    fn wants_generic() -> bool {
+        waiting() > 0
+    }
+
     /// The held-lock bookkeeping behind `leases_expired`, and the queue of the key, if any.
-    fn on_key_event(ctx: Ctx, event: &[u8], key: &[u8]) {
+    fn on_gone(ctx: Ctx, expired: bool, key: &[u8]) {
         let db = ctx.selected_db();
-        super::held::gone(db, key, event == b"expired");
+        super::held::gone(db, key, expired);
         if dlock_core::names::is_delay_key(key) {
             delay_keys::gone(db, key);
         }
@@ -45,19 +59,8 @@ impl KeyspaceHandler for Gone {
             wake::mark_dirty(ctx, db, Some(key));
         }
     }
-}
 
-/// The generic keyspace class (del, rename, move, expire, restore, copy...): a waited key
-/// changed behind the module's back.
-pub struct Changes;
-
-impl KeyspaceHandler for Changes {
-    /// Nobody waits: the event is dropped before anything is read.
-    fn interested() -> bool {
-        waiting() > 0
-    }
-
-    fn on_key_event(ctx: Ctx, _event: &[u8], key: &[u8]) {
+    fn on_generic(ctx: Ctx, key: &[u8]) {
         // Any key of the server: the filter drops nearly all without a lock.
         if wake::may_be_watched(key) {
             wake::mark_dirty(ctx, ctx.selected_db(), Some(key));
@@ -124,11 +127,18 @@ impl SlotCommandHandler for SlotCommands {
 /// Subscribed to the generic keyspace class (by [`watch`]).
 static GENERIC: AtomicBool = AtomicBool::new(false);
 
+/// Swaps the keyspace subscription `from` for `to` (Redis 8.2+, which can drop one): the new
+/// one first, so that no event is missed if it fails.
+fn resubscribe(ctx: Ctx, from: Classes, to: Classes) -> Result<(), String> {
+    events::subscribe_keyspace::<Keys>(ctx, to)?;
+    events::unsubscribe_keyspace::<Keys>(ctx, from)
+}
+
 /// At load: what the module hears whether or not clients wait. Module subscriptions work
 /// whatever `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     delay_keys::init(ctx);
-    events::subscribe_keyspace::<Gone>(ctx, Classes::ExpiredEvicted)?;
+    events::subscribe_keyspace::<Keys>(ctx, Classes::ExpiredEvicted)?;
     events::subscribe_server::<Server>(ctx)?;
     events::subscribe_client_close::<Closed>(ctx)
 }
@@ -139,7 +149,13 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     if !GENERIC.load(Ordering::Relaxed) {
-        match events::subscribe_keyspace::<Changes>(ctx, Classes::Generic) {
+        // Where no subscription can be dropped, the generic class is a second one, for good.
+        let subscribed = if events::keyspace_unsubscribe_supported() {
+            resubscribe(ctx, Classes::ExpiredEvicted, Classes::WithGeneric)
+        } else {
+            events::subscribe_keyspace::<Keys>(ctx, Classes::Generic)
+        };
+        match subscribed {
             Ok(()) => GENERIC.store(true, Ordering::Relaxed),
             // The poll still finds what changed the key's type; DEL/RENAME would wait for
             // the lease.
@@ -157,7 +173,7 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
         return;
     }
     if events::keyspace_unsubscribe_supported() && GENERIC.swap(false, Ordering::Relaxed) {
-        if let Err(line) = events::unsubscribe_keyspace::<Changes>(ctx, Classes::Generic) {
+        if let Err(line) = resubscribe(ctx, Classes::WithGeneric, Classes::ExpiredEvicted) {
             ctx.log_warning(&line);
         }
     }
