@@ -204,8 +204,9 @@ test-node: build conformance-runner
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
 test-long: build
-	DLOCK_LONG=1 $(CARGO) test --release -p dlock --test integration -- reliability_ --nocapture
-	DLOCK_LONG=1 $(CARGO) test --release -p dlock-client --test integration -- failover:: --nocapture
+	@# One run of both packages' test binaries, as `make test` built them (--workspace: the same
+	@# features, nothing compiled again): tests/reliability_*.rs and client/tests/failover.rs.
+	DLOCK_LONG=1 $(CARGO) test --release --workspace --test integration -- reliability_ failover:: --nocapture
 	@if $(CARGO) +nightly fuzz --version >/dev/null 2>&1; then \
 		$(CARGO) +nightly fuzz run parsers -- -max_total_time=60; \
 	else \

@@ -1,6 +1,6 @@
 //! The module's integration tests, one test binary: a module per file of this folder (one link
-//! instead of one per file; a test's name still says its file: `bind::grace_cuts_the_lease`).
-//! Run one file's tests with a filter: `cargo test --release --test integration -- bind::`.
+//! instead of one per file; a test's name still says its file: `bind::a_closed_connection_cuts_the_lease_to_the_grace`).
+//! Run one file's tests with a filter: `cargo test --release --workspace --test integration -- bind::`.
 //! A new file here must be listed below (`every_file_is_a_module` fails otherwise).
 
 mod common;

@@ -1,7 +1,7 @@
 //! The client's integration tests, one test binary: a module per file of this folder (one link
-//! instead of one per file; a test's name still says its file: `locks::native::reentrant`).
+//! instead of one per file; a test's name still says its file: `locks::native::acquire_release_reentrant`).
 //! Run one file's tests with a filter:
-//! `cargo test --release -p dlock-client --test integration -- failover::`.
+//! `cargo test --release --workspace --test integration -- failover::`.
 //! A new file here must be listed below (`every_file_is_a_module` fails otherwise).
 
 #[macro_use]
