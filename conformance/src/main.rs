@@ -19,6 +19,9 @@ struct Args {
     /// Run only the scenario of this name.
     #[arg(long)]
     only: Option<String>,
+    /// How many scenarios run at once (each starts its own servers and drivers).
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
     /// Print the summary as one JSON object (after the report).
     #[arg(long)]
     json: bool,
@@ -54,6 +57,7 @@ fn main() {
         driver: args.driver,
         client,
         only: args.only,
+        jobs: args.jobs,
     };
     let summary = dlock_conformance::run_files(&opts, &files);
     print!("{}", summary.report());

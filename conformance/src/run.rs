@@ -28,6 +28,9 @@ pub struct Options {
     pub client: String,
     /// Run only the scenario of this name.
     pub only: Option<String>,
+    /// How many scenarios run at once (each with its own servers on free ports and its own
+    /// drivers; most of a scenario is waiting on leases and time-outs). 0 or 1: one by one.
+    pub jobs: usize,
 }
 
 /// A run's result.
@@ -46,6 +49,17 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Adds another run's results to this one.
+    fn join(&mut self, other: Summary) {
+        self.passed += other.passed;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+        self.longest_overlap_us = self.longest_overlap_us.max(other.longest_overlap_us);
+        self.failures.extend(other.failures);
+        self.skips.extend(other.skips);
+        self.times.extend(other.times);
+    }
+
     /// `conformance <client>: N passed, N failed, N skipped; longest overlap X ms`, then a
     /// line per failure and per skip.
     pub fn report(&self) -> String {
@@ -102,6 +116,39 @@ pub fn scenario_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
 /// Run every scenario of `files` with `opts.driver`. Servers are reused across consecutive
 /// scenarios of one topology (FLUSHALL between) unless a scenario damaged them.
 pub fn run_files(opts: &Options, files: &[PathBuf]) -> Summary {
+    let jobs = opts.jobs.clamp(1, files.len().max(1));
+    if jobs == 1 {
+        return run_in_turn(opts, files);
+    }
+    // Contiguous shares, so scenarios of one topology mostly stay together and reuse their
+    // servers; the summaries are joined in file order.
+    let share = files.len().div_ceil(jobs);
+    let parts: Vec<Summary> = std::thread::scope(|s| {
+        let running: Vec<_> = files
+            .chunks(share)
+            .map(|part| s.spawn(move || run_in_turn(opts, part)))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .expect("a conformance job panicked outside a scenario")
+            })
+            .collect()
+    });
+    let mut summary = Summary {
+        client: opts.client.clone(),
+        ..Summary::default()
+    };
+    for part in parts {
+        summary.join(part);
+    }
+    summary
+}
+
+/// The scenarios of `files`, one after the other, reusing a topology's servers while the
+/// next scenario names the same one.
+fn run_in_turn(opts: &Options, files: &[PathBuf]) -> Summary {
     let mut summary = Summary {
         client: opts.client.clone(),
         ..Summary::default()

@@ -15,6 +15,8 @@ fn the_rust_client_passes_every_scenario() {
         driver: env!("CARGO_BIN_EXE_driver_rust").to_string(),
         client: "rust".into(),
         only: std::env::var("CONFORMANCE_ONLY").ok(),
+        // Two at a time, as the other clients' runs in `make test` (see conformance/README.md).
+        jobs: 2,
     };
     let summary = run_files(&opts, &files);
     // Straight to the terminal: the test harness captures `print!`, and `make test` is where

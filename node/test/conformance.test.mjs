@@ -17,7 +17,7 @@ const DRIVER = `${process.execPath} ${join(dirname(fileURLToPath(import.meta.url
 test('every conformance scenario passes with the Node driver', { timeout: 1_200_000 }, () => {
   assert.ok(existsSync(RUNNER), `${RUNNER} missing: run \`cargo build --release -p dlock-conformance\``);
   assert.ok(existsSync(SCENARIOS), `${SCENARIOS} missing`);
-  const args = ['--driver', DRIVER, '--client', 'node', ...(process.env.DLOCK_SCENARIO ? ['--only', process.env.DLOCK_SCENARIO] : []), SCENARIOS];
+  const args = ['--driver', DRIVER, '--client', 'node', '--jobs', '2', ...(process.env.DLOCK_SCENARIO ? ['--only', process.env.DLOCK_SCENARIO] : []), SCENARIOS];
   const r = spawnSync(RUNNER, args, { cwd: REPO, encoding: 'utf8', timeout: 1_100_000, maxBuffer: 64 << 20 });
   // The runner's report (scenarios passed, failed, skipped; the longest overlap) goes to the log.
   for (const line of r.stdout.split('\n')) if (line.trim()) console.log(`# ${line}`);
