@@ -294,7 +294,14 @@ impl Cluster {
 
     /// Gives `slot` to node `to` on every primary (`CLUSTER SETSLOT slot NODE id`): ends a
     /// migration, or moves an empty slot at once. The new owner first, as Redis advises.
+    ///
+    /// First `to` takes the highest config epoch, knowing every primary's current one: a
+    /// `PING` the old owner sent before its own `SETSLOT` still claims the slot, and wins over
+    /// `to` if its epoch is higher; the old owner then names `to` and `to` names the old owner,
+    /// for good (seen with slots moved back and forth quickly on Redis 7.0: `to` had not heard
+    /// of the old owner's last bump, so its own `SETSLOT NODE` bump did not happen).
     pub fn set_slot_owner(&self, slot: u16, to: usize) {
+        self.take_highest_epoch(to);
         let id = self.node_id(to);
         self.setslot(to, slot, "NODE", &id);
         for i in (0..self.primaries).filter(|i| *i != to) {
@@ -334,6 +341,36 @@ impl Cluster {
         Ok(())
     }
 
+    /// Waits until node `to` sees every primary's own config epoch, then `CLUSTER BUMPEPOCH`
+    /// there: `to`'s epoch is then greater than any other node's.
+    fn take_highest_epoch(&self, to: usize) {
+        let own: Vec<(String, u64)> = (0..self.primaries)
+            .filter(|i| *i != to)
+            .map(|i| {
+                let mine = config_epochs(&mut self.nodes[i].connection());
+                mine.into_iter()
+                    .find(|(_, _, myself)| *myself)
+                    .map(|(id, epoch, _)| (id, epoch))
+                    .expect("CLUSTER NODES names myself")
+            })
+            .collect();
+        let mut c = self.nodes[to].connection();
+        wait_for(
+            Duration::from_secs(30),
+            "the new owner knows every primary's epoch",
+            || {
+                let seen = config_epochs(&mut c);
+                own.iter()
+                    .all(|(id, epoch)| seen.iter().any(|(i, e, _)| i == id && e >= epoch))
+                    .then_some(())
+            },
+        );
+        let _: Value = redis::cmd("CLUSTER")
+            .arg("BUMPEPOCH")
+            .query(&mut c)
+            .expect("CLUSTER BUMPEPOCH");
+    }
+
     fn setslot(&self, node: usize, slot: u16, what: &str, id: &str) {
         let mut c = self.nodes[node].connection();
         let _: () = redis::cmd("CLUSTER")
@@ -344,6 +381,22 @@ impl Cluster {
             .query(&mut c)
             .unwrap_or_else(|e| panic!("CLUSTER SETSLOT {slot} {what} on node {node}: {e}"));
     }
+}
+
+/// `CLUSTER NODES` as (node id, config epoch, is myself) per node.
+fn config_epochs(c: &mut Connection) -> Vec<(String, u64, bool)> {
+    let text: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(c)
+        .expect("CLUSTER NODES");
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let epoch = f.get(6)?.parse().ok()?;
+            let myself = f.get(2)?.split(',').any(|x| x == "myself");
+            Some((f[0].to_string(), epoch, myself))
+        })
+        .collect()
 }
 
 fn cluster_ok(c: &mut Connection) -> bool {
