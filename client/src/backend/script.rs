@@ -170,36 +170,24 @@ impl Script {
         count: u64,
     ) -> redis::RedisResult<Value> {
         let mut conn = inner.link.shared().clone();
-        let channel = lua::channel_name(&inner.config.channel_prefix, &e.key);
+        let call = ReleaseCall::new(inner, &e.key, &e.owner, e.kind, e.lease, count);
+        let script = match e.kind {
+            LockKind::Semaphore => &self.sem_release,
+            LockKind::Exclusive => &self.unlock,
+            LockKind::Read | LockKind::Write => &self.rw_unlock,
+        };
+        let mut invocation = script.prepare_invoke();
+        for k in &call.keys {
+            invocation.key(k);
+        }
+        for a in &call.args {
+            invocation.arg(a);
+        }
+        let v = invocation.invoke_async(&mut conn).await?;
         if e.kind == LockKind::Semaphore {
-            let v = self
-                .sem_release
-                .key(&*e.key)
-                .key(channel)
-                .arg(&*e.owner)
-                .arg(count)
-                .arg(lua::UNLOCK_MESSAGE)
-                .invoke_async(&mut conn)
-                .await?;
             over_held(count, v)
-        } else if e.kind == LockKind::Exclusive {
-            self.unlock
-                .key(&*e.key)
-                .key(channel)
-                .arg(lua::UNLOCK_MESSAGE)
-                .arg(crate::config::wire_ms(e.lease))
-                .arg(&*e.owner)
-                .invoke_async(&mut conn)
-                .await
         } else {
-            self.rw_unlock
-                .key(&*e.key)
-                .key(channel)
-                .arg(&*e.owner)
-                .arg(e.kind.script_word())
-                .arg(lua::UNLOCK_MESSAGE)
-                .invoke_async(&mut conn)
-                .await
+            Ok(v)
         }
     }
 
@@ -271,38 +259,54 @@ pub(crate) fn release_cmd(
     lease: Duration,
     count: u64,
 ) -> redis::Cmd {
-    let channel = lua::channel_name(&inner.config.channel_prefix, key);
+    let call = ReleaseCall::new(inner, key, owner, kind, lease, count);
+    let text = match kind {
+        LockKind::Semaphore => lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY),
+        LockKind::Exclusive => lua::UNLOCK.to_string(),
+        LockKind::Read | LockKind::Write => lua::rw_lock_script(lua::RW_UNLOCK_BODY),
+    };
     let mut c = redis::cmd("EVAL");
-    match kind {
-        LockKind::Semaphore => {
-            c.arg(lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY))
-                .arg(2)
-                .arg(key)
-                .arg(channel)
-                .arg(owner)
-                .arg(count)
-                .arg(lua::UNLOCK_MESSAGE);
-        }
-        LockKind::Exclusive => {
-            c.arg(lua::UNLOCK)
-                .arg(2)
-                .arg(key)
-                .arg(channel)
-                .arg(lua::UNLOCK_MESSAGE)
-                .arg(crate::config::wire_ms(lease))
-                .arg(owner);
-        }
-        k => {
-            c.arg(lua::rw_lock_script(lua::RW_UNLOCK_BODY))
-                .arg(2)
-                .arg(key)
-                .arg(channel)
-                .arg(owner)
-                .arg(k.script_word())
-                .arg(lua::UNLOCK_MESSAGE);
+    c.arg(text)
+        .arg(call.keys.len())
+        .arg(&call.keys)
+        .arg(&call.args);
+    c
+}
+
+/// The KEYS and ARGV of a release script (the lock and its unlock channel; the arguments in
+/// the order each script reads them), for `EVALSHA` through `redis::Script` and for `EVAL`.
+struct ReleaseCall {
+    keys: [String; 2],
+    args: Vec<String>,
+}
+
+impl ReleaseCall {
+    fn new(
+        inner: &Inner,
+        key: &str,
+        owner: &str,
+        kind: LockKind,
+        lease: Duration,
+        count: u64,
+    ) -> ReleaseCall {
+        let channel = lua::channel_name(&inner.config.channel_prefix, key);
+        let message = lua::UNLOCK_MESSAGE.to_string();
+        let args = match kind {
+            LockKind::Semaphore => vec![owner.to_string(), count.to_string(), message],
+            LockKind::Exclusive => vec![
+                message,
+                crate::config::wire_ms(lease).to_string(),
+                owner.to_string(),
+            ],
+            LockKind::Read | LockKind::Write => {
+                vec![owner.to_string(), kind.script_word().to_string(), message]
+            }
+        };
+        ReleaseCall {
+            keys: [key.to_string(), channel],
+            args,
         }
     }
-    c
 }
 
 /// Load the renewal scripts (after the server forgot them: restart, SCRIPT FLUSH). On a
