@@ -301,6 +301,10 @@ fn the_blocking_api_sends_lock_delay_and_binds() {
     assert!(client.lock("bl").try_acquire().unwrap().is_none());
     // A watchdog-held blocking lock is bound: its lease is cut when the connection closes.
     let held = client.lock("held").acquire().unwrap();
+    let renewals = |c: &mut redis::Connection| {
+        dlock_testutil::info_int(c, "dlock", "dlock_renewals").expect("dlock_renewals")
+    };
+    let renewed_before = renewals(&mut c);
     let killed: i64 = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("TYPE")
@@ -312,6 +316,12 @@ fn the_blocking_api_sends_lock_delay_and_binds() {
     assert!(killed >= 1);
     wait_for(Duration::from_secs(5), "the cut counted", || {
         (leases_cut(&mut c) == 1).then_some(())
+    });
+    // The client connects again and rebinds the hold within the grace (`DLOCK.RENEW ...
+    // BIND`); the release then goes over the new connection. (Sent before the client saw the
+    // close, it could fail with a connection error: a release is never re-sent by itself.)
+    wait_for(Duration::from_secs(5), "the hold rebound", || {
+        (renewals(&mut c) > renewed_before).then_some(())
     });
     held.release().unwrap();
 }
