@@ -150,7 +150,9 @@ impl ActiveBackend {
     ) -> redis::Cmd {
         match self {
             ActiveBackend::Native(_) => native::release_cmd(key, owner, kind, count),
-            ActiveBackend::Script(_) => script::release_cmd(inner, key, owner, kind, lease, count),
+            ActiveBackend::Script(_) => {
+                script::ReleaseCall::new(inner, key, owner, kind, lease, count).eval()
+            }
         }
     }
 

@@ -249,39 +249,17 @@ fn grant_cmd(req: &Request<'_>) -> redis::Cmd {
     c
 }
 
-/// Release one hold (`count` permits of a semaphore) as a plain `EVAL` (for a dedicated
-/// connection or a blind clean-up).
-pub(crate) fn release_cmd(
-    inner: &Inner,
-    key: &str,
-    owner: &str,
+/// One hold (`count` permits of a semaphore) given back: the release script's KEYS and ARGV
+/// (the lock and its unlock channel; the arguments in the order each script reads them), sent
+/// as `EVALSHA` through `redis::Script` or as a plain `EVAL` ([`ReleaseCall::eval`]).
+pub(crate) struct ReleaseCall {
     kind: LockKind,
-    lease: Duration,
-    count: u64,
-) -> redis::Cmd {
-    let call = ReleaseCall::new(inner, key, owner, kind, lease, count);
-    let text = match kind {
-        LockKind::Semaphore => lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY),
-        LockKind::Exclusive => lua::UNLOCK.to_string(),
-        LockKind::Read | LockKind::Write => lua::rw_lock_script(lua::RW_UNLOCK_BODY),
-    };
-    let mut c = redis::cmd("EVAL");
-    c.arg(text)
-        .arg(call.keys.len())
-        .arg(&call.keys)
-        .arg(&call.args);
-    c
-}
-
-/// The KEYS and ARGV of a release script (the lock and its unlock channel; the arguments in
-/// the order each script reads them), for `EVALSHA` through `redis::Script` and for `EVAL`.
-struct ReleaseCall {
     keys: [String; 2],
     args: Vec<String>,
 }
 
 impl ReleaseCall {
-    fn new(
+    pub(crate) fn new(
         inner: &Inner,
         key: &str,
         owner: &str,
@@ -303,9 +281,25 @@ impl ReleaseCall {
             }
         };
         ReleaseCall {
+            kind,
             keys: [key.to_string(), channel],
             args,
         }
+    }
+
+    /// As a plain `EVAL` (for a dedicated connection or a blind clean-up).
+    pub(crate) fn eval(&self) -> redis::Cmd {
+        let text = match self.kind {
+            LockKind::Semaphore => lua::semaphore_script(lua::SEMAPHORE_RELEASE_BODY),
+            LockKind::Exclusive => lua::UNLOCK.to_string(),
+            LockKind::Read | LockKind::Write => lua::rw_lock_script(lua::RW_UNLOCK_BODY),
+        };
+        let mut c = redis::cmd("EVAL");
+        c.arg(text)
+            .arg(self.keys.len())
+            .arg(&self.keys)
+            .arg(&self.args);
+        c
     }
 }
 
