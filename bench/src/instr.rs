@@ -502,7 +502,7 @@ fn inclusive(out: &Path, function: &str) -> u64 {
 }
 
 /// Switches callgrind's counting in the server `pid` on or off (returns once it is done).
-fn instrumentation(pid: u32, on: bool) {
+pub(crate) fn instrumentation(pid: u32, on: bool) {
     let out = Command::new("callgrind_control")
         .args(["-i", if on { "on" } else { "off" }, &pid.to_string()])
         .output()
