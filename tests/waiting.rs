@@ -545,7 +545,13 @@ fn an_overwrite_is_seen_on_time_whatever_the_cron_pace() {
     // A waiter for the whole test: the set of waited keys never empties, so each `hz` below
     // is taken up while clients wait.
     assert_eq!(acquire(&mut c, "anchor", "h", 60_000), Reply::Int(1));
-    let _anchor = enqueue(&srv, &mut c, "anchor", &wait_args("anchor", "w", "60000", "0"), 1);
+    let _anchor = enqueue(
+        &srv,
+        &mut c,
+        "anchor",
+        &wait_args("anchor", "w", "60000", "0"),
+        1,
+    );
     for (round, hz) in ["1", "100", "1"].into_iter().enumerate() {
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
@@ -559,7 +565,10 @@ fn an_overwrite_is_seen_on_time_whatever_the_cron_pace() {
             let p = enqueue(&srv, &mut c, &k, &wait_args(&k, "w", "20000", "30000"), 1);
             let (r, after) = answer_after(&mut c, &p, &["SET", &k, "v"]);
             assert_eq!(r, Reply::Err(WRONGTYPE.into()), "hz {hz}, {k}");
-            assert!(after < PROMPT, "hz {hz}: overwrite of {k} seen after {after:?}");
+            assert!(
+                after < PROMPT,
+                "hz {hz}: overwrite of {k} seen after {after:?}"
+            );
         }
     }
     assert_eq!(info_dlock(&mut c)["dlock_waiters"], 1);

@@ -30,8 +30,14 @@ const PARTS: [(&str, &str); 5] = [
     ("clientsCron", ":clientsCron ["),
     ("clusterCron", ":clusterCron ["),
     ("module timers", ":moduleTimerHandler ["),
-    ("dlock's cron tick", ":dlock::ffi::events::subscribe_cron::on_event ["),
+    (
+        "dlock's cron tick",
+        ":dlock::ffi::events::subscribe_cron::on_event [",
+    ),
 ];
+
+/// Starts a server of one setting with the waiters, counts it idle, returns its callgrind file.
+type Setting = fn(&Path, Waiters) -> PathBuf;
 
 /// Who waits.
 #[derive(Clone, Copy)]
@@ -125,7 +131,11 @@ fn wakeups(out: &Path) -> u64 {
     for line in text.lines() {
         if let Some(calls) = line.strip_prefix("calls=") {
             if counting {
-                n += calls.split_whitespace().next().and_then(|c| c.parse().ok()).unwrap_or(0);
+                n += calls
+                    .split_whitespace()
+                    .next()
+                    .and_then(|c| c.parse().ok())
+                    .unwrap_or(0);
             }
             continue;
         }
@@ -136,7 +146,9 @@ fn wakeups(out: &Path) -> u64 {
         else {
             continue;
         };
-        let Some((id, name)) = rest.split_once(')') else { continue };
+        let Some((id, name)) = rest.split_once(')') else {
+            continue;
+        };
         let name = name.trim();
         if !name.is_empty() {
             names.insert(id.to_string(), name.to_string());
@@ -189,8 +201,7 @@ pub fn run(only: &[String]) {
         head.join(" | "),
         "---|".repeat(PARTS.len())
     );
-    let settings: [(&str, fn(&Path, Waiters) -> PathBuf); 2] =
-        [("standalone", standalone), ("cluster node", cluster)];
+    let settings: [(&str, Setting); 2] = [("standalone", standalone), ("cluster node", cluster)];
     for (name, setting) in settings {
         if !want(name.split(' ').next().unwrap()) {
             continue;

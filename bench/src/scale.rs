@@ -60,7 +60,11 @@ fn dbsize(c: &mut redis::Connection) -> i64 {
 }
 
 /// Runs `cmds(i)` for `i` in `0..n`, pipelined in chunks.
-pub(crate) fn pipelined(c: &mut redis::Connection, n: usize, cmds: impl Fn(&mut redis::Pipeline, usize)) {
+pub(crate) fn pipelined(
+    c: &mut redis::Connection,
+    n: usize,
+    cmds: impl Fn(&mut redis::Pipeline, usize),
+) {
     let mut i = 0;
     while i < n {
         let mut p = redis::pipe();
@@ -78,7 +82,11 @@ fn command(args: &[String]) -> Vec<u8> {
 }
 
 /// Clients blocked on `args(i)`, one raw connection each.
-pub(crate) fn block(port: u16, n: usize, args: impl Fn(usize) -> Vec<String>) -> Vec<BufReader<TcpStream>> {
+pub(crate) fn block(
+    port: u16,
+    n: usize,
+    args: impl Fn(usize) -> Vec<String>,
+) -> Vec<BufReader<TcpStream>> {
     (0..n)
         .map(|i| {
             let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();

@@ -350,7 +350,11 @@ pub fn subscribe_cron<H: CronHandler>(ctx: Ctx, on: bool) -> Result<(), String> 
     if ok != raw::REDISMODULE_OK as c_int {
         return Err(format!(
             "cannot {} Redis's cron ticks",
-            if on { "subscribe to" } else { "unsubscribe from" }
+            if on {
+                "subscribe to"
+            } else {
+                "unsubscribe from"
+            }
         ));
     }
     Ok(())
