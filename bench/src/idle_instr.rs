@@ -26,13 +26,13 @@ const KEYS: usize = 1000;
 /// `callgrind_annotate`'s output. dlock's poll ran in a module timer before it ran in the
 /// cron tick (inside `serverCron`).
 const PARTS: [(&str, &str); 5] = [
-    ("serverCron", ":serverCron ["),
-    ("clientsCron", ":clientsCron ["),
-    ("clusterCron", ":clusterCron ["),
-    ("module timers", ":moduleTimerHandler ["),
+    ("serverCron", "serverCron"),
+    ("clientsCron", "clientsCron"),
+    ("clusterCron", "clusterCron"),
+    ("module timers", "moduleTimerHandler"),
     (
         "dlock's cron tick",
-        ":dlock::ffi::events::subscribe_cron::on_event [",
+        "dlock::ffi::events::subscribe_cron::on_event",
     ),
 ];
 
@@ -110,13 +110,21 @@ fn parts(out: &Path) -> Vec<u64> {
         .output()
         .expect("run callgrind_annotate (valgrind)");
     let text = String::from_utf8_lossy(&report.stdout);
+    // Lines read `count (pct%)  file:function [object]`; the object is left out when the
+    // line before named the same one, and a function's inlined parts are listed under their
+    // own files: the function's inclusive count is the largest of its lines.
+    let count_of = |line: &str, function: &str| -> Option<u64> {
+        let (count, rest) = line.trim_start().split_once(' ')?;
+        let (_, name) = rest.split_once("%)")?.1.trim().split_once(':')?;
+        let name = name.split(" [").next()?;
+        (name == function).then(|| count.replace(',', "").parse().ok())?
+    };
     PARTS
         .iter()
-        .map(|(_, tag)| {
+        .map(|(_, function)| {
             text.lines()
-                .find(|l| l.contains(tag))
-                .and_then(|l| l.split_whitespace().next())
-                .and_then(|n| n.replace(',', "").parse().ok())
+                .filter_map(|l| count_of(l, function))
+                .max()
                 .unwrap_or(0)
         })
         .collect()

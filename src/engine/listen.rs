@@ -25,7 +25,8 @@
 //! classes for every event raised (~8 instructions a subscription, after ~38 for having any)
 //! and, for an overwrite or deletion on 7.2+, walks every server-event listener (~10 each).
 //! Hence one keyspace subscription where the server can drop one (8.2+), and no listener
-//! that is not needed (docs/DESIGN.md, "What a command costs": SET with waiters).
+//! that is not needed (docs/DESIGN.md, "What a command costs": SET with waiters): the cron
+//! tick's listener ([`Cron`]) is there only while some key has a queue.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
