@@ -8,12 +8,11 @@
 //! production. `--only standalone|cluster` picks one setting.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use dlock_testutil::{Cluster, Server, ServerBuilder};
 
-use crate::instr::{callgrind_total, instrumentation};
+use crate::instr::{annotate, callgrind_total, inclusive_in, instrumentation};
 use crate::scale::{block, blocked_clients, pipelined, wait_until};
 
 /// Seconds counted per setting (wall clock: the server idles, valgrind keeps up).
@@ -104,29 +103,10 @@ fn count(pid: u32, dir: &Path, stop: impl FnOnce()) -> PathBuf {
 
 /// Inclusive counts of [`PARTS`] in `out`.
 fn parts(out: &Path) -> Vec<u64> {
-    let report = Command::new("callgrind_annotate")
-        .args(["--inclusive=yes", "--threshold=100"])
-        .arg(out)
-        .output()
-        .expect("run callgrind_annotate (valgrind)");
-    let text = String::from_utf8_lossy(&report.stdout);
-    // Lines read `count (pct%)  file:function [object]`; the object is left out when the
-    // line before named the same one, and a function's inlined parts are listed under their
-    // own files: the function's inclusive count is the largest of its lines.
-    let count_of = |line: &str, function: &str| -> Option<u64> {
-        let (count, rest) = line.trim_start().split_once(' ')?;
-        let (_, name) = rest.split_once("%)")?.1.trim().split_once(':')?;
-        let name = name.split(" [").next()?;
-        (name == function).then(|| count.replace(',', "").parse().ok())?
-    };
+    let report = annotate(out);
     PARTS
         .iter()
-        .map(|(_, function)| {
-            text.lines()
-                .filter_map(|l| count_of(l, function))
-                .max()
-                .unwrap_or(0)
-        })
+        .map(|(_, function)| inclusive_in(&report, function))
         .collect()
 }
 
