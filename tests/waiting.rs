@@ -482,8 +482,9 @@ fn del_and_overwrite_of_a_waited_key_are_seen_promptly() {
     );
 }
 
-/// More keys with queues than the module polls (64): it subscribes to keyspace events
-/// instead, and DEL/overwrite/UNLINK of a waited key still wake its waiters at once.
+/// More keys with queues than one poll tick looks at (32): DEL/UNLINK of a waited key still
+/// wake its waiters at once (events), an overwrite by another type within the poll's bound
+/// (100 ms × ⌈71 / 32⌉ = 300 ms, docs/COMMANDS.md).
 #[test]
 fn wakeups_with_more_queued_keys_than_are_polled() {
     const KEYS: usize = 70;
@@ -498,8 +499,8 @@ fn wakeups_with_more_queued_keys_than_are_polled() {
     wait_for(10 * SEC, "a waiter on every key", || {
         (info_dlock(&mut c)["dlock_waiters"] == KEYS as i64).then_some(())
     });
-    // A key queued after the others, and some of the first ones (on 7.0 more keys than one
-    // poll tick looks at: an overwrite is found within a few ticks).
+    // A key queued after the others, and some of the first ones (more keys than one poll
+    // tick looks at: an overwrite is found within a few ticks).
     assert_eq!(acquire(&mut c, "late", "h", 60_000), Reply::Int(1));
     let late = enqueue(
         &srv,
@@ -520,9 +521,55 @@ fn wakeups_with_more_queued_keys_than_are_polled() {
     ] {
         let (r, after) = answer_after(&mut c, p, &action);
         assert_eq!(r, want, "waiter after {action:?}");
-        assert!(after < PROMPT, "{action:?} seen after {after:?}");
+        // The overwrite waits for the poll's three ticks, the others for an event.
+        let bound = if action[0] == "SET" {
+            PROMPT + Duration::from_millis(300)
+        } else {
+            PROMPT
+        };
+        assert!(after < bound, "{action:?} seen after {after:?}");
     }
     // The others still wait.
     assert_eq!(info_dlock(&mut c)["dlock_waiters"], KEYS as i64 - 3);
     waiting[3].assert_blocked(Duration::from_millis(100));
+}
+
+/// The poll runs in Redis's cron tick (`hz` times a second, 10 by default); where the cron is
+/// slower (`hz` below 10, at start or set while clients wait) a timer polls in between, and
+/// where it is faster the poll still runs every 100 ms: an overwrite by another type is seen
+/// within the same bound at any `hz`. At `hz 1` the cron alone would see it up to 1 s late.
+#[test]
+fn an_overwrite_is_seen_on_time_whatever_the_cron_pace() {
+    let srv = Server::builder().args(["--hz", "1"]).start();
+    let mut c = srv.connection();
+    // A waiter for the whole test: the set of waited keys never empties, so each `hz` below
+    // is taken up while clients wait.
+    assert_eq!(acquire(&mut c, "anchor", "h", 60_000), Reply::Int(1));
+    let _anchor = enqueue(
+        &srv,
+        &mut c,
+        "anchor",
+        &wait_args("anchor", "w", "60000", "0"),
+        1,
+    );
+    for (round, hz) in ["1", "100", "1"].into_iter().enumerate() {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("hz")
+            .arg(hz)
+            .query(&mut c)
+            .unwrap();
+        for i in 0..4 {
+            let k = format!("hz:{round}:{i}");
+            assert_eq!(acquire(&mut c, &k, "h", 60_000), Reply::Int(1));
+            let p = enqueue(&srv, &mut c, &k, &wait_args(&k, "w", "20000", "30000"), 1);
+            let (r, after) = answer_after(&mut c, &p, &["SET", &k, "v"]);
+            assert_eq!(r, Reply::Err(WRONGTYPE.into()), "hz {hz}, {k}");
+            assert!(
+                after < PROMPT,
+                "hz {hz}: overwrite of {k} seen after {after:?}"
+            );
+        }
+    }
+    assert_eq!(info_dlock(&mut c)["dlock_waiters"], 1);
 }

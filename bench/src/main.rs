@@ -24,11 +24,13 @@
 //! semaphore; repeatable). `--instr` counts instructions per operation with callgrind instead
 //! (`make bench-instr`, see `instr.rs`; `--only` then selects workloads whose name contains
 //! the word). `--scale` measures cost against scale instead (`make bench-scale`, see
-//! `scale.rs`).
+//! `scale.rs`). `--idle-instr` counts an idle server's instructions per second while clients
+//! wait, with callgrind (`idle_instr.rs`).
 #![forbid(unsafe_code)]
 
 mod client_cpu;
 mod headline;
+mod idle_instr;
 mod instr;
 mod report;
 mod resp;
@@ -417,6 +419,10 @@ fn main() {
         .filter(|w| w[0] == "--only")
         .map(|w| w[1].clone())
         .collect();
+    if args.iter().any(|a| a == "--idle-instr") {
+        idle_instr::run(&only);
+        return;
+    }
     if args.iter().any(|a| a == "--instr") {
         instr::run(&only);
         return;

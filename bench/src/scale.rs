@@ -60,7 +60,11 @@ fn dbsize(c: &mut redis::Connection) -> i64 {
 }
 
 /// Runs `cmds(i)` for `i` in `0..n`, pipelined in chunks.
-fn pipelined(c: &mut redis::Connection, n: usize, cmds: impl Fn(&mut redis::Pipeline, usize)) {
+pub(crate) fn pipelined(
+    c: &mut redis::Connection,
+    n: usize,
+    cmds: impl Fn(&mut redis::Pipeline, usize),
+) {
     let mut i = 0;
     while i < n {
         let mut p = redis::pipe();
@@ -78,7 +82,11 @@ fn command(args: &[String]) -> Vec<u8> {
 }
 
 /// Clients blocked on `args(i)`, one raw connection each.
-fn block(port: u16, n: usize, args: impl Fn(usize) -> Vec<String>) -> Vec<BufReader<TcpStream>> {
+pub(crate) fn block(
+    port: u16,
+    n: usize,
+    args: impl Fn(usize) -> Vec<String>,
+) -> Vec<BufReader<TcpStream>> {
     (0..n)
         .map(|i| {
             let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -88,7 +96,7 @@ fn block(port: u16, n: usize, args: impl Fn(usize) -> Vec<String>) -> Vec<BufRea
         .collect()
 }
 
-fn blocked_clients(c: &mut redis::Connection) -> i64 {
+pub(crate) fn blocked_clients(c: &mut redis::Connection) -> i64 {
     let info: String = redis::cmd("INFO").arg("clients").query(c).unwrap();
     info.lines()
         .find_map(|l| l.strip_prefix("blocked_clients:"))
@@ -96,7 +104,7 @@ fn blocked_clients(c: &mut redis::Connection) -> i64 {
         .unwrap_or(0)
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
     let t = Instant::now();
     while !ok() {
         assert!(t.elapsed() < Duration::from_secs(60), "timed out: {what}");
@@ -265,6 +273,18 @@ fn leave(srv: &Server, w: Vec<BufReader<TcpStream>>, keys: usize) {
     );
 }
 
+/// The idle CPU of `srv` (% of a core): the median of `s.reps` windows of `s.idle`.
+fn idle_cpu(srv: &Server, s: &Sizes) -> f64 {
+    let windows = (0..s.reps)
+        .map(|_| {
+            let t = cpu(srv);
+            std::thread::sleep(s.idle);
+            (cpu(srv) - t).as_secs_f64() / s.idle.as_secs_f64() * 100.0
+        })
+        .collect();
+    median(windows)
+}
+
 /// `server`: another server binary and its name for the rows (`None`: the default server,
 /// whose figures also go to the chart).
 fn set_overhead_and_idle(
@@ -279,22 +299,35 @@ fn set_overhead_and_idle(
     };
     let mut round = 0;
     let base = set_cpu(&srv, s, &mut round);
-    let idle_cpu = |srv: &Server| {
-        let t = cpu(srv);
-        std::thread::sleep(s.idle);
-        (cpu(srv) - t).as_secs_f64() / s.idle.as_secs_f64() * 100.0
-    };
-    let idle_none = idle_cpu(&srv);
+    let idle_none = idle_cpu(&srv, s);
     rows.push(Row {
         what: format!("{on}server CPU idle, nobody waits"),
         dlock: idle_none,
         peer: None,
         unit: "% of a core",
     });
+    // The server's own blocked clients, as many as dlock's most: the peer of the 1,000-key row.
+    let blpop = {
+        let mut c = srv.connection();
+        let w = block(srv.port(), 1000, |i| {
+            vec!["BLPOP".into(), format!("list:{i}"), "0".into()]
+        });
+        wait_until("BLPOP waiters", || blocked_clients(&mut c) == 1000);
+        let idle = idle_cpu(&srv, s);
+        drop(w);
+        wait_until("BLPOP waiters gone", || blocked_clients(&mut c) == 0);
+        idle
+    };
+    rows.push(Row {
+        what: format!("{on}server CPU idle, 1000 BLPOP waiters"),
+        dlock: blpop,
+        peer: Some(("nobody waits".into(), idle_none)),
+        unit: "% of a core",
+    });
     for keys in [1usize, 10, 100, 1000] {
         let w = waiters_on(&srv, keys);
         let set = set_cpu(&srv, s, &mut round);
-        let idle = idle_cpu(&srv);
+        let idle = idle_cpu(&srv, s);
         leave(&srv, w, keys);
         let after = set_cpu(&srv, s, &mut round);
         let pct = (set / base - 1.0) * 100.0;
@@ -340,11 +373,6 @@ fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
     };
     let cl = builder.start();
     let node = &cl.nodes[0];
-    let idle_cpu = || {
-        let t = cpu(node);
-        std::thread::sleep(s.idle);
-        (cpu(node) - t).as_secs_f64() / s.idle.as_secs_f64() * 100.0
-    };
     // Keys whose slot node 0 serves.
     let keys: Vec<String> = (0..)
         .map(|i| format!("idle:{i}"))
@@ -352,7 +380,7 @@ fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
         .take(1000)
         .collect();
     let mut c = node.connection();
-    let idle_none = idle_cpu();
+    let idle_none = idle_cpu(node, s);
     rows.push(Row {
         what: format!("{on}cluster node CPU idle, nobody waits"),
         dlock: idle_none,
@@ -368,7 +396,7 @@ fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
                 vec!["BLPOP".into(), keys[i].clone(), "0".into()]
             });
             wait_until("BLPOP waiters", || blocked_clients(&mut c) == n as i64);
-            let idle = idle_cpu();
+            let idle = idle_cpu(node, s);
             drop(blpop);
             wait_until("BLPOP waiters gone", || blocked_clients(&mut c) == 0);
             idle
@@ -392,7 +420,7 @@ fn cluster_idle(s: &Sizes, server: Option<(&str, &str)>, rows: &mut Vec<Row>) {
             ]
         });
         wait_until("waiters queued", || blocked_clients(&mut c) == n as i64);
-        let idle = idle_cpu();
+        let idle = idle_cpu(node, s);
         let mark = if idle <= CLUSTER_IDLE_BOUND {
             ""
         } else {
@@ -533,6 +561,16 @@ fn svg(chart: &[(usize, f64, f64)]) -> String {
     out
 }
 
+/// A figure as the table shows it: idle CPU to a hundredth of a point (the bounds are 0.5%
+/// and 1%), the rest to a tenth.
+fn figure(v: f64, unit: &str) -> String {
+    if unit == "% of a core" {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
 fn table(rows: &[Row], server: &str) -> String {
     let mut t = format!(
         "Server: {server}. Measured by `make bench-scale` (CPU from the scheduler's /proc schedstat, memory from \
@@ -543,7 +581,7 @@ fn table(rows: &[Row], server: &str) -> String {
         let (peer, pv, ratio) = match &r.peer {
             Some((name, v)) => (
                 name.clone(),
-                format!("{:.1} {}", v, r.unit),
+                format!("{} {}", figure(*v, r.unit), r.unit),
                 if *v != 0.0 {
                     format!("{:.2}×", r.dlock / v)
                 } else {
@@ -553,8 +591,10 @@ fn table(rows: &[Row], server: &str) -> String {
             None => ("—".into(), "—".into(), "—".into()),
         };
         t += &format!(
-            "| {} | {:.1} {} | {peer} | {pv} | {ratio} |\n",
-            r.what, r.dlock, r.unit
+            "| {} | {} {} | {peer} | {pv} | {ratio} |\n",
+            r.what,
+            figure(r.dlock, r.unit),
+            r.unit
         );
     }
     t

@@ -1,9 +1,10 @@
 //! What each engine timer (`job::Job`) does when it fires: a WAIT time-out answers its
-//! waiter, a lease check or the keys marked by events serve their queues, the poll serves the
-//! waited keys overwritten behind the module's back (Redis 7.0) and, in cluster mode, asks
-//! where one waited key is routed (the cluster going down sends no event), a lease cut
+//! waiter, a lease check or the keys marked by events serve their queues, a lease cut
 //! shortens the leases of a closed connection's bound holds. Every change goes through the
-//! unit of work (`work`), written like a command would (replicated).
+//! unit of work (`work`), written like a command would (replicated). Also the poll's tick
+//! (`poll`, from Redis's cron or `Job::Poll`): it marks the waited keys overwritten by another
+//! type behind the module's back and, in cluster mode, asks where one waited key is routed
+//! (the cluster going down sends no event).
 //!
 //! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
 //! cluster down). Before a wake-up serves a queue it asks where the server routes the key
@@ -57,32 +58,33 @@ impl TimerJob for Job {
                 }
             }
             Job::Demoted => answer_demoted(ctx),
-            Job::Poll => {
-                let Some(tick) = wake::poll_keys(ctx) else {
-                    return;
-                };
-                // The cluster going down, or a slot taken by a newer epoch heard in gossip,
-                // sends no event: one waited key stands for the cluster's state.
-                let sample = tick
-                    .sample
-                    .filter(|_| cluster::enabled(ctx) && ctx.may_write());
-                if let Some((db, key)) = sample {
-                    ctx.select_db(db);
-                    if cluster::route(ctx, &key) != Route::Here {
-                        wake::mark_dirty(ctx, db, None);
-                    }
-                }
-                for (db, key) in tick.batch {
-                    ctx.select_db(db);
-                    // Still a hash: not overwritten by another type (a lock's own changes come
-                    // with commands, its deletion with an event).
-                    let name = RStr::new(ctx, &key);
-                    if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
-                        wake_key(ctx, db, &key);
-                    }
-                }
-                wake::rearm_poll(ctx);
-            }
+            Job::Poll => poll(ctx, wake::poll_timer(ctx)),
+        }
+    }
+}
+
+/// One tick of the poll (`wake`: run by Redis's cron, or by `Job::Poll` where the cron is too
+/// slow). Reads only: a key found changed is marked, and served by the recheck timer.
+pub(super) fn poll(ctx: Ctx, tick: Option<wake::PollTick>) {
+    let Some(tick) = tick else { return };
+    // The cluster going down, or a slot taken by a newer epoch heard in gossip, sends no
+    // event: one waited key stands for the cluster's state.
+    let sample = tick
+        .sample
+        .filter(|_| cluster::enabled(ctx) && ctx.may_write());
+    if let Some((db, key)) = sample {
+        ctx.select_db(db);
+        if cluster::route(ctx, &key) != Route::Here {
+            wake::mark_dirty(ctx, db, None);
+        }
+    }
+    for (db, key) in tick.batch {
+        ctx.select_db(db);
+        // Still a hash: not overwritten by another type (a lock's own changes come with
+        // commands, its deletion with an event).
+        let name = RStr::new(ctx, &key);
+        if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
+            wake::mark_dirty(ctx, db, Some(&key));
         }
     }
 }

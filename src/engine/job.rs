@@ -14,9 +14,10 @@ pub enum Job {
     Recheck,
     /// Connections with bound holds closed: cut those leases (`bind`).
     CutLeases,
-    /// Every `wake::POLL_MS` while some key has a queue: the next `wake::POLL_BATCH` waited
-    /// keys whose value is no longer a hash (overwritten, or gone) are served; in cluster
-    /// mode, where one waited key is routed.
+    /// Every `wake::POLL_MS` while some key has a queue and Redis's cron (which runs the poll
+    /// otherwise) ticks less often: the next `wake::POLL_BATCH` waited keys whose value is
+    /// no longer a hash (overwritten, or gone) are marked; in cluster mode, where one waited
+    /// key is routed (`fire::poll`).
     Poll,
     /// The server turned replica: every waiter is answered (a redirect in cluster mode).
     Demoted,

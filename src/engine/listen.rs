@@ -9,7 +9,7 @@
 //! | forks, replicas coming and going, loads (`ffi::targets`) | server events, passed to `targets` | from load |
 //! | a connection closing (BIND) | client change ([`Closed`]) | from load |
 //! | this node's `CLUSTER SETSLOT` / `DELSLOTS` / `FLUSHSLOTS` / `RESET` | a command filter ([`SlotCommands`]) | cluster mode, while some key has a queue |
-//! | a waited key overwritten by another type; the cluster going down, a slot taken in gossip | nothing: `wake`'s poll (every `wake::POLL_MS`) | while some key has a queue |
+//! | a waited key overwritten by another type; the cluster going down, a slot taken in gossip | nothing: `wake`'s poll (every `wake::POLL_MS`), run in Redis's cron tick ([`Cron`]) | while some key has a queue |
 //!
 //! Why not more: Redis builds a context for every event it delivers to a subscriber (~600
 //! instructions). `RedisModuleEvent_Key` (7.2+) and the `overwritten`/`type_changed` classes
@@ -25,16 +25,19 @@
 //! classes for every event raised (~8 instructions a subscription, after ~38 for having any)
 //! and, for an overwrite or deletion on 7.2+, walks every server-event listener (~10 each).
 //! Hence one keyspace subscription where the server can drop one (8.2+), and no listener
-//! that is not needed (docs/DESIGN.md, "What a command costs": SET with waiters).
+//! that is not needed (docs/DESIGN.md, "What a command costs": SET with waiters): the cron
+//! tick's listener ([`Cron`]) is there only while some key has a queue.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::ffi::events::{self, Classes, KeyspaceHandler, ServerEventHandler, SlotCommandHandler};
+use crate::ffi::events::{
+    self, Classes, CronHandler, KeyspaceHandler, ServerEventHandler, SlotCommandHandler,
+};
 use crate::ffi::{cluster, timer, Ctx};
 
 use super::job::Job;
 use super::registry::waiting;
-use super::{bind, delay_keys, wake};
+use super::{bind, delay_keys, fire, wake};
 
 /// Keyspace events: `expired` and `evicted` from load on, the generic class (del, rename,
 /// move, expire, restore, copy...: a waited key changed behind the module's back) while
@@ -124,6 +127,16 @@ impl SlotCommandHandler for SlotCommands {
     }
 }
 
+/// Redis's cron tick, while some key has a queue: the poll runs in it when due (`wake`), so
+/// that an idle server with waiters wakes no more often than without.
+pub struct Cron;
+
+impl CronHandler for Cron {
+    fn on_cron(ctx: Ctx, hz: i32) {
+        fire::poll(ctx, wake::cron_tick(ctx, hz));
+    }
+}
+
 /// Subscribed to the generic keyspace class (by [`watch`]).
 static GENERIC: AtomicBool = AtomicBool::new(false);
 
@@ -162,6 +175,10 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
             Err(line) => ctx.log_warning(&line),
         }
     }
+    if let Err(line) = events::subscribe_cron::<Cron>(ctx, true) {
+        // The poll timer keeps polling (the cron's pace is never heard).
+        ctx.log_warning(&line);
+    }
     if cluster::enabled(ctx) {
         events::filter_slot_commands::<SlotCommands>(ctx, true);
     }
@@ -176,6 +193,9 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
         if let Err(line) = resubscribe(ctx, Classes::WithGeneric, Classes::ExpiredEvicted) {
             ctx.log_warning(&line);
         }
+    }
+    if let Err(line) = events::subscribe_cron::<Cron>(ctx, false) {
+        ctx.log_warning(&line);
     }
     events::filter_slot_commands::<SlotCommands>(ctx, false);
 }

@@ -1,7 +1,7 @@
 //! The bookkeeping of what wakes a queue besides a command on its key: the keys that have a
 //! queue (and a lock-free filter over them for keyspace events), the keys marked by events
-//! since the last recheck, and the poll timer. Which events reach the module is decided in
-//! `listen`; what a timer does when it fires is in `fire`.
+//! since the last recheck, and when the poll is due. Which events reach the module is decided
+//! in `listen`; what a timer (or the poll) does is in `fire`.
 //!
 //! Whenever a lock may have become free — a lease running out, expiry/eviction, DEL/UNLINK/
 //! RENAME/MOVE/EXPIRE by a user's command (keyspace events), FLUSHDB/FLUSHALL/SWAPDB (server
@@ -14,78 +14,101 @@
 //! `POLL_BATCH` waited keys (an overwrite by another type sends no event the module listens
 //! to: the events that report it fire for every overwrite of any key, a cost on every write),
 //! and in cluster mode where one waited key is routed (the cluster going down, or a slot
-//! taken by a newer epoch in gossip, send no event).
+//! taken by a newer epoch in gossip, send no event). It runs in Redis's own cron tick
+//! (`serverCron`, `hz` times a second, 10 by default), which wakes the server anyway: a timer
+//! of its own would double an idle server's wake-ups, and a wake-up costs more than the poll
+//! (docs/BENCHMARKS.md, *Idle CPU*). Only where the cron runs less often than every `POLL_MS`
+//! (`hz` below 10) does a timer (`Job::Poll`) poll in between. The poll only reads: what it
+//! finds is marked and served by the 0 ms recheck timer, as events are.
 
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+use indexmap::{Equivalent, IndexSet};
+use rustc_hash::{FxBuildHasher, FxHashSet, FxHasher};
 
+use crate::ffi::context::now_ms;
 use crate::ffi::{timer, Ctx};
 
 use super::job::{Job, Timer};
 
 /// How often the poll looks at waited keys (their type; in cluster mode, where one is routed).
 /// An overwrite of one of `n` waited keys by another type is seen within
-/// `POLL_MS * ceil(n / POLL_BATCH)` (400 ms with 1,000 keys), the cluster going down within
-/// `POLL_MS`. Waking the server is most of a tick's cost (~90 µs of CPU on the project's VM):
-/// 10 ticks a second keep an idle server with waiters under 1% of a core, a cluster node
-/// under 0.5% (docs/BENCHMARKS.md, Scale). Slot changes made on this node (`CLUSTER
-/// SETSLOT`, MIGRATE, a failover) are seen at once through `listen`.
+/// `POLL_MS * ceil(n / POLL_BATCH)` (100 ms up to 32 keys, 3.2 s with 1,000), the cluster
+/// going down within `POLL_MS`. Slot changes made on this node (`CLUSTER SETSLOT`, MIGRATE,
+/// a failover) are seen at once through `listen`.
 pub(super) const POLL_MS: i64 = 100;
 
-/// Waited keys whose type one poll tick looks at (an open and a type check each, ~0.5k
-/// instructions): a tick's cost is bounded whatever the number of waited keys.
-pub(super) const POLL_BATCH: usize = 256;
+/// Waited keys whose type one poll tick looks at (an open, a type check and a close each,
+/// ~1.5k instructions: a tick costs ~65k instructions with 1,000 waited keys, ~0.1% of a
+/// core at 10 ticks a second): a tick's cost is bounded whatever the number of waited keys.
+pub(super) const POLL_BATCH: usize = 32;
+
+/// The slowest cron that polls often enough by itself (a tick every `POLL_MS`).
+const MIN_CRON_HZ: i32 = (1000 / POLL_MS) as i32;
 
 /// How soon a key whose serving a client pause put off is tried again.
 const PAUSE_RETRY_MS: i64 = 1;
+
+/// The keys that have a queue: in the order the poll takes them, looked up by key for events.
+type WaitedKeys = IndexSet<(i32, Vec<u8>), FxBuildHasher>;
+
+/// A waited key looked up without copying it: hashes as `(i32, Vec<u8>)` does (the database,
+/// then the bytes with their length).
+#[derive(Hash)]
+struct WaitedRef<'a>(i32, &'a [u8]);
+
+impl Equivalent<(i32, Vec<u8>)> for WaitedRef<'_> {
+    fn equivalent(&self, key: &(i32, Vec<u8>)) -> bool {
+        self.0 == key.0 && self.1 == key.1.as_slice()
+    }
+}
 
 /// The keys that have a queue, those of them marked by events since the last recheck, and
 /// the timers that look at them.
 #[derive(Default)]
 struct Watched {
-    /// Per database, so that an event looks its key up without copying it.
-    watched: FxHashMap<i32, FxHashSet<Vec<u8>>>,
+    watched: WaitedKeys,
     /// Marked since the last recheck.
     keys: FxHashSet<(i32, Vec<u8>)>,
     /// Every key was marked (a server event).
     all: bool,
     /// The recheck timer is armed.
     armed: bool,
-    /// The poll timer, while some key has a queue.
+    /// The poll timer, while some key has a queue and the cron is not known to tick often
+    /// enough.
     poll: Option<Timer>,
-    /// Where the next poll batch starts among the waited keys.
+    /// Redis's cron ticks a second, as its last tick said (0: no tick since the first key
+    /// was queued).
+    cron_hz: i32,
+    /// When the poll last looked (ms).
+    last_poll: i64,
+    /// Where the next poll batch starts among the waited keys (an index of `watched`).
     cursor: usize,
 }
 
 impl Watched {
-    /// The next `POLL_BATCH` waited keys, in turn (every key within `ceil(n / POLL_BATCH)`
-    /// ticks while the set does not change).
+    /// The next `POLL_BATCH` waited keys, in turn: every key within `ceil(n / POLL_BATCH)`
+    /// ticks (a key leaving keeps the others' order). Costs the batch, not the set.
     fn next_batch(&mut self) -> Vec<(i32, Vec<u8>)> {
-        let total: usize = self.watched.values().map(FxHashSet::len).sum();
-        if total == 0 {
+        let n = self.watched.len();
+        if n == 0 {
             return vec![];
         }
-        let start = self.cursor % total;
-        self.cursor = start + POLL_BATCH;
-        let all = self
-            .watched
-            .iter()
-            .flat_map(|(db, keys)| keys.iter().map(move |k| (*db, k)));
-        all.clone()
-            .skip(start)
-            .chain(all.take(start))
-            .take(POLL_BATCH)
-            .map(|(db, k)| (db, k.clone()))
+        let take = POLL_BATCH.min(n);
+        let start = self.cursor % n;
+        self.cursor = (start + take) % n;
+        (start..start + take)
+            .filter_map(|i| self.watched.get_index(i % n).cloned())
             .collect()
     }
 }
 
-/// Arms the poll timer if some key has a queue.
+/// Arms the poll timer if some key has a queue and the cron is not known to poll often
+/// enough.
 fn arm_poll(ctx: Ctx, d: &mut Watched) {
-    if d.poll.is_none() && !d.watched.is_empty() {
+    if d.poll.is_none() && !d.watched.is_empty() && d.cron_hz < MIN_CRON_HZ {
         d.poll = Some(timer::start(ctx, POLL_MS, Job::Poll));
     }
 }
@@ -110,9 +133,9 @@ pub fn may_be_watched(key: &[u8]) -> bool {
     FILTER[word].load(Ordering::Relaxed) & bit != 0
 }
 
-fn rebuild_filter(watched: &FxHashMap<i32, FxHashSet<Vec<u8>>>) {
+fn rebuild_filter(watched: &WaitedKeys) {
     let mut words = [0u64; 16];
-    for key in watched.values().flatten() {
+    for (_, key) in watched {
         let (word, bit) = filter_bit(key);
         words[word] |= bit;
     }
@@ -135,7 +158,7 @@ pub fn mark_dirty(ctx: Ctx, db: i32, key: Option<&[u8]>) {
     };
     match key {
         Some(k) => {
-            if !may_be_watched(k) || !d.watched.get(&db).is_some_and(|keys| keys.contains(k)) {
+            if !may_be_watched(k) || !d.watched.contains(&WaitedRef(db, k)) {
                 return;
             }
             d.keys.insert((db, k.to_vec()));
@@ -170,30 +193,43 @@ pub(super) struct PollTick {
     pub sample: Option<(i32, Vec<u8>)>,
 }
 
-/// The `Job::Poll` timer fired: the waited keys to look at now, or `None` when there is
-/// nothing to do this tick. Call `rearm_poll` after looking.
-pub(super) fn poll_keys(ctx: Ctx) -> Option<PollTick> {
+/// Redis's cron ticked (`hz` times a second) while some key has a queue: the waited keys to
+/// look at if the poll is due, else `None`. Due when waiting for the next cron tick would
+/// make the poll later than `POLL_MS` (every tick at `hz` 10, every tenth at 100). Below
+/// `MIN_CRON_HZ` the timer polls instead.
+pub(super) fn cron_tick(ctx: Ctx, hz: i32) -> Option<PollTick> {
     let mut d = state();
     let d = d.as_mut()?;
-    d.poll = None; // fired: must not be stopped
-    if ctx.writes_paused() {
-        // Nobody can write during a pause; the next tick looks again.
+    d.cron_hz = hz;
+    if hz < MIN_CRON_HZ {
         arm_poll(ctx, d);
         return None;
     }
-    let sample = d
-        .watched
-        .iter()
-        .find_map(|(db, keys)| Some((*db, keys.iter().next()?.clone())));
-    let batch = d.next_batch();
-    Some(PollTick { batch, sample })
+    if now_ms() - d.last_poll + 1000 / i64::from(hz) <= POLL_MS {
+        return None;
+    }
+    poll_keys(ctx, d)
 }
 
-/// Arms the next poll tick if it is still needed.
-pub(super) fn rearm_poll(ctx: Ctx) {
-    if let Some(d) = state().as_mut() {
-        arm_poll(ctx, d);
+/// The `Job::Poll` timer fired: the waited keys to look at now, or `None` when there is
+/// nothing to do this tick; armed again while the cron ticks too seldom.
+pub(super) fn poll_timer(ctx: Ctx) -> Option<PollTick> {
+    let mut d = state();
+    let d = d.as_mut()?;
+    d.poll = None; // fired: must not be stopped
+    arm_poll(ctx, d);
+    poll_keys(ctx, d)
+}
+
+fn poll_keys(ctx: Ctx, d: &mut Watched) -> Option<PollTick> {
+    if d.watched.is_empty() || ctx.writes_paused() {
+        // Nobody can write during a pause; the next tick looks again.
+        return None;
     }
+    d.last_poll = now_ms();
+    let sample = d.watched.first().cloned();
+    let batch = d.next_batch();
+    Some(PollTick { batch, sample })
 }
 
 /// Serves `key` again in 1 ms (a 0 ms timer would spin through a pause).
@@ -210,7 +246,7 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let mut d = state();
     let d = d.get_or_insert_with(Watched::default);
     let first = d.watched.is_empty();
-    d.watched.entry(db).or_default().insert(key.to_vec());
+    d.watched.insert((db, key.to_vec()));
     let (word, bit) = filter_bit(key);
     FILTER[word].fetch_or(bit, Ordering::Relaxed);
     arm_poll(ctx, d);
@@ -222,10 +258,10 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
 pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let mut d = state();
     let Some(d) = d.as_mut() else { return false };
-    if let Some(keys) = d.watched.get_mut(&db) {
-        keys.remove(key);
-        if keys.is_empty() {
-            d.watched.remove(&db);
+    // Shifted out, not swapped: the keys after it keep their turn.
+    if let Some((i, _)) = d.watched.shift_remove_full(&WaitedRef(db, key)) {
+        if i < d.cursor {
+            d.cursor -= 1;
         }
         rebuild_filter(&d.watched);
     }
@@ -235,11 +271,13 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     if let Some(t) = d.poll.take() {
         timer::stop(ctx, t);
     }
+    // The cron is heard again from the next first queue on (`hz` may change meanwhile).
+    d.cron_hz = 0;
     true
 }
 
 /// MODULE UNLOAD: frees the watched set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
-    rebuild_filter(&FxHashMap::default());
+    rebuild_filter(&WaitedKeys::default());
     *state() = None;
 }
