@@ -321,7 +321,12 @@ pub fn filter_slot_commands<H: SlotCommandHandler>(ctx: Ctx, on: bool) {
 /// Subscribes `H` to Redis's cron ticks (`on`), or drops the subscription (`!on`). Redis
 /// builds a context for each tick it delivers (~600 instructions, `hz` times a second); on
 /// 7.2+ every server-event listener also costs a step of Redis's walk for each key deleted or
-/// overwritten (~10 instructions), hence subscribed only while needed.
+/// overwritten (~10 instructions), hence subscribed only while needed. Never drop it from
+/// inside a server-event callback (this one's included): Redis walks its listener list while
+/// it fires an event and touches the firing listener after the callback returns, so a
+/// listener freed under it is read after free. The engine drops it when the last queue goes,
+/// which happens in commands, timers and disconnect callbacks, never in an event handler
+/// (they only mark keys and arm timers).
 pub fn subscribe_cron<H: CronHandler>(ctx: Ctx, on: bool) -> Result<(), String> {
     unsafe extern "C" fn on_event<H: CronHandler>(
         ctx: *mut raw::RedisModuleCtx,
