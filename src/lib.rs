@@ -22,7 +22,8 @@
 //!    3. `queue`: one key's waiter queue and its waiters (plain data);
 //!    4. `registry`: the module's one registry of the queues, with its client and owner
 //!       indexes (plain data, unit-tested without a server), behind its lock;
-//!    5. `wake`: the keys that have a queue, those marked by events, when the poll is due;
+//!    5. `wake`: the keys that have a queue, those marked by events, the poll (when it is
+//!       due, and what it looks at: it only reads and marks);
 //!    6. `delay_keys`: where LOCKDELAY's companion keys may exist at all;
 //!    7. `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
 //!    8. `held`: the lock keys granted here and not yet gone (an expiry of one counts);

@@ -1,10 +1,8 @@
 //! What each engine timer (`job::Job`) does when it fires: a WAIT time-out answers its
 //! waiter, a lease check or the keys marked by events serve their queues, a lease cut
 //! shortens the leases of a closed connection's bound holds. Every change goes through the
-//! unit of work (`work`), written like a command would (replicated). Also the poll's tick
-//! (`poll`, from Redis's cron or `Job::Poll`): it marks the waited keys overwritten by another
-//! type behind the module's back and, in cluster mode, asks where one waited key is routed
-//! (the cluster going down sends no event).
+//! unit of work (`work`), written like a command would (replicated); `Job::Poll` runs the
+//! poll's tick (`wake::poll`) where Redis's cron ticks too seldom.
 //!
 //! Cluster mode: a key may leave the node under its queue (MIGRATE, its slot given away, the
 //! cluster down). Before a wake-up serves a queue it asks where the server routes the key
@@ -15,9 +13,8 @@ use dlock_core::error::DEMOTED;
 use dlock_core::rules;
 
 use crate::ffi::cluster::{self, Route};
-use crate::ffi::key::{Key, KeyKind};
 use crate::ffi::timer::TimerJob;
-use crate::ffi::{Ctx, RStr, Reply};
+use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::job::Job;
@@ -58,33 +55,7 @@ impl TimerJob for Job {
                 }
             }
             Job::Demoted => answer_demoted(ctx),
-            Job::Poll => poll(ctx, wake::poll_timer(ctx)),
-        }
-    }
-}
-
-/// One tick of the poll (`wake`: run by Redis's cron, or by `Job::Poll` where the cron is too
-/// slow). Reads only: a key found changed is marked, and served by the recheck timer.
-pub(super) fn poll(ctx: Ctx, tick: Option<wake::PollTick>) {
-    let Some(tick) = tick else { return };
-    // The cluster going down, or a slot taken by a newer epoch heard in gossip, sends no
-    // event: one waited key stands for the cluster's state.
-    let sample = tick
-        .sample
-        .filter(|_| cluster::enabled(ctx) && ctx.may_write());
-    if let Some((db, key)) = sample {
-        ctx.select_db(db);
-        if cluster::route(ctx, &key) != Route::Here {
-            wake::mark_dirty(ctx, db, None);
-        }
-    }
-    for (db, key) in tick.batch {
-        ctx.select_db(db);
-        // Still a hash: not overwritten by another type (a lock's own changes come with
-        // commands, its deletion with an event).
-        let name = RStr::new(ctx, &key);
-        if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
-            wake::mark_dirty(ctx, db, Some(&key));
+            Job::Poll => wake::poll(ctx, wake::poll_timer(ctx)),
         }
     }
 }

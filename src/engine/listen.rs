@@ -37,7 +37,7 @@ use crate::ffi::{cluster, timer, Ctx};
 
 use super::job::Job;
 use super::registry::waiting;
-use super::{bind, delay_keys, fire, wake};
+use super::{bind, delay_keys, wake};
 
 /// Keyspace events: `expired` and `evicted` from load on, the generic class (del, rename,
 /// move, expire, restore, copy...: a waited key changed behind the module's back) while
@@ -133,7 +133,7 @@ pub struct Cron;
 
 impl CronHandler for Cron {
     fn on_cron(ctx: Ctx, hz: i32) {
-        fire::poll(ctx, wake::cron_tick(ctx, hz));
+        wake::poll(ctx, wake::cron_tick(ctx, hz));
     }
 }
 

@@ -1,7 +1,7 @@
 //! The bookkeeping of what wakes a queue besides a command on its key: the keys that have a
 //! queue (and a lock-free filter over them for keyspace events), the keys marked by events
-//! since the last recheck, and when the poll is due. Which events reach the module is decided
-//! in `listen`; what a timer (or the poll) does is in `fire`.
+//! since the last recheck, and the poll (when it is due, and what it looks at). Which events
+//! reach the module is decided in `listen`; what a timer does is in `fire`.
 //!
 //! Whenever a lock may have become free — a lease running out, expiry/eviction, DEL/UNLINK/
 //! RENAME/MOVE/EXPIRE by a user's command (keyspace events), FLUSHDB/FLUSHALL/SWAPDB (server
@@ -28,8 +28,10 @@ use std::sync::Mutex;
 use indexmap::{Equivalent, IndexSet};
 use rustc_hash::{FxBuildHasher, FxHashSet, FxHasher};
 
+use crate::ffi::cluster::{self, Route};
 use crate::ffi::context::now_ms;
-use crate::ffi::{timer, Ctx};
+use crate::ffi::key::{Key, KeyKind};
+use crate::ffi::{timer, Ctx, RStr};
 
 use super::job::{Job, Timer};
 
@@ -280,4 +282,30 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
 pub(super) fn free_all() {
     rebuild_filter(&WaitedKeys::default());
     *state() = None;
+}
+
+/// One tick of the poll (run by Redis's cron, `listen::Cron`, or by `Job::Poll` where the cron
+/// is too slow). Reads only: a key found changed is marked, and served by the recheck timer.
+pub(super) fn poll(ctx: Ctx, tick: Option<PollTick>) {
+    let Some(tick) = tick else { return };
+    // The cluster going down, or a slot taken by a newer epoch heard in gossip, sends no
+    // event: one waited key stands for the cluster's state.
+    let sample = tick
+        .sample
+        .filter(|_| cluster::enabled(ctx) && ctx.may_write());
+    if let Some((db, key)) = sample {
+        ctx.select_db(db);
+        if cluster::route(ctx, &key) != Route::Here {
+            mark_dirty(ctx, db, None);
+        }
+    }
+    for (db, key) in tick.batch {
+        ctx.select_db(db);
+        // Still a hash: not overwritten by another type (a lock's own changes come with
+        // commands, its deletion with an event).
+        let name = RStr::new(ctx, &key);
+        if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
+            mark_dirty(ctx, db, Some(&key));
+        }
+    }
 }
