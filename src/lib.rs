@@ -28,15 +28,17 @@
 //!    7. `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
 //!    8. `held`: the lock keys granted here and not yet gone (an expiry of one counts);
 //!    9. `store`: lock keys and fencing counters as Redis holds them, written and propagated;
-//!    10. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
-//!    11. `listen`: what the module subscribes to on each server version and when, and the
+//!    10. `unlock`: whether a freed lock's unlock message goes out now (`publish auto`), and
+//!        the messages held back while nobody subscribed;
+//!    11. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
+//!    12. `listen`: what the module subscribes to on each server version and when, and the
 //!        handlers of those events (they only mark keys or arm timers);
-//!    12. `depart`: waiters leaving their queue (timers stopped, key unwatched);
-//!    13. `deadlock`: the cycle a WAIT request would close, found before it queues;
-//!    14. `work`: the unit of work every writing command and every wake-up goes through, and
+//!    13. `depart`: waiters leaving their queue (timers stopped, key unwatched);
+//!    14. `deadlock`: the cycle a WAIT request would close, found before it queues;
+//!    15. `work`: the unit of work every writing command and every wake-up goes through, and
 //!        the one grant step;
-//!    15. `fire`: what each timer does when it fires, through the unit of work;
-//!    16. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
+//!    16. `fire`: what each timer does when it fires, through the unit of work;
+//!    17. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
 //! 6. `commands`: one file per command, each with its declaration;
 //! 7. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]

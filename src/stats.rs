@@ -37,6 +37,10 @@ pub struct Stats {
     /// Waiters answered with a redirect (ASK/MOVED/CLUSTERDOWN/TRYAGAIN): their key left
     /// this cluster node.
     pub cluster_redirects: AtomicU64,
+    /// Unlock messages held back because the server had no subscriber (`publish auto`).
+    pub unlock_messages_held_back: AtomicU64,
+    /// Of those, the ones sent late because a subscriber had come meanwhile.
+    pub unlock_messages_sent_late: AtomicU64,
 }
 
 impl Stats {
@@ -123,6 +127,14 @@ impl crate::ffi::info::InfoSection for Info {
             ("deadlocks", Stats::get(&STATS.deadlocks)),
             ("errors", Stats::get(&STATS.errors)),
             ("cluster_redirects", Stats::get(&STATS.cluster_redirects)),
+            (
+                "unlock_messages_held_back",
+                Stats::get(&STATS.unlock_messages_held_back),
+            ),
+            (
+                "unlock_messages_sent_late",
+                Stats::get(&STATS.unlock_messages_sent_late),
+            ),
             ("wait_p50_us", p50),
             ("wait_p99_us", p99),
             ("wait_p999_us", p999),

@@ -1,5 +1,10 @@
 //! The Redisson unlock channel: `0` published on the last RELEASE when no waiter takes over;
-//! prefix and `publish no` module arguments; channel naming with braces.
+//! prefix and `publish no` module arguments; channel naming with braces; `publish auto` (the
+//! default) holding the message back while the server has no subscriber, and sending it late
+//! to a subscriber that came meanwhile.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
 
 use crate::common;
 use common::*;
@@ -138,4 +143,125 @@ fn publish_no_module_argument() {
     assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
     assert_eq!(sub.drain(&mut c), Vec::<String>::new(), "publish no");
     assert!(!exists(&mut c, "k"), "the release itself still happened");
+}
+
+fn held_back_and_late(c: &mut Connection) -> (i64, i64) {
+    let info = info_dlock(c);
+    (
+        info["dlock_unlock_messages_held_back"],
+        info["dlock_unlock_messages_sent_late"],
+    )
+}
+
+#[test]
+fn publish_auto_holds_the_message_back_while_nobody_subscribes() {
+    let srv = Server::start(); // `publish auto` is the default
+    let mut c = srv.connection();
+    assert_eq!(acquire(&mut c, "k", "o", 10_000), Reply::Int(1));
+    assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
+    assert_eq!(held_back_and_late(&mut c), (1, 0), "nobody subscribed");
+    // A subscriber to another channel cannot hear it.
+    let _news = subscriber(&srv, "news");
+    // Releases over 300 ms: the timer looks at least once (100 ms after a message is held
+    // back) and finds nobody who can hear.
+    let since = std::time::Instant::now();
+    let mut before = 1;
+    while since.elapsed() < ms(300) {
+        assert_eq!(acquire(&mut c, "k", "o", 10_000), Reply::Int(1));
+        assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
+        let (held, late) = held_back_and_late(&mut c);
+        assert_eq!((held, late), (before + 1, 0), "nobody under the prefix");
+        before = held;
+        std::thread::sleep(ms(20));
+    }
+    // A subscriber to anything (here a pattern) makes the next reading publish at once.
+    let pattern: &'static mut Connection = Box::leak(Box::new(srv.connection()));
+    pattern
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let mut ps = pattern.as_pubsub();
+    ps.psubscribe("redisson_lock__channel:*").unwrap();
+    // Published at once if the 100 ms between readings have passed, else held back and sent
+    // late by the next reading: either way the subscriber hears it.
+    assert_eq!(acquire(&mut c, "k", "o", 10_000), Reply::Int(1));
+    assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
+    let m = ps.get_message().expect("the unlock message");
+    assert_eq!(m.get_channel_name(), channel("k"));
+    assert_eq!(m.get_payload::<String>().unwrap(), "0");
+}
+
+#[test]
+fn publish_yes_always_publishes() {
+    let srv = Server::builder().module_args(["publish", "yes"]).start();
+    let mut c = srv.connection();
+    assert_eq!(acquire(&mut c, "k", "o", 10_000), Reply::Int(1));
+    assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
+    assert_eq!(held_back_and_late(&mut c), (0, 0), "publish yes");
+}
+
+/// The one race of `publish auto`: a subscriber that comes after the server found none and
+/// before the lock it waits for is released. One RESP3 connection sends, in one pipeline
+/// (run by the server in one go, well within the 100 ms between two readings): a release
+/// that finds no subscriber, the SUBSCRIBE, and the release of the subscribed lock. That
+/// lock's message is held back, then sent late by the next reading.
+#[test]
+fn a_subscriber_that_comes_between_two_readings_gets_the_message_late() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let chan = channel("late");
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
+    s.set_read_timeout(Some(5 * SEC)).unwrap();
+    let mut pipeline = String::from("HELLO 3\r\n");
+    for cmd in [
+        "DLOCK.ACQUIRE first o 10000".to_string(),
+        "DLOCK.RELEASE first o".into(),
+        format!("SUBSCRIBE {chan}"),
+        "DLOCK.ACQUIRE late o 10000".into(),
+        "DLOCK.RELEASE late o".into(),
+    ] {
+        pipeline.push_str(&cmd);
+        pipeline.push_str("\r\n");
+    }
+    let sent = std::time::Instant::now();
+    s.write_all(pipeline.as_bytes()).unwrap();
+    // The message as a RESP3 push: `>3 message <chan> 0`.
+    let want = format!("$7\r\nmessage\r\n${}\r\n{chan}\r\n$1\r\n0\r\n", chan.len());
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains(&want) {
+        let n = s.read(&mut buf).expect("the unlock message within 5 s");
+        assert!(
+            n > 0,
+            "connection closed; got {:?}",
+            String::from_utf8_lossy(&got)
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+    let took = sent.elapsed();
+    assert_eq!(
+        held_back_and_late(&mut c),
+        (2, 2),
+        "both held back, both sent late"
+    );
+    assert!(
+        took < 2 * SEC,
+        "sent late by the next reading: took {took:?}"
+    );
+}
+
+/// In cluster mode a PUBLISH reaches every node's subscribers: `publish auto` cannot count
+/// them on the node of the lock, and always publishes.
+#[test]
+fn in_cluster_mode_the_message_reaches_another_nodes_subscriber() {
+    let cl = dlock_testutil::Cluster::start(2);
+    let key = cl.key_on(0, "chan");
+    let mut ps = subscriber(&cl.nodes[1], &channel(&key));
+    let mut c = cl.nodes[0].connection();
+    assert_eq!(acquire(&mut c, &key, "o", 10_000), Reply::Int(1));
+    assert_eq!(release(&mut c, &key, "o"), Reply::Int(1));
+    let m = ps
+        .get_message()
+        .expect("the unlock message on the other node");
+    assert_eq!(m.get_payload::<String>().unwrap(), "0");
+    assert_eq!(held_back_and_late(&mut c), (0, 0), "never held back");
 }

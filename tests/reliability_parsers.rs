@@ -266,7 +266,7 @@ fn ref_info(a: &[&[u8]]) -> Result<Vec<u8>, String> {
 #[derive(Debug, PartialEq)]
 struct Cfg {
     prefix: String,
-    publish: bool,
+    publish: &'static str,
     per_key: usize,
     total: usize,
 }
@@ -281,7 +281,7 @@ fn ref_config(words: &[String]) -> Result<Cfg, Vec<String>> {
     }
     let mut c = Cfg {
         prefix: "redisson_lock__channel".into(),
-        publish: true,
+        publish: "auto",
         per_key: 1_000,
         total: 10_000,
     };
@@ -301,8 +301,9 @@ fn ref_config(words: &[String]) -> Result<Cfg, Vec<String>> {
             "channel-prefix" => c.prefix = v.to_string(),
             "publish" => {
                 c.publish = match v.to_ascii_lowercase().as_str() {
-                    "yes" => true,
-                    "no" => false,
+                    "yes" => "yes",
+                    "no" => "no",
+                    "auto" => "auto",
                     _ => return Err(vec!["publish".into(), format!("'{v}'")]),
                 }
             }
@@ -397,6 +398,8 @@ fn word(rng: &mut StdRng) -> Vec<u8> {
         "yes",
         "no",
         "YES",
+        "auto",
+        "Auto",
         "publish",
         "max-waiters",
         "max-waiters-per-key",
@@ -534,7 +537,11 @@ fn module_arguments_parser_matches_the_reference() {
             (Ok(c), Ok(r)) => assert_eq!(
                 Cfg {
                     prefix: c.channel_prefix,
-                    publish: c.publish,
+                    publish: match c.publish {
+                        config::Publish::Always => "yes",
+                        config::Publish::Never => "no",
+                        config::Publish::Auto => "auto",
+                    },
                     per_key: c.max_waiters_per_key,
                     total: c.max_waiters,
                 },

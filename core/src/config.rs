@@ -4,19 +4,34 @@
 pub struct Config {
     /// Prefix of Redisson's unlock channel.
     pub channel_prefix: String,
-    /// Publish `0` on the unlock channel when a release frees a lock nobody waits for.
-    pub publish: bool,
+    /// When to publish `0` on the unlock channel as a release frees a lock nobody waits for.
+    pub publish: Publish,
     /// Most clients queued on one key; 0 = no limit.
     pub max_waiters_per_key: usize,
     /// Most clients queued in total; 0 = no limit.
     pub max_waiters: usize,
 }
 
+/// The `publish` module argument: when a release that frees a lock publishes Redisson's unlock
+/// message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// `yes`: on every such release.
+    Always,
+    /// `no`: never.
+    Never,
+    /// `auto` (the default): where a subscriber may hear it. On a standalone server without
+    /// replicas, only while the server has subscribers (checked every 100 ms, and a message
+    /// held back meanwhile is sent late when one appears); in cluster mode or with replicas,
+    /// always (their subscribers cannot be counted here).
+    Auto,
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
             channel_prefix: crate::names::DEFAULT_CHANNEL_PREFIX.into(),
-            publish: true,
+            publish: Publish::Auto,
             max_waiters_per_key: 1_000,
             max_waiters: 10_000,
         }
@@ -46,9 +61,12 @@ impl Config {
                 "channel-prefix" => return Err("channel-prefix must not be empty".into()),
                 "publish" => {
                     c.publish = match value.to_ascii_lowercase().as_str() {
-                        "yes" => true,
-                        "no" => false,
-                        _ => return Err(format!("publish must be yes or no, got '{value}'")),
+                        "yes" => Publish::Always,
+                        "no" => Publish::Never,
+                        "auto" => Publish::Auto,
+                        _ => {
+                            return Err(format!("publish must be yes, no or auto, got '{value}'"))
+                        }
                     }
                 }
                 "max-waiters-per-key" => c.max_waiters_per_key = count(&name, value)?,
@@ -75,7 +93,9 @@ mod tests {
     fn defaults_and_overrides() {
         assert_eq!(p(&[]).unwrap(), Config::default());
         let c = p(&["publish", "NO", "MAX-WAITERS", "0", "channel-prefix", "x"]).unwrap();
-        assert!(!c.publish);
+        assert_eq!(c.publish, Publish::Never);
+        assert_eq!(p(&["publish", "Yes"]).unwrap().publish, Publish::Always);
+        assert_eq!(p(&["publish", "auto"]).unwrap().publish, Publish::Auto);
         assert_eq!((c.max_waiters, c.channel_prefix.as_str()), (0, "x"));
     }
 
@@ -84,7 +104,9 @@ mod tests {
         assert!(p(&["publish"])
             .unwrap_err()
             .contains("'publish' has no value"));
-        assert!(p(&["publish", "maybe"]).unwrap_err().contains("yes or no"));
+        assert!(p(&["publish", "maybe"])
+            .unwrap_err()
+            .contains("yes, no or auto"));
         assert!(p(&["max-waiters", "-1"])
             .unwrap_err()
             .contains("max-waiters"));

@@ -9,7 +9,7 @@ use dlock_core::rules::{self, Released};
 use super::docs::{KEY, OWNER, READ, WRITE};
 use crate::engine::bind;
 use crate::engine::store::Requester;
-use crate::engine::work;
+use crate::engine::{unlock, work};
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{tagged, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
@@ -65,7 +65,7 @@ fn release(ctx: Ctx, a: args::ReleaseArgs, strs: Args) -> Result<Reply, LockErro
         // Nobody in the queue took it: wake Redisson-style waiters (with the DEL).
         if freed {
             let cfg = crate::config::get();
-            if cfg.publish {
+            if unlock::publish_now(ctx, cfg.publish, a.key, now) {
                 lk.publish_unlock(&cfg.channel_prefix);
             }
         }

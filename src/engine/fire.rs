@@ -56,6 +56,7 @@ impl TimerJob for Job {
             }
             Job::Demoted => answer_demoted(ctx),
             Job::Poll => wake::poll(ctx, wake::poll_timer(ctx)),
+            Job::UnlockMessages => super::unlock::timer_fired(ctx),
         }
     }
 }

@@ -23,6 +23,9 @@ pub enum Job {
     Demoted,
     /// The walk over the databases that finds every lock-delay key (`delay_keys`).
     DelayScan,
+    /// Unlock messages were held back while nobody subscribed: look again, then send or
+    /// forget them (`unlock`).
+    UnlockMessages,
 }
 
 /// A timer of the engine.

@@ -19,6 +19,7 @@ pub mod queue;
 mod registry;
 pub mod request;
 pub mod store;
+pub mod unlock;
 pub mod wake;
 pub mod work;
 
@@ -33,4 +34,5 @@ pub fn free_all() {
     bind::free_all();
     held::free();
     delay_keys::free_all();
+    unlock::free_all();
 }

@@ -5,6 +5,7 @@
 use std::os::raw::c_char;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::server_info::ServerInfo;
 use super::{api, Ctx};
 
 /// Where a request for a key is served, as this node sees the cluster now.
@@ -254,28 +255,13 @@ pub const SUBEVENT_EXPORT_COMPLETED: u64 = 5;
 
 /// Whether the server is Valkey 9.0 or newer (atomic slot migration), from `INFO server`.
 pub fn server_has_atomic_slot_migration(ctx: Ctx) -> bool {
-    // SAFETY: a live context; the section name is NUL-terminated.
-    let info = unsafe { api!(RedisModule_GetServerInfo)(ctx.as_ptr(), c"server".as_ptr()) };
-    if info.is_null() {
+    let Some(info) = ServerInfo::section(ctx, c"server") else {
         return false;
-    }
-    let field = |name: &std::ffi::CStr| {
-        // SAFETY: `info` is live until freed below; the field name is NUL-terminated; the
-        // returned string (or null) is valid while `info` is.
-        let ptr = unsafe { api!(RedisModule_ServerInfoGetFieldC)(info, name.as_ptr()) };
-        (!ptr.is_null()).then(|| {
-            // SAFETY: a non-null field value is a NUL-terminated string, valid while `info` is.
-            unsafe { std::ffi::CStr::from_ptr(ptr) }
-                .to_string_lossy()
-                .into_owned()
-        })
     };
-    let name = field(c"server_name");
-    let major = field(c"valkey_version")
+    let major = info
+        .text(c"valkey_version")
         .and_then(|v| v.split('.').next().and_then(|m| m.parse::<u32>().ok()));
-    // SAFETY: a live context; `info` from GetServerInfo on it, freed once.
-    unsafe { api!(RedisModule_FreeServerInfo)(ctx.as_ptr(), info) };
-    name.as_deref() == Some("valkey") && major.is_some_and(|m| m >= 9)
+    info.text(c"server_name").as_deref() == Some("valkey") && major.is_some_and(|m| m >= 9)
 }
 
 #[cfg(test)]

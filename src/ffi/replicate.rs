@@ -105,6 +105,12 @@ fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
     }
 }
 
+/// Publishes the unlock message `0` on `channel` on its own, with no key write beside it (a
+/// message held back and sent late: `engine::unlock`), here and to replicas.
+pub fn publish_unlock_message(ctx: Ctx, channel: &RStr) {
+    publish(ctx, channel, &RStr::number(ctx, 0));
+}
+
 /// Delivers `message` to this server's subscribers of `channel`.
 fn publish_here(ctx: Ctx, channel: &RStr, message: &RStr) {
     // SAFETY: a live context and strings.

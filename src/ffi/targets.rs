@@ -26,11 +26,11 @@
 //! backlog freed after `repl-backlog-ttl`) is not announced: the module keeps propagating
 //! (what Redis then drops), the safe direction.
 
-use std::os::raw::c_int;
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use redis_module::raw;
 
+use super::server_info::ServerInfo;
 use super::{api, Ctx};
 
 const KNOWN: u8 = 1;
@@ -99,27 +99,12 @@ fn ask(ctx: Ctx) -> u8 {
 
 /// `INFO replication` says this master has replicas or a backlog (or cannot be read).
 fn replication_in_use(ctx: Ctx) -> bool {
-    // SAFETY: a live context; the section name is NUL-terminated. The returned data is
-    // freed below, once, and the field names are NUL-terminated.
-    unsafe {
-        let info = api!(RedisModule_GetServerInfo)(ctx.as_ptr(), c"replication".as_ptr());
-        if info.is_null() {
-            return true;
-        }
-        let field = |name: &std::ffi::CStr| {
-            let mut err: c_int = 0;
-            let v = api!(RedisModule_ServerInfoGetFieldSigned)(info, name.as_ptr(), &mut err);
-            if err != 0 {
-                None
-            } else {
-                Some(v)
-            }
-        };
-        let slaves = field(c"connected_slaves");
-        let backlog = field(c"repl_backlog_active");
-        api!(RedisModule_FreeServerInfo)(ctx.as_ptr(), info);
-        !matches!((slaves, backlog), (Some(0), Some(0)))
-    }
+    let Some(info) = ServerInfo::section(ctx, c"replication") else {
+        return true;
+    };
+    let slaves = info.signed(c"connected_slaves");
+    let backlog = info.signed(c"repl_backlog_active");
+    !matches!((slaves, backlog), (Some(0), Some(0)))
 }
 
 /// Counts the moments keys may have arrived that no command of this server wrote: an RDB or
