@@ -24,7 +24,7 @@ use dlock_core::config::Publish;
 use dlock_core::names;
 
 use crate::ffi::context::now_ms;
-use crate::ffi::replicate::publish_unlock_message;
+use crate::ffi::replicate::publish_unlock_here;
 use crate::ffi::{pubsub, targets, timer, Ctx, RStr};
 use crate::stats::{Stats, STATS};
 
@@ -102,12 +102,6 @@ pub fn timer_fired(ctx: Ctx) {
     let mut guard = listeners();
     let Some(l) = guard.as_mut() else { return };
     l.timer = None;
-    // Redis 7.0 asserts that nothing is propagated while clients are paused, and a PUBLISH
-    // goes to replicas (should one have come since): look after the pause.
-    if ctx.writes_paused() {
-        l.timer = Some(timer::start(ctx, QUIET_LOOK_MS, Job::UnlockMessages));
-        return;
-    }
     l.look(ctx, now_ms());
 }
 
@@ -125,7 +119,7 @@ impl Listeners {
                 start = end;
                 let channel =
                     RStr::written(ctx, |out| names::write_unlock_channel(prefix, key, out));
-                publish_unlock_message(ctx, &channel);
+                publish_unlock_here(ctx, &channel);
             }
             Stats::add(&STATS.unlock_messages_sent_late, self.ends.len() as u64);
         }

@@ -105,10 +105,12 @@ fn publish(ctx: Ctx, channel: &RStr, message: &RStr) {
     }
 }
 
-/// Publishes the unlock message `0` on `channel` on its own, with no key write beside it (a
-/// message held back and sent late: `engine::unlock`), here and to replicas.
-pub fn publish_unlock_message(ctx: Ctx, channel: &RStr) {
-    publish(ctx, channel, &RStr::number(ctx, 0));
+/// Delivers the unlock message `0` on `channel` to this server's subscribers only, with no key
+/// write beside it: a message held back and sent late (`engine::unlock`), which is only ever
+/// held back where no replica receives propagation. Propagating nothing, it may run while
+/// clients are paused.
+pub fn publish_unlock_here(ctx: Ctx, channel: &RStr) {
+    publish_here(ctx, channel, &RStr::number(ctx, 0));
 }
 
 /// Delivers `message` to this server's subscribers of `channel`.
