@@ -88,9 +88,48 @@ struct Watched {
     last_poll: i64,
     /// Where the next poll batch starts among the waited keys (an index of `watched`).
     cursor: usize,
+    /// How many waited keys set each bit of [`FILTER`], so that a key leaving clears its bit
+    /// when it was the last (no rebuild over every key).
+    filter_counts: Vec<u32>,
 }
 
 impl Watched {
+    /// Removes waited key `i` in O(1) without taking a turn from any other key: the keys at
+    /// and after `cursor` have not been looked at in this round and stay at or after it.
+    /// (A shift would keep the order but move every later key.)
+    fn remove_keeping_turns(&mut self, i: usize) {
+        if i < self.cursor {
+            // Looked at already: trade places with the last key looked at, so that the key
+            // moved in from the end lands where the round continues.
+            self.watched.swap_indices(i, self.cursor - 1);
+            self.cursor -= 1;
+            self.watched.swap_remove_index(self.cursor);
+        } else {
+            self.watched.swap_remove_index(i);
+        }
+        if self.cursor >= self.watched.len() {
+            self.cursor = 0;
+        }
+    }
+
+    /// Counts `key` in the filter (`add`) or takes it out, setting or clearing its bit.
+    fn count_in_filter(&mut self, key: &[u8], add: bool) {
+        if self.filter_counts.is_empty() {
+            self.filter_counts = vec![0; FILTER.len() * 64];
+        }
+        let (word, bit) = filter_bit(key);
+        let n = &mut self.filter_counts[word * 64 + bit.trailing_zeros() as usize];
+        if add {
+            *n += 1;
+            FILTER[word].fetch_or(bit, Ordering::Relaxed);
+        } else {
+            *n -= 1;
+            if *n == 0 {
+                FILTER[word].fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// The next `POLL_BATCH` waited keys, in turn: every key within `ceil(n / POLL_BATCH)`
     /// ticks (a key leaving keeps the others' order). Costs the batch, not the set.
     fn next_batch(&mut self) -> Vec<(i32, Vec<u8>)> {
@@ -135,14 +174,9 @@ pub fn may_be_watched(key: &[u8]) -> bool {
     FILTER[word].load(Ordering::Relaxed) & bit != 0
 }
 
-fn rebuild_filter(watched: &WaitedKeys) {
-    let mut words = [0u64; 16];
-    for (_, key) in watched {
-        let (word, bit) = filter_bit(key);
-        words[word] |= bit;
-    }
-    for (slot, w) in FILTER.iter().zip(words) {
-        slot.store(w, Ordering::Relaxed);
+fn clear_filter() {
+    for slot in &FILTER {
+        slot.store(0, Ordering::Relaxed);
     }
 }
 
@@ -248,9 +282,9 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let mut d = state();
     let d = d.get_or_insert_with(Watched::default);
     let first = d.watched.is_empty();
-    d.watched.insert((db, key.to_vec()));
-    let (word, bit) = filter_bit(key);
-    FILTER[word].fetch_or(bit, Ordering::Relaxed);
+    if d.watched.insert((db, key.to_vec())) {
+        d.count_in_filter(key, true);
+    }
     arm_poll(ctx, d);
     first
 }
@@ -260,12 +294,9 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
 pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let mut d = state();
     let Some(d) = d.as_mut() else { return false };
-    // Shifted out, not swapped: the keys after it keep their turn.
-    if let Some((i, _)) = d.watched.shift_remove_full(&WaitedRef(db, key)) {
-        if i < d.cursor {
-            d.cursor -= 1;
-        }
-        rebuild_filter(&d.watched);
+    if let Some(i) = d.watched.get_index_of(&WaitedRef(db, key)) {
+        d.remove_keeping_turns(i);
+        d.count_in_filter(key, false);
     }
     if !d.watched.is_empty() {
         return false;
@@ -280,7 +311,7 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) -> bool {
 
 /// MODULE UNLOAD: frees the watched set (no timer is armed by then: no queue is left).
 pub(super) fn free_all() {
-    rebuild_filter(&WaitedKeys::default());
+    clear_filter();
     *state() = None;
 }
 
@@ -307,5 +338,71 @@ pub(super) fn poll(ctx: Ctx, tick: Option<PollTick>) {
         if Key::open(ctx, &name, false).kind() != KeyKind::Hash {
             mark_dirty(ctx, db, Some(&key));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watched(n: usize) -> Watched {
+        let mut d = Watched::default();
+        // Not counted in the filter, which is global: only the filter's own test touches it.
+        for k in 0..n {
+            d.watched.insert((0, format!("k{k}").into_bytes()));
+        }
+        d
+    }
+
+    /// The keys not yet looked at in this round are all looked at in the rest of the round
+    /// after another key left, wherever that key and the cursor were (a plain swap removal
+    /// would move the last key behind the cursor, a whole round late).
+    #[test]
+    fn a_key_leaving_takes_no_turn_from_the_others() {
+        for n in [2usize, 3, 31, 32, 33, 100] {
+            for start in [0, 1, n / 2, n - 1] {
+                for gone in [0, 1, n / 2, n - 1] {
+                    let mut d = watched(n);
+                    d.cursor = start;
+                    let gone_key = (0, format!("k{gone}").into_bytes());
+                    let not_yet: Vec<_> = (start..n)
+                        .map(|i| d.watched[i].clone())
+                        .filter(|k| *k != gone_key)
+                        .collect();
+                    d.remove_keeping_turns(gone);
+                    // The rest of the round: the keys from the cursor to the end.
+                    let rest = d.watched.len() - d.cursor;
+                    let batches = d.watched.len().div_ceil(POLL_BATCH);
+                    let order: Vec<_> = (0..batches).flat_map(|_| d.next_batch()).collect();
+                    let seen: FxHashSet<_> = order.into_iter().take(rest).collect();
+                    for k in &not_yet {
+                        assert!(
+                            seen.contains(k),
+                            "n {n}, cursor {start}, removed {gone}: {k:?} not looked at in the rest of the round"
+                        );
+                    }
+                    assert!(!seen.contains(&gone_key));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_filter_clears_a_bit_only_with_its_last_key() {
+        clear_filter();
+        let mut d = watched(0);
+        // Two keys on one bit: find a pair.
+        let a = b"a".to_vec();
+        let bit = filter_bit(&a);
+        let b = (0..100_000)
+            .map(|i| format!("b{i}").into_bytes())
+            .find(|k| filter_bit(k) == bit)
+            .expect("a second key on the same bit");
+        d.count_in_filter(&a, true);
+        d.count_in_filter(&b, true);
+        d.count_in_filter(&a, false);
+        assert!(may_be_watched(&b), "b still waits");
+        d.count_in_filter(&b, false);
+        assert!(!may_be_watched(&b), "nobody on that bit");
     }
 }
