@@ -34,6 +34,8 @@ use super::job::{Job, Timer};
 pub const QUIET_LOOK_MS: i64 = 100;
 /// After a look found someone: how soon a release may look again.
 pub const HEARD_LOOK_MS: i64 = 1_000;
+/// The held-back names' buffer kept between looks (beyond it, a burst's is given back).
+const KEEP_BYTES: usize = 64 * 1024;
 
 struct Listeners {
     /// Cluster mode (fixed for the server's life): always publish.
@@ -125,6 +127,11 @@ impl Listeners {
         }
         self.held_back.clear();
         self.ends.clear();
+        // A burst of releases left a large buffer: give most of it back.
+        if self.held_back.capacity() > KEEP_BYTES {
+            self.held_back.shrink_to(KEEP_BYTES);
+            self.ends.shrink_to(KEEP_BYTES / 16);
+        }
         heard
     }
 }
