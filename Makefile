@@ -149,11 +149,25 @@ lint: setup python/.venv/installed
 # runs them): test-python and test-node use those (CONFORMANCE_BUILT=1). Their own
 # `cargo build -p dlock-conformance` unifies fewer features than the workspace's tests and would
 # compile ~25 crates a second time.
+#
+# The tests run in two lanes side by side: the workspace's Rust tests, and the Python then the
+# Node suite. Each starts its own servers on free ports and mostly waits on them (the lanes
+# take ~3.5 and ~4.5 minutes one after the other; side by side, the time of the longer one).
+# Every line says its lane ([rust], [python+node]); `make test` fails if either lane fails,
+# after both have finished. setup-examples has installed and built node/ already (build-node),
+# and examples/node links to it: test-node must not run `npm ci` again (NODE_BUILT=1) while
+# tests/examples.rs may be running the examples.
 test: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test: lint build setup-examples
-	DLOCK_EXAMPLES=required $(CARGO) test --release --workspace
-	$(MAKE) --no-print-directory test-python CONFORMANCE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)"
-	$(MAKE) --no-print-directory test-node CONFORMANCE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)"
+	@set -o pipefail; \
+	lane() { name=$$1; shift; "$$@" 2>&1 | sed -u "s/^/[$$name] /"; }; \
+	lane rust env DLOCK_EXAMPLES=required $(CARGO) test --release --workspace & rust=$$!; \
+	lane python+node sh -c '$(MAKE) --no-print-directory test-python CONFORMANCE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)" && \
+		$(MAKE) --no-print-directory test-node CONFORMANCE_BUILT=1 NODE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)"' & other=$$!; \
+	echo "make test: lanes [rust] (cargo test --release --workspace) and [python+node] (make test-python, make test-node) started"; \
+	failed=""; wait $$rust || failed="$$failed rust"; wait $$other || failed="$$failed python+node"; \
+	if [ -n "$$failed" ]; then echo "make test: FAILED in lane(s):$$failed" >&2; exit 1; fi; \
+	echo "make test: both lanes passed"
 
 # The Python package (python/): mypy --strict, pytest against servers the tests start (the
 # conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
@@ -203,10 +217,12 @@ scripts: toolchain
 # cancellation, the watchdog and `lost`, Cluster with a moved slot, the script backend, types
 # (tsc --strict on consumer files), the ESM and CommonJS entry points, npm pack into an empty
 # folder, and every conformance scenario through node/test/conformance-driver.mjs.
+# NODE_BUILT=1 (`make test`, whose setup-examples ran build-node): node/ is installed and built.
+NODE_BUILT ?=
 test-node: build conformance-runner
 	@$(NODE_CHECK)
-	cd node && npm ci --no-audit --no-fund --loglevel=error && touch node_modules/installed
-	cd node && npm run --silent build
+	@[ -n "$(NODE_BUILT)" ] || { set -x; cd node && npm ci --no-audit --no-fund --loglevel=error && \
+		touch node_modules/installed && npm run --silent build; }
 	cd node && node --test --test-concurrency=1 test/*.test.mjs
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
