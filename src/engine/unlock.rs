@@ -25,7 +25,7 @@ use dlock_core::names;
 
 use crate::ffi::context::now_ms;
 use crate::ffi::replicate::publish_unlock_here;
-use crate::ffi::{pubsub, targets, timer, Ctx, RStr};
+use crate::ffi::{cluster, pubsub, targets, timer, Ctx, RStr};
 use crate::stats::{Stats, STATS};
 
 use super::job::{Job, Timer};
@@ -38,8 +38,6 @@ pub const HEARD_LOOK_MS: i64 = 1_000;
 const KEEP_BYTES: usize = 64 * 1024;
 
 struct Listeners {
-    /// Cluster mode (fixed for the server's life): always publish.
-    cluster: bool,
     /// When the last look was (unix ms, `now_ms`) and whether it found someone; `None` before
     /// the first.
     looked: Option<(i64, bool)>,
@@ -67,20 +65,16 @@ pub fn publish_now(ctx: Ctx, mode: Publish, key: &[u8], now: i64) -> bool {
         Publish::Never => return false,
         Publish::Auto => {}
     }
-    if targets::get(ctx).replicas {
+    if targets::get(ctx).replicas || cluster::enabled(ctx) {
         return true;
     }
     let mut guard = listeners();
     let l = guard.get_or_insert_with(|| Listeners {
-        cluster: ctx.in_cluster(),
         looked: None,
         held_back: Vec::new(),
         ends: Vec::new(),
         timer: None,
     });
-    if l.cluster {
-        return true;
-    }
     let heard = match l.looked {
         // While nobody listened, only the timer looks (clock going back or not).
         Some((_, false)) => false,
