@@ -5,6 +5,7 @@
 use std::os::raw::c_char;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use super::call::CallReply;
 use super::server_info::ServerInfo;
 use super::{api, Ctx};
 
@@ -80,30 +81,7 @@ fn write_accepted(ctx: Ctx, key: &[u8]) -> bool {
 
 /// The text reply of `CLUSTER <sub>`, `None` when the call fails.
 fn call_text(ctx: Ctx, sub: &std::ffi::CStr) -> Option<String> {
-    // SAFETY: a live context of the running callback; command name and format are
-    // NUL-terminated, and the "c" format takes exactly one C string argument, given.
-    let reply = unsafe {
-        api!(RedisModule_Call)(
-            ctx.as_ptr(),
-            c"CLUSTER".as_ptr(),
-            c"c".as_ptr(),
-            sub.as_ptr(),
-        )
-    };
-    if reply.is_null() {
-        return None;
-    }
-    let mut len: usize = 0;
-    // SAFETY: `reply` is the non-null reply of the call above; the pointer it returns is
-    // valid for `len` bytes until the reply is freed, which happens after the copy.
-    unsafe {
-        let ptr: *const c_char = api!(RedisModule_CallReplyStringPtr)(reply, &mut len);
-        let text = (!ptr.is_null()).then(|| {
-            String::from_utf8_lossy(std::slice::from_raw_parts(ptr.cast::<u8>(), len)).into_owned()
-        });
-        api!(RedisModule_FreeCallReply)(reply);
-        text
-    }
+    CallReply::run(ctx, c"CLUSTER", &[sub])?.text()
 }
 
 /// Whether this node is migrating `slot` to another node or importing it from one, as its

@@ -6,6 +6,7 @@
 //! every handle here is used on that thread, during the callback that produced it.
 
 pub mod blocked;
+pub mod call;
 pub mod cluster;
 pub mod command;
 pub mod command_info;
