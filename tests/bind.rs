@@ -55,6 +55,54 @@ fn a_closed_connection_cuts_the_lease_to_the_grace() {
     assert_eq!(leases_cut(&mut c), 1);
 }
 
+/// A bare `BIND` (what the clients send by default) takes the default grace, 2 s, or the
+/// lease when shorter (no error where `BIND 2000` would be one); on RENEW too, where it
+/// rebinds.
+#[test]
+fn a_bare_bind_takes_two_seconds_or_the_lease() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let mut holder = srv.connection();
+    let r = cmd(&mut holder, &["DLOCK.ACQUIRE", "k", "a", "60000", "BIND"]);
+    assert_eq!(r, Reply::Int(1));
+    let r = cmd(
+        &mut holder,
+        &["DLOCK.ACQUIRE", "other", "a", "60000", "BIND", "FENCE"],
+    );
+    assert!(matches!(r, Reply::Arr(_)), "BIND then FENCE: {r:?}");
+    let r = cmd(
+        &mut holder,
+        &["DLOCK.ACQUIRE", "short", "a", "1000", "BIND"],
+    );
+    assert_eq!(r, Reply::Int(1), "the grace capped at the 1 s lease");
+    // `other` is rebound from another connection by a bare BIND on RENEW.
+    let mut renewer = srv.connection();
+    let r = cmd(
+        &mut renewer,
+        &["DLOCK.RENEW", "other", "a", "60000", "BIND"],
+    );
+    assert_eq!(r, Reply::Int(1));
+    let id = client_id(&mut holder);
+    drop(holder);
+    wait_closed(&mut c, id);
+    wait_for(Duration::from_secs(5), "the cut", || {
+        (leases_cut(&mut c) >= 1).then_some(())
+    });
+    let left = pttl(&mut c, "k");
+    // (-2: the cut lease already ran out, on a machine stalled for the whole grace.)
+    assert!(
+        left <= 2_000 && left != -1,
+        "cut to the 2 s default grace: PTTL {left}"
+    );
+    assert!(pttl(&mut c, "other") > 50_000, "rebound elsewhere: not cut");
+    let id = client_id(&mut renewer);
+    drop(renewer);
+    wait_closed(&mut c, id);
+    wait_for(Duration::from_secs(5), "the second cut", || {
+        (pttl(&mut c, "other") <= 2_000).then_some(())
+    });
+}
+
 #[test]
 fn grace_zero_frees_at_once_and_a_cut_never_lengthens() {
     let srv = Server::start();

@@ -132,7 +132,7 @@ fn arguments_carry_their_tokens_and_optional_flags() {
             "lease-ms",
             "timeout-ms",
             "fence",
-            "grace-ms",
+            "bind",
             "lock-delay-ms"
         ],
         "in the order of the syntax"
@@ -146,6 +146,17 @@ fn arguments_carry_their_tokens_and_optional_flags() {
         assert!(flags.contains(&Reply::Status("optional".into())), "{a:?}");
     }
     assert_eq!(field(&args[1], "flags"), None, "owner is required");
+    // `[BIND [grace-ms]]`: a block after the token, its grace optional.
+    assert_eq!(field(&args[5], "type").unwrap().str(), "block");
+    assert_eq!(field(&args[5], "token").unwrap().str(), "BIND");
+    let grace = &field(&args[5], "arguments").unwrap().arr()[0];
+    assert_eq!(field(grace, "name").unwrap().str(), "grace-ms");
+    assert_eq!(field(grace, "type").unwrap().str(), "integer");
+    let flags = field(grace, "flags").expect("optional flag").arr();
+    assert!(
+        flags.contains(&Reply::Status("optional".into())),
+        "{grace:?}"
+    );
 
     let docs = cmd(&mut c, &["COMMAND", "DOCS", "dlock.rwlock"]);
     let args = field(&field(&docs, "dlock.rwlock").unwrap(), "arguments")

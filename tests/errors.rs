@@ -103,9 +103,11 @@ fn syntax_errors() {
             vec!["DLOCK.ACQUIRE", key, "o2", "100", "FENCE", "FENCE"],
             vec!["DLOCK.ACQUIRE", key, "o2", "100", "BOGUS"],
             vec!["DLOCK.RENEW", key, "o2", "100", "x"],
-            vec!["DLOCK.RENEW", key, "o2", "100", "BIND"],
+            // A bare BIND is the default grace; the option after it must be one it takes.
+            vec!["DLOCK.RENEW", key, "o2", "100", "BIND", "WAIT"],
             vec!["DLOCK.RENEW", key, "o2", "100", "BIND", "1", "x"],
-            vec!["DLOCK.ACQUIRE", key, "o2", "100", "BIND"],
+            vec!["DLOCK.ACQUIRE", key, "o2", "100", "BIND", "BIND"],
+            vec!["DLOCK.SEMAPHORE", key, "o2", "2", "100", "BIND", "FENCE"],
             vec!["DLOCK.ACQUIRE", key, "o2", "100", "WAIT", "10", "extra"],
             vec!["DLOCK.ACQUIRE", key, "o2", "100", "FENCE", "WAIT"],
             vec!["DLOCK.ACQUIRE", key, "o2", "100", ""],

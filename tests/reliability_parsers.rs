@@ -89,7 +89,7 @@ fn timeout(w: &[u8]) -> Result<i64, String> {
     }
 }
 
-/// `BIND grace-ms`: from 0 to the lease.
+/// `BIND grace-ms`: from 0 to the lease (a bare `BIND`: 2 s or the lease).
 fn grace(w: &[u8], lease: i64) -> Result<i64, String> {
     match int(w) {
         Some(v) if v > lease => Err(format!(
@@ -245,10 +245,17 @@ fn ref_renew(a: &[&[u8]]) -> Result<(Vec<u8>, Vec<u8>, i64), String> {
     }
     let owner = owner(a[1])?;
     let lease = lease(a[2])?;
-    // `[BIND grace-ms]`; other words left over are a syntax error.
+    // `[BIND [grace-ms]]`: a word after BIND is its grace unless it starts an option (which
+    // RENEW does not take); other words left over are a syntax error.
+    let option = |w: &[u8]| {
+        ["WAIT", "BIND", "FENCE", "LOCKDELAY", "COUNT"]
+            .iter()
+            .any(|o| w.eq_ignore_ascii_case(o.as_bytes()))
+    };
     match &a[3..] {
         [] => {}
-        [w, g] if w.eq_ignore_ascii_case(b"BIND") => {
+        [w] if w.eq_ignore_ascii_case(b"BIND") => {}
+        [w, g] if w.eq_ignore_ascii_case(b"BIND") && !option(g) => {
             grace(g, lease)?;
         }
         _ => return Err("ERR syntax error".into()),

@@ -64,7 +64,7 @@ pub struct Cfg {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
     Native,
-    /// The module's commands, the acquire with `BIND` (the bundled client's default grace).
+    /// The module's commands, the acquire with a bare `BIND` (the clients' default grace).
     NativeBind,
     NativeClient,
     Lua,
@@ -197,7 +197,7 @@ impl Hold<'_> {
                 vec![Reply::Int(1)],
             ),
             Backend::NativeBind => (
-                encode(&[b"DLOCK.ACQUIRE", key, owner, lease, b"BIND", b"2000"]),
+                encode(&[b"DLOCK.ACQUIRE", key, owner, lease, b"BIND"]),
                 vec![Reply::Int(1)],
             ),
             Backend::Lua => (

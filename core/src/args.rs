@@ -8,7 +8,7 @@ use crate::model::MODE_FIELD;
 pub use crate::model::{Mode, Want};
 
 use crate::limits::MAX_LOCK_DELAY_MS;
-pub use crate::limits::{MAX_CAPACITY, MAX_MS, MAX_OWNER_LEN};
+pub use crate::limits::{DEFAULT_BIND_GRACE_MS, MAX_CAPACITY, MAX_MS, MAX_OWNER_LEN};
 
 /// DLOCK.ACQUIRE / DLOCK.RWLOCK / DLOCK.SEMAPHORE.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +102,23 @@ fn timeout(arg: &[u8]) -> Result<i64, LockError> {
     }
 }
 
+/// The words that start an option: after a bare `BIND`, one of them is the next option,
+/// anything else is the grace.
+const OPTION_WORDS: [&[u8]; 5] = [b"WAIT", b"BIND", b"FENCE", b"LOCKDELAY", b"COUNT"];
+
+/// `BIND [grace-ms]`: the grace given after `BIND` (`next`, unless it is the next option's
+/// word or absent), else [`DEFAULT_BIND_GRACE_MS`] capped at the lease. With the words it
+/// consumed (1 or 2).
+#[inline]
+fn bind_option(next: Option<&[u8]>, lease_ms: i64) -> Result<(i64, usize), LockError> {
+    match next {
+        Some(v) if !OPTION_WORDS.iter().any(|w| v.eq_ignore_ascii_case(w)) => {
+            Ok((grace(v, lease_ms)?, 2))
+        }
+        _ => Ok((DEFAULT_BIND_GRACE_MS.min(lease_ms), 1)),
+    }
+}
+
 /// `BIND grace-ms`: from 0 to the lease.
 fn grace(arg: &[u8], lease_ms: i64) -> Result<i64, LockError> {
     match number(arg) {
@@ -153,7 +170,10 @@ fn options(rest: &[&[u8]], lease_ms: i64, takes: Takes) -> Result<Options, LockE
         if word.eq_ignore_ascii_case(b"WAIT") && o.wait.is_none() {
             o.wait = Some(timeout(value()?)?);
         } else if word.eq_ignore_ascii_case(b"BIND") && o.bind.is_none() {
-            o.bind = Some(grace(value()?, lease_ms)?);
+            let (grace, words) = bind_option(rest.get(i + 1).copied(), lease_ms)?;
+            o.bind = Some(grace);
+            i += words;
+            continue;
         } else if lock && word.eq_ignore_ascii_case(b"FENCE") && !o.fence {
             o.fence = true;
             i += 1;
@@ -170,7 +190,7 @@ fn options(rest: &[&[u8]], lease_ms: i64, takes: Takes) -> Result<Options, LockE
     Ok(o)
 }
 
-/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms]
+/// `DLOCK.ACQUIRE key owner lease-ms [WAIT timeout-ms] [FENCE] [BIND [grace-ms]]
 /// [LOCKDELAY ms]` (argv without the command name).
 #[inline]
 pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
@@ -192,7 +212,7 @@ pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     })
 }
 
-/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE] [BIND grace-ms]
+/// `DLOCK.RWLOCK key owner READ|WRITE lease-ms [WAIT timeout-ms] [FENCE] [BIND [grace-ms]]
 /// [LOCKDELAY ms]` (LOCKDELAY with WRITE only).
 pub fn rwlock<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 4 {
@@ -239,7 +259,7 @@ fn permits(arg: &[u8], name: &'static str) -> Result<i64, LockError> {
     }
 }
 
-/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms] [BIND grace-ms]`.
+/// `DLOCK.SEMAPHORE key owner capacity lease-ms [COUNT n] [WAIT timeout-ms] [BIND [grace-ms]]`.
 pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 4 {
         return Err(LockError::WrongArity);
@@ -300,7 +320,7 @@ pub fn waiters<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], Option<usize>), LockE
     }
 }
 
-/// `DLOCK.RENEW key owner lease-ms [BIND grace-ms]`.
+/// `DLOCK.RENEW key owner lease-ms [BIND [grace-ms]]`.
 #[inline]
 pub fn renew<'a>(argv: &[&'a [u8]]) -> Result<RenewArgs<'a>, LockError> {
     if argv.len() < 3 {
@@ -311,7 +331,12 @@ pub fn renew<'a>(argv: &[&'a [u8]]) -> Result<RenewArgs<'a>, LockError> {
     // Words past the option: a syntax error, as for RELEASE.
     let bind = match &argv[3..] {
         [] => None,
-        [word, value] if word.eq_ignore_ascii_case(b"BIND") => Some(grace(value, lease_ms)?),
+        [word, rest @ ..] if rest.len() <= 1 && word.eq_ignore_ascii_case(b"BIND") => {
+            match bind_option(rest.first().copied(), lease_ms)? {
+                (grace, words) if words == 1 + rest.len() => Some(grace),
+                _ => return Err(LockError::Syntax), // `BIND WAIT`: no option follows
+            }
+        }
         _ => return Err(LockError::Syntax),
     };
     Ok(RenewArgs {
@@ -498,7 +523,22 @@ mod tests {
             msg(a(&["k", "o", "100", "BIND", "-1"])),
             "ERR grace-ms must be a non-negative integer"
         );
-        assert_eq!(msg(a(&["k", "o", "100", "BIND"])), "ERR syntax error");
+        // A bare BIND: the default grace, capped at the lease; the next word is the grace
+        // unless it starts an option.
+        assert_eq!(a(&["k", "o", "100", "BIND"]).unwrap().bind, Some(100));
+        assert_eq!(a(&["k", "o", "30000", "BIND"]).unwrap().bind, Some(2000));
+        let r = a(&["k", "o", "30000", "BIND", "fence", "WAIT", "5"]).unwrap();
+        assert_eq!((r.bind, r.fence, r.wait_ms), (Some(2000), true, Some(5)));
+        let r = a(&["k", "o", "30000", "BIND", "LOCKDELAY", "7"]).unwrap();
+        assert_eq!((r.bind, r.lock_delay), (Some(2000), Some(7)));
+        assert_eq!(
+            msg(a(&["k", "o", "100", "BIND", "soon"])),
+            "ERR grace-ms must be a non-negative integer"
+        );
+        assert_eq!(
+            msg(a(&["k", "o", "100", "BIND", "BIND", "1"])),
+            "ERR syntax error"
+        );
         assert_eq!(
             msg(a(&["k", "o", "100", "BIND", "1", "BIND", "1"])),
             "ERR syntax error"
@@ -552,6 +592,16 @@ mod tests {
             Some(5)
         );
         assert_eq!(
+            sem(&["k", "o", "2", "10", "BIND", "COUNT", "2"])
+                .unwrap()
+                .bind,
+            Some(10)
+        );
+        assert_eq!(
+            sem(&["k", "o", "2", "10", "BIND", "FENCE"]).unwrap_err(),
+            "ERR syntax error"
+        );
+        assert_eq!(
             sem(&["k", "o", "2", "10", "LOCKDELAY", "5"]).unwrap_err(),
             "ERR syntax error"
         );
@@ -560,8 +610,10 @@ mod tests {
         }
         assert_eq!(rn(&["k", "o", "10"]).unwrap().bind, None);
         assert_eq!(rn(&["k", "o", "10", "bind", "3"]).unwrap().bind, Some(3));
+        assert_eq!(rn(&["k", "o", "10", "BIND"]).unwrap().bind, Some(10));
+        assert_eq!(rn(&["k", "o", "30000", "BIND"]).unwrap().bind, Some(2000));
         assert_eq!(
-            rn(&["k", "o", "10", "BIND"]).unwrap_err(),
+            rn(&["k", "o", "10", "BIND", "WAIT"]).unwrap_err(),
             "ERR syntax error"
         );
         assert_eq!(

@@ -5,7 +5,7 @@ import { Client } from 'dlock-client';
 const PORT = Number(process.argv[2] ?? process.env.DLOCK_PORT ?? 6379);
 const KEY = 'invoice:7';
 
-const client = await Client.connect(`redis://127.0.0.1:${PORT}`); // BIND 2000 by default
+const client = await Client.connect(`redis://127.0.0.1:${PORT}`); // BIND (a 2 s grace) by default
 const lock = client.lock(KEY, { lease: 30_000, fence: true }); // milliseconds; the watchdog renews
 
 const held = await lock.acquire({ timeout: 5_000 }); // FIFO wait in the server; null on time-out

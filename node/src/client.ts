@@ -21,6 +21,7 @@ import { addressOf, type Link, type NodeRedisClient } from './link.js';
 import {
   Kind,
   LockInfo,
+  MODULE_BIND_MS,
   Request,
   Waiter,
   checkBind,
@@ -74,7 +75,8 @@ export interface SemaphoreAcquireOptions extends AcquireOptions {
 }
 
 const DEFAULT_LEASE_MS = 30_000;
-const DEFAULT_BIND_MS = 2000;
+/** The module's own default grace: sent as a bare `BIND`, which costs the server least. */
+const DEFAULT_BIND_MS = MODULE_BIND_MS;
 /**
  * node-redis 6 gives every command a 5 s `timeout` by default (5.0 had no such option): an AbortSignal.timeout and
  * its listener per command, about half the client CPU of an uncontended acquire + release.

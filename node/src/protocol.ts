@@ -72,7 +72,7 @@ export function acquireCommand(r: Request, owner: string, wait: number | undefin
   } else args = ['DLOCK.RWLOCK', r.key, owner, r.kind.toUpperCase(), String(r.leaseMs)];
   if (wait !== undefined) args.push('WAIT', String(wait));
   if (r.fence && r.kind !== 'semaphore') args.push('FENCE');
-  if (bindMs !== null) args.push('BIND', String(Math.min(bindMs, r.leaseMs)));
+  if (bindMs !== null) args.push(...bindArgs(bindMs, r.leaseMs));
   if (r.lockDelayMs !== undefined) args.push('LOCKDELAY', String(r.lockDelayMs));
   return args;
 }
@@ -86,8 +86,20 @@ export function releaseCommand(key: string, owner: string, kind: Kind, count: nu
 
 export function renewCommand(key: string, owner: string, leaseMs: number, bindMs: number | null): string[] {
   const args = ['DLOCK.RENEW', key, owner, String(leaseMs)];
-  if (bindMs !== null) args.push('BIND', String(Math.min(bindMs, leaseMs)));
+  if (bindMs !== null) args.push(...bindArgs(bindMs, leaseMs));
   return args;
+}
+
+/** The module's grace for a bare `BIND`: 2 s, or the lease when shorter. */
+export const MODULE_BIND_MS = 2000;
+
+/**
+ * `BIND grace-ms` (the grace at most the lease), or a bare `BIND` where that is the module's
+ * default grace: the default then costs the server no number to read.
+ */
+function bindArgs(bindMs: number, leaseMs: number): string[] {
+  const grace = Math.min(bindMs, leaseMs);
+  return grace === Math.min(MODULE_BIND_MS, leaseMs) ? ['BIND'] : ['BIND', String(grace)];
 }
 
 /**

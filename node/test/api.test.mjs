@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from 'redis';
 import { Client, DeadlockError, LostError, ModuleNotLoadedError, WrongTypeError, ConfigError, AcquireTimeoutError, ServerConnectionError } from 'dlock-client';
 import { Server, until } from './servers.mjs';
-import { isUnknownOption } from '../dist/esm/protocol.js';
+import { isUnknownOption, renewCommand } from '../dist/esm/protocol.js';
 
 let server;
 let raw;
@@ -294,6 +294,14 @@ describe('server features and errors', () => {
     assert.ok(isUnknownOption("ERR wrong number of arguments for 'dlock.renew' command"));
     assert.ok(!isUnknownOption('WRONGTYPE Operation against a key holding the wrong kind of value'));
     assert.ok(!isUnknownOption(null));
+  });
+
+  it('the default grace goes as a bare BIND (the module takes 2 s, or the lease when shorter)', () => {
+    assert.deepEqual(renewCommand('k', 'o', 30000, 2000), ['DLOCK.RENEW', 'k', 'o', '30000', 'BIND']);
+    assert.deepEqual(renewCommand('k', 'o', 1000, 2000), ['DLOCK.RENEW', 'k', 'o', '1000', 'BIND']);
+    assert.deepEqual(renewCommand('k', 'o', 1000, 500), ['DLOCK.RENEW', 'k', 'o', '1000', 'BIND', '500']);
+    assert.deepEqual(renewCommand('k', 'o', 30000, 3000), ['DLOCK.RENEW', 'k', 'o', '30000', 'BIND', '3000']);
+    assert.deepEqual(renewCommand('k', 'o', 30000, null), ['DLOCK.RENEW', 'k', 'o', '30000']);
   });
 
   it('lockDelay keeps the lock after a hold ended without release', async () => {

@@ -16,6 +16,7 @@ from dlock_client._protocol import (
     first_unknown_option,
     give_back_command,
     parse_info,
+    renew_command,
     wait_ms,
 )
 
@@ -29,12 +30,17 @@ def test_wait_argument() -> None:
 def test_commands() -> None:
     r = Request("lock", "k", 30000, fence=True, lock_delay_ms=500)
     assert r.command("o", 0, 2000) == ["DLOCK.ACQUIRE", "k", "o", 30000, "WAIT", 0, "FENCE",
-                                       "BIND", 2000, "LOCKDELAY", 500]
+                                       "BIND", "LOCKDELAY", 500]  # the module's default grace
+    assert r.command("o", None, 300) == ["DLOCK.ACQUIRE", "k", "o", 30000, "FENCE", "BIND", 300,
+                                         "LOCKDELAY", 500]
+    assert renew_command("k", "o", 30000, 2000) == ["DLOCK.RENEW", "k", "o", 30000, "BIND"]
+    assert renew_command("k", "o", 1000, 2000) == ["DLOCK.RENEW", "k", "o", 1000, "BIND"]
+    assert renew_command("k", "o", 1000, 500) == ["DLOCK.RENEW", "k", "o", 1000, "BIND", 500]
     assert r.read_mode().command("o", None, None) == ["DLOCK.RWLOCK", "k", "o", "READ", 30000,
                                                       "FENCE"]
     s = Request("semaphore", "s", 1000, capacity=3).with_count(2)
     assert s.command("o", 5, 5000) == ["DLOCK.SEMAPHORE", "s", "o", 3, 1000, "COUNT", 2,
-                                       "WAIT", 5, "BIND", 1000]  # grace at most the lease
+                                       "WAIT", 5, "BIND"]  # the default: at most the lease
     assert s.release_command("o") == ["DLOCK.RELEASE", "s", "o", "COUNT", 2]
     assert r.parse_grant([2, 7]) == (2, 7) and r.parse_grant(None) is None
 

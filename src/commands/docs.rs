@@ -8,7 +8,12 @@ pub const OWNER: Arg = arg(c"owner", Kind::String);
 pub const LEASE: Arg = arg(c"lease-ms", Kind::Integer);
 pub const WAIT: Arg = option(c"timeout-ms", c"WAIT", Kind::Integer);
 pub const FENCE: Arg = option(c"fence", c"FENCE", Kind::Token);
-pub const BIND: Arg = option(c"grace-ms", c"BIND", Kind::Integer);
+/// `[BIND [grace-ms]]`: a bare BIND takes the default grace (`args::bind_option`).
+pub const BIND: Arg = option(c"bind", c"BIND", Kind::Block(&[GRACE]));
+const GRACE: Arg = Arg {
+    optional: true,
+    ..arg(c"grace-ms", Kind::Integer)
+};
 pub const LOCKDELAY: Arg = option(c"lock-delay-ms", c"LOCKDELAY", Kind::Integer);
 pub const READ: Arg = word(c"read", c"READ");
 pub const WRITE: Arg = word(c"write", c"WRITE");

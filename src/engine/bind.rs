@@ -247,4 +247,28 @@ mod tests {
         encode(&mut out, 0, b"", b"o");
         assert_eq!(decode(&out), (0, &b""[..], &b"o"[..]));
     }
+
+    #[test]
+    fn a_hold_is_indexed_once_and_follows_its_last_connection() {
+        let (k, o) = (&b"k"[..], &b"o"[..]);
+        bind(1, 0, k, o, 100);
+        bind(1, 0, k, o, 200); // a renewal: the same entry
+        bind(2, 0, k, o, 300); // rebound elsewhere
+        bind(2, 1, k, o, 300); // another database: another hold
+        {
+            let guard = bindings();
+            let b = guard.as_ref().unwrap();
+            assert_eq!(b.by_hold.len(), 2);
+            let mut held = vec![];
+            encode(&mut held, 0, k, o);
+            let bound = &b.by_hold[held.as_slice()];
+            assert_eq!((bound.client, bound.grace_ms), (2, 300));
+            assert!(b.by_client[&1].is_empty());
+            assert_eq!(b.by_client[&2].len(), 2);
+        }
+        unbind(0, k, o);
+        unbind(1, k, o);
+        assert!(!any_bound());
+        free_all();
+    }
 }

@@ -31,6 +31,8 @@ pub enum Kind {
     Token,
     /// Exactly one of these.
     OneOf(&'static [Arg]),
+    /// These in a row, e.g. `[BIND [grace-ms]]` (the token before them).
+    Block(&'static [Arg]),
 }
 
 pub const fn arg(name: &'static CStr, kind: Kind) -> Arg {
@@ -156,6 +158,10 @@ impl RawArgs {
                 Kind::OneOf(sub) => {
                     r.subargs = self.build(sub);
                     raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_ONEOF
+                }
+                Kind::Block(sub) => {
+                    r.subargs = self.build(sub);
+                    raw::RedisModuleCommandArgType_REDISMODULE_ARG_TYPE_BLOCK
                 }
             };
             out.push(r);

@@ -244,7 +244,7 @@ fn grant_cmd(req: &Request<'_>, wait_ms: Option<u64>, bind_ms: Option<u64>) -> r
         cmd.arg("FENCE");
     }
     if let Some(ms) = bind_ms {
-        cmd.arg("BIND").arg(ms);
+        bind_arg(&mut cmd, ms, req.lease_ms);
     }
     if let Some(ms) = req.lock_delay_ms {
         cmd.arg("LOCKDELAY").arg(ms);
@@ -269,9 +269,18 @@ fn renew_with(key: &str, owner: &str, lease_ms: u64, bind_ms: Option<u64>) -> re
     let mut c = command("DLOCK.RENEW", 5, key.len() + owner.len() + 45);
     c.arg(key).arg(owner).arg(lease_ms);
     if let Some(ms) = bind_ms {
-        c.arg("BIND").arg(ms);
+        bind_arg(&mut c, ms, lease_ms);
     }
     c
+}
+
+/// `BIND grace-ms`, or a bare `BIND` where the module's default grace (2 s, or the lease if
+/// shorter) is that grace: the default then costs the server no number to read.
+fn bind_arg(c: &mut redis::Cmd, grace_ms: u64, lease_ms: u64) {
+    c.arg("BIND");
+    if grace_ms != (dlock_core::limits::DEFAULT_BIND_GRACE_MS as u64).min(lease_ms) {
+        c.arg(grace_ms);
+    }
 }
 
 /// The grant a parsed reply stands for, made at `at`.
@@ -426,6 +435,27 @@ mod tests {
         assert_eq!(
             words(&renew_with("k", "o", 500, None)),
             "DLOCK.RENEW k o 500"
+        );
+        // The default grace goes as a bare BIND (the module's default: 2 s, or the lease).
+        assert_eq!(
+            words(&renew_with("k", "o", 30_000, bound.bind_ms(30_000))),
+            "DLOCK.RENEW k o 30000 BIND"
+        );
+        assert_eq!(
+            words(&renew_with("k", "o", 500, bound.bind_ms(500))),
+            "DLOCK.RENEW k o 500 BIND"
+        );
+        assert_eq!(
+            words(&grant_cmd(&delayed, None, Some(2000))),
+            "DLOCK.RWLOCK k o WRITE 500 FENCE BIND 2000 LOCKDELAY 250"
+        );
+        let long = Request {
+            lease_ms: 30_000,
+            ..delayed
+        };
+        assert_eq!(
+            words(&grant_cmd(&long, None, Some(2000))),
+            "DLOCK.RWLOCK k o WRITE 30000 FENCE BIND LOCKDELAY 250"
         );
     }
 }

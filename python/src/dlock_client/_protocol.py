@@ -98,7 +98,7 @@ class Request:
         if self.fence:
             args.append("FENCE")
         if bind_ms is not None:
-            args += ["BIND", min(bind_ms, self.lease_ms)]
+            args += bind_args(bind_ms, self.lease_ms)
         if self.lock_delay_ms is not None:
             args += ["LOCKDELAY", self.lock_delay_ms]
         return args
@@ -166,8 +166,19 @@ def semaphore_request(name: str, capacity: int, lease: float) -> Request:
 def renew_command(key: str, owner: str, lease_ms: int, bind_ms: Optional[int]) -> List[Arg]:
     args: List[Arg] = ["DLOCK.RENEW", key, owner, lease_ms]
     if bind_ms is not None:
-        args += ["BIND", min(bind_ms, lease_ms)]
+        args += bind_args(bind_ms, lease_ms)
     return args
+
+
+MODULE_BIND_MS = 2000
+"""The module's grace for a bare ``BIND``: 2 s, or the lease when shorter."""
+
+
+def bind_args(bind_ms: int, lease_ms: int) -> List[Arg]:
+    """``BIND grace-ms`` (the grace at most the lease), or a bare ``BIND`` where that is the
+    module's default grace: the default then costs the server no number to read."""
+    grace = min(bind_ms, lease_ms)
+    return ["BIND"] if grace == min(MODULE_BIND_MS, lease_ms) else ["BIND", grace]
 
 
 def is_unknown_option(error: BaseException) -> bool:
