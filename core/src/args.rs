@@ -102,9 +102,14 @@ fn timeout(arg: &[u8]) -> Result<i64, LockError> {
     }
 }
 
-/// The words that start an option: after a bare `BIND`, one of them is the next option,
-/// anything else is the grace.
-const OPTION_WORDS: [&[u8]; 5] = [b"WAIT", b"BIND", b"FENCE", b"LOCKDELAY", b"COUNT"];
+// The words that start an option (matched without regard to case).
+const WAIT: &[u8] = b"WAIT";
+const BIND: &[u8] = b"BIND";
+const FENCE: &[u8] = b"FENCE";
+const LOCKDELAY: &[u8] = b"LOCKDELAY";
+const COUNT: &[u8] = b"COUNT";
+/// After a bare `BIND`, one of these is the next option; any other word is the grace.
+const OPTION_WORDS: [&[u8]; 5] = [WAIT, BIND, FENCE, LOCKDELAY, COUNT];
 
 /// `BIND [grace-ms]`: the grace given after `BIND` (`next`, unless it is the next option's
 /// word or absent), else [`DEFAULT_BIND_GRACE_MS`] capped at the lease. With the words it
@@ -167,20 +172,20 @@ fn options(rest: &[&[u8]], lease_ms: i64, takes: Takes) -> Result<Options, LockE
         let word = rest[i];
         let value = || rest.get(i + 1).copied().ok_or(LockError::Syntax);
         let lock = takes == Takes::FenceAndDelay;
-        if word.eq_ignore_ascii_case(b"WAIT") && o.wait.is_none() {
+        if word.eq_ignore_ascii_case(WAIT) && o.wait.is_none() {
             o.wait = Some(timeout(value()?)?);
-        } else if word.eq_ignore_ascii_case(b"BIND") && o.bind.is_none() {
+        } else if word.eq_ignore_ascii_case(BIND) && o.bind.is_none() {
             let (grace, words) = bind_option(rest.get(i + 1).copied(), lease_ms)?;
             o.bind = Some(grace);
             i += words;
             continue;
-        } else if lock && word.eq_ignore_ascii_case(b"FENCE") && !o.fence {
+        } else if lock && word.eq_ignore_ascii_case(FENCE) && !o.fence {
             o.fence = true;
             i += 1;
             continue;
-        } else if lock && word.eq_ignore_ascii_case(b"LOCKDELAY") && o.lock_delay.is_none() {
+        } else if lock && word.eq_ignore_ascii_case(LOCKDELAY) && o.lock_delay.is_none() {
             o.lock_delay = Some(lock_delay(value()?)?);
-        } else if !lock && word.eq_ignore_ascii_case(b"COUNT") && o.count.is_none() {
+        } else if !lock && word.eq_ignore_ascii_case(COUNT) && o.count.is_none() {
             o.count = Some(permits(value()?, "COUNT")?);
         } else {
             return Err(LockError::Syntax);
@@ -297,7 +302,7 @@ pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
     let (mode, count) = match &argv[2..] {
         [] => (None, None),
         [word] => (Some(mode(word).ok_or(LockError::Syntax)?), None),
-        [word, n] if word.eq_ignore_ascii_case(b"COUNT") => (None, Some(permits(n, "COUNT")?)),
+        [word, n] if word.eq_ignore_ascii_case(COUNT) => (None, Some(permits(n, "COUNT")?)),
         _ => return Err(LockError::Syntax),
     };
     Ok(ReleaseArgs {
@@ -312,7 +317,7 @@ pub fn release<'a>(argv: &[&'a [u8]]) -> Result<ReleaseArgs<'a>, LockError> {
 pub fn waiters<'a>(argv: &[&'a [u8]]) -> Result<(&'a [u8], Option<usize>), LockError> {
     match argv {
         [key] => Ok((key, None)),
-        [key, word, n] if word.eq_ignore_ascii_case(b"COUNT") => {
+        [key, word, n] if word.eq_ignore_ascii_case(COUNT) => {
             Ok((key, Some(permits(n, "COUNT")? as usize)))
         }
         [] => Err(LockError::WrongArity),
@@ -331,7 +336,7 @@ pub fn renew<'a>(argv: &[&'a [u8]]) -> Result<RenewArgs<'a>, LockError> {
     // Words past the option: a syntax error, as for RELEASE.
     let bind = match &argv[3..] {
         [] => None,
-        [word, rest @ ..] if rest.len() <= 1 && word.eq_ignore_ascii_case(b"BIND") => {
+        [word, rest @ ..] if rest.len() <= 1 && word.eq_ignore_ascii_case(BIND) => {
             match bind_option(rest.first().copied(), lease_ms)? {
                 (grace, words) if words == 1 + rest.len() => Some(grace),
                 _ => return Err(LockError::Syntax), // `BIND WAIT`: no option follows
