@@ -127,8 +127,10 @@ pub struct Config {
 
 /// The default [`ClientBuilder::bind_grace`]: 2 s, long enough for a client to notice a
 /// closed connection, connect again and rebind (a few round trips), short against the 30 s
-/// lease a crashed holder would otherwise keep.
-pub const DEFAULT_BIND_GRACE: Duration = Duration::from_secs(2);
+/// lease a crashed holder would otherwise keep. The module's own default grace (a bare `BIND`),
+/// so that the default costs the server no number to read.
+pub const DEFAULT_BIND_GRACE: Duration =
+    Duration::from_millis(dlock_core::limits::DEFAULT_BIND_GRACE_MS as u64);
 
 impl Default for Config {
     fn default() -> Self {

@@ -50,7 +50,7 @@ from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sle
                        Subscribe, Unsubscribe)
 from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import LockInfo, Request, Waiter
+from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -221,7 +221,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
-                 bind: Optional[float] = 2.0, command_timeout: float = 5.0,
+                 bind: Optional[float] = MODULE_BIND_MS / 1000, command_timeout: float = 5.0,
                  backend: Backend = "auto") -> None:
         retry = Retry(NoBackoff(), 0)
         self._cluster: Optional[AsyncClusterShell] = None
