@@ -261,6 +261,46 @@ fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
     );
 }
 
+#[test]
+fn a_waiter_hears_of_its_slot_taken_in_another_nodes_message() {
+    // Node 1 claims the slot of a waited lock with a newer configuration epoch; node 0 learns
+    // it from node 1's messages only (no command or event on node 0: it drops the slot and
+    // deletes its keys silently), which the safety poll finds within 100 ms.
+    let cl = Cluster::start(2);
+    let key = cl.key_on(0, "claimed");
+    let slot = key_slot(key.as_bytes());
+    let mut c = cl.nodes[0].connection();
+    assert_eq!(acquire(&mut c, &key, "holder", 60_000), Reply::Int(1));
+    let args = ["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "20000"];
+    let waiter = enqueue(&cl.nodes[0], &mut c, &key, &args, 1);
+    let grants = info_dlock(&mut c)["dlock_grants"];
+    cl.claim_slot_elsewhere(slot, 1);
+    // The moment node 0 names node 1 as the slot's owner (asked every 2 ms).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let taken_at = loop {
+        if cl.slot_owner_seen_by(0, slot) == 1 {
+            break Instant::now();
+        }
+        assert!(Instant::now() < deadline, "node 0 never heard of the claim");
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let (reply, _, at) = waiter.wait_at(Duration::from_secs(5));
+    let late = at.saturating_duration_since(taken_at);
+    println!("waiter answered {late:?} after node 0 named the new owner: {reply:?}");
+    let to_addr = format!("127.0.0.1:{}", cl.nodes[1].port());
+    assert_eq!(reply, Reply::Err(format!("MOVED {slot} {to_addr}")));
+    assert!(
+        late < ANSWER_BOUND,
+        "answered {late:?} after the slot was taken"
+    );
+    assert_eq!(
+        info_dlock(&mut c)["dlock_grants"],
+        grants,
+        "nothing granted"
+    );
+    assert_eq!(cl.holder(&key), None, "no key re-created on node 0");
+}
+
 /// Two Valkey 9 nodes (atomic slot migration), or `None` (the test skipped, and says so)
 /// where no Valkey 9 binary can be had.
 fn valkey9_cluster() -> Option<Cluster> {

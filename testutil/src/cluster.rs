@@ -309,6 +309,15 @@ impl Cluster {
         }
     }
 
+    /// Node `to` alone claims `slot` (`CLUSTER SETSLOT slot NODE` there, with the highest
+    /// config epoch): the other nodes learn of it only from `to`'s messages, as when a slot is
+    /// taken by a newer configuration elsewhere. The old owner then drops the slot and its keys.
+    pub fn claim_slot_elsewhere(&self, slot: u16, to: usize) {
+        self.take_highest_epoch(to);
+        let id = self.node_id(to);
+        self.setslot(to, slot, "NODE", &id);
+    }
+
     /// Moves `slot` from node `from` to node `to` with Valkey 9's atomic slot migration
     /// (`CLUSTER MIGRATESLOTS`), and waits until both nodes see `to` as its owner and `from`
     /// has dropped its copies of the slot's keys. `Err`: the source refused the command.
