@@ -62,7 +62,8 @@ pub fn replicate(replica: &Server, primary: &Server) {
 
 /// Waits until `replica` follows the primary on `primary_port`: its link is up, the primary
 /// counts it online (after a diskless sync only once the replica's first `REPLCONF ACK`
-/// arrived, and `WAIT` counts only online replicas), and it acknowledged every write so far.
+/// arrived; a client's `WAIT` counts only online replicas), and every replica applied every
+/// write so far ([`sync_replicas`]).
 pub fn wait_replica_synced(replica: &Server, primary_port: u16) {
     let mut r = replica.connection();
     wait_for(SYNC_PATIENCE, "replica link up", || {
@@ -77,34 +78,42 @@ pub fn wait_replica_synced(replica: &Server, primary_port: u16) {
         let s: String = redis::cmd("INFO").arg("replication").query(&mut p).ok()?;
         s.contains(&online).then_some(())
     });
-    let want = connected_replicas(&mut p);
-    wait_for(SYNC_PATIENCE, "replicas acknowledge the writes", || {
-        let acked: i64 = redis::cmd("WAIT").arg(want).arg(100).query(&mut p).ok()?;
-        (acked >= want).then_some(())
-    });
+    sync_replicas(&mut p);
 }
 
-/// `connected_slaves` of the primary (at least 1: a sync without replicas is a test bug).
-fn connected_replicas(primary: &mut Connection) -> i64 {
-    info_int(primary, "replication", "connected_slaves")
-        .unwrap_or(0)
-        .max(1)
-}
-
-/// `WAIT n 2000` on the primary, `n` its connected replicas: every write so far reached every
-/// replica (asserted).
+/// Waits until every replica of `primary` has applied all that the primary propagated so far:
+/// each replica's `slave_repl_offset` reaches the primary's `master_repl_offset` (asserted
+/// within the sync patience). Not `WAIT`: it waits only for the writes of the connection it
+/// is sent on, and the writes that matter here are other connections' and the module's own
+/// (a timer's lease cut); on a connection that wrote nothing it returns at once.
 #[track_caller]
 pub fn sync_replicas(primary: &mut Connection) {
-    let want = connected_replicas(primary);
-    let n: i64 = redis::cmd("WAIT")
-        .arg(want)
-        .arg(2000)
-        .query(primary)
-        .unwrap();
-    assert!(
-        n >= want,
-        "replicas did not acknowledge (WAIT {want} 2000 -> {n})"
-    );
+    let target = info_int(primary, "replication", "master_repl_offset")
+        .expect("INFO replication: master_repl_offset");
+    let replicas = info_int(primary, "replication", "connected_slaves").unwrap_or(0);
+    assert!(replicas > 0, "no replica is connected to sync with");
+    for i in 0..replicas {
+        let line = info_field(primary, "replication", &format!("slave{i}"))
+            .unwrap_or_else(|| panic!("INFO replication: slave{i}"));
+        let field = |name: &str| {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .map(str::to_string)
+                .unwrap_or_else(|| panic!("{name} in slave{i}: {line}"))
+        };
+        let url = format!("redis://{}:{}/", field("ip"), field("port"));
+        let mut r = redis::Client::open(url)
+            .and_then(|c| c.get_connection_with_timeout(Duration::from_secs(2)))
+            .expect("connect to a replica");
+        wait_for(
+            SYNC_PATIENCE,
+            "a replica applies the primary's writes",
+            || {
+                let applied = info_int(&mut r, "replication", "slave_repl_offset")?;
+                (applied >= target).then_some(())
+            },
+        );
+    }
 }
 
 /// Waits until `server` reports `role:master` (a promoted replica).
