@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use dlock_testutil::{wait_for, Cluster, ReplicaSet, Sentinels, Server};
+use dlock_testutil::{sync_replicas, wait_for, Cluster, ReplicaSet, Sentinels, Server};
 use serde_json::{json, Map, Value};
 
 /// How long a failover or a restart may take on a loaded machine.
@@ -232,7 +232,7 @@ impl Topology {
                 // the old master accepting writes until it is reconfigured: a split brain that
                 // only the failover guard, `min_replicas`, covers.)
                 let mut oc = set.primary.try_connection_pub()?;
-                let _: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(2000).query(&mut oc);
+                sync_replicas(&mut oc);
                 set.primary.kill();
                 sentinels.wait_failover_to(&set.replicas[0], PATIENCE);
                 *primary = 1;
@@ -243,7 +243,7 @@ impl Topology {
                 let owner = cl.slot_owner(slot);
                 let replica = 3 + owner;
                 let mut oc = cl.nodes[owner].try_connection_pub()?;
-                let _: redis::RedisResult<i64> = redis::cmd("WAIT").arg(1).arg(2000).query(&mut oc);
+                sync_replicas(&mut oc);
                 redis::cmd("CLUSTER")
                     .arg("FAILOVER")
                     .arg("TAKEOVER")
