@@ -106,6 +106,19 @@ fn hold_and_queue(
     (slot, src, hold, waiter)
 }
 
+/// The moment `seen` first holds, asked every 2 ms (at most 20 s: `what` never happened).
+#[track_caller]
+fn first_seen(what: &str, mut seen: impl FnMut() -> bool) -> Instant {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if seen() {
+            return Instant::now();
+        }
+        assert!(Instant::now() < deadline, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
 #[test]
 fn a_queued_waiter_is_redirected_when_its_key_migrates() {
     let cl = Cluster::start(2);
@@ -224,15 +237,10 @@ fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
     // The moment node 0 says the cluster is down (asked every 2 ms): the waiters are answered
     // from then on, within the safety poll's 100 ms (docs/COMMANDS.md, resharding).
     let mut probe = cl.nodes[0].connection();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let down_at = loop {
+    let down_at = first_seen("the cluster going down", || {
         let state: String = redis::cmd("CLUSTER").arg("INFO").query(&mut probe).unwrap();
-        if state.contains("cluster_state:fail") {
-            break Instant::now();
-        }
-        assert!(Instant::now() < deadline, "the cluster never went down");
-        std::thread::sleep(Duration::from_millis(2));
-    };
+        state.contains("cluster_state:fail")
+    });
     let mut answered = Vec::new();
     for waiter in &waiters {
         let (reply, _, at) = waiter.wait_at(Duration::from_secs(20));
@@ -268,22 +276,14 @@ fn a_waiter_hears_of_its_slot_taken_in_another_nodes_message() {
     // deletes its keys silently), which the safety poll finds within 100 ms.
     let cl = Cluster::start(2);
     let key = cl.key_on(0, "claimed");
-    let slot = key_slot(key.as_bytes());
-    let mut c = cl.nodes[0].connection();
-    assert_eq!(acquire(&mut c, &key, "holder", 60_000), Reply::Int(1));
-    let args = ["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "20000"];
-    let waiter = enqueue(&cl.nodes[0], &mut c, &key, &args, 1);
+    let kinds = kinds();
+    let (slot, mut c, hold, waiter) = hold_and_queue(&cl, 0, &kinds[0], &key);
+    assert_eq!(hold, Reply::Int(1));
     let grants = info_dlock(&mut c)["dlock_grants"];
     cl.claim_slot_elsewhere(slot, 1);
-    // The moment node 0 names node 1 as the slot's owner (asked every 2 ms).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let taken_at = loop {
-        if cl.slot_owner_seen_by(0, slot) == 1 {
-            break Instant::now();
-        }
-        assert!(Instant::now() < deadline, "node 0 never heard of the claim");
-        std::thread::sleep(Duration::from_millis(2));
-    };
+    let taken_at = first_seen("node 0 naming node 1 the slot's owner", || {
+        cl.slot_owner_seen_by(0, slot) == 1
+    });
     let (reply, _, at) = waiter.wait_at(Duration::from_secs(5));
     let late = at.saturating_duration_since(taken_at);
     println!("waiter answered {late:?} after node 0 named the new owner: {reply:?}");
@@ -524,16 +524,9 @@ fn a_waiter_is_answered_when_this_node_gives_its_slot_up() {
     // longer served here; the command filter looks at every queue once the command ran.
     let cl = Cluster::start(2);
     let key = cl.key_on(0, "delslots");
-    let slot = key_slot(key.as_bytes());
-    let mut c = cl.nodes[0].connection();
-    assert_eq!(acquire(&mut c, &key, "holder", 60_000), Reply::Int(1));
-    let waiter = enqueue(
-        &cl.nodes[0],
-        &mut c,
-        &key,
-        &["DLOCK.ACQUIRE", &key, "waiter", "60000", "WAIT", "30000"],
-        1,
-    );
+    let kinds = kinds();
+    let (slot, mut c, hold, waiter) = hold_and_queue(&cl, 0, &kinds[0], &key);
+    assert_eq!(hold, Reply::Int(1));
     let grants = info_dlock(&mut c)["dlock_grants"];
     let _: () = redis::cmd("CLUSTER")
         .arg("DELSLOTS")
