@@ -35,11 +35,19 @@ pub fn info_int(con: &mut Connection, section: &str, field: &str) -> Option<i64>
     info_field(con, section, field)?.parse().ok()
 }
 
-/// Every integer field of one `INFO` section, as name -> value.
-pub fn info_section(con: &mut Connection, section: &str) -> HashMap<String, i64> {
+/// Every field of one `INFO` section, as name -> text, read at one moment.
+pub fn info_fields(con: &mut Connection, section: &str) -> HashMap<String, String> {
     let text = info_text(con, section);
     fields(&text)
-        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Every integer field of one `INFO` section, as name -> value.
+pub fn info_section(con: &mut Connection, section: &str) -> HashMap<String, i64> {
+    info_fields(con, section)
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v.parse().ok()?)))
         .collect()
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use redis::Connection;
 
-use crate::info::{info_field, info_int};
+use crate::info::{info_field, info_fields, info_int};
 use crate::keys::{hgetall, pttl};
 use crate::{wait_for, Server, ServerBuilder};
 
@@ -88,13 +88,17 @@ pub fn wait_replica_synced(replica: &Server, primary_port: u16) {
 /// (a timer's lease cut); on a connection that wrote nothing it returns at once.
 #[track_caller]
 pub fn sync_replicas(primary: &mut Connection) {
-    let target = info_int(primary, "replication", "master_repl_offset")
+    // The offset and the replicas from one reading of INFO.
+    let info = info_fields(primary, "replication");
+    let target: i64 = info
+        .get("master_repl_offset")
+        .and_then(|v| v.parse().ok())
         .expect("INFO replication: master_repl_offset");
-    let replicas = info_int(primary, "replication", "connected_slaves").unwrap_or(0);
-    assert!(replicas > 0, "no replica is connected to sync with");
-    for i in 0..replicas {
-        let line = info_field(primary, "replication", &format!("slave{i}"))
-            .unwrap_or_else(|| panic!("INFO replication: slave{i}"));
+    let lines: Vec<&String> = (0..)
+        .map_while(|i| info.get(&format!("slave{i}")))
+        .collect();
+    assert!(!lines.is_empty(), "no replica is connected to sync with");
+    for (i, line) in lines.iter().enumerate() {
         let field = |name: &str| {
             line.split(',')
                 .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
