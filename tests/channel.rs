@@ -163,12 +163,16 @@ fn publish_auto_holds_the_message_back_while_nobody_subscribes() {
     // A subscriber to another channel cannot hear it.
     let _news = subscriber(&srv, "news");
     // Releases over 300 ms: the timer looks at least once (100 ms after a message is held
-    // back) and finds nobody who can hear.
+    // back) and finds nobody who can hear. A name each (one name is held back once per look).
     let since = std::time::Instant::now();
     let mut before = 1;
-    while since.elapsed() < ms(300) {
-        assert_eq!(acquire(&mut c, "k", "o", 10_000), Reply::Int(1));
-        assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
+    for i in 0.. {
+        if since.elapsed() >= ms(300) {
+            break;
+        }
+        let k = format!("k{i}");
+        assert_eq!(acquire(&mut c, &k, "o", 10_000), Reply::Int(1));
+        assert_eq!(release(&mut c, &k, "o"), Reply::Int(1));
         let (held, late) = held_back_and_late(&mut c);
         assert_eq!((held, late), (before + 1, 0), "nobody under the prefix");
         before = held;
@@ -246,6 +250,71 @@ fn a_subscriber_that_comes_between_two_readings_gets_the_message_late() {
     assert!(
         took < 2 * SEC,
         "sent late by the next reading: took {took:?}"
+    );
+}
+
+/// A lock freed twice before the look (here: released, FLUSHALL, taken and released again)
+/// sends one message to a subscriber that came meanwhile, not one per freeing: one `0` wakes
+/// every waiter, and the first freeing is one the lock has since gone past.
+#[test]
+fn a_name_freed_twice_before_the_look_is_sent_once() {
+    let srv = Server::start();
+    let mut c = srv.connection();
+    let chan = channel("res");
+    let mut s = TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
+    s.set_read_timeout(Some(5 * SEC)).unwrap();
+    let mut pipeline = String::from("HELLO 3\r\n");
+    for cmd in [
+        "DLOCK.ACQUIRE res o 10000".to_string(),
+        "DLOCK.RELEASE res o".into(),
+        "FLUSHALL".into(),
+        "DLOCK.ACQUIRE res o 10000".into(),
+        "DLOCK.RELEASE res o".into(),
+        format!("SUBSCRIBE {chan}"),
+    ] {
+        pipeline.push_str(&cmd);
+        pipeline.push_str("\r\n");
+    }
+    s.write_all(pipeline.as_bytes()).unwrap();
+    let message = |payload: &str| {
+        format!(
+            "$7\r\nmessage\r\n${}\r\n{chan}\r\n${}\r\n{payload}\r\n",
+            chan.len(),
+            payload.len()
+        )
+    };
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let mut read_until = |want: &str, got: &mut Vec<u8>| {
+        while !String::from_utf8_lossy(got).contains(want) {
+            let n = s.read(&mut buf).expect("the message within 5 s");
+            assert!(
+                n > 0,
+                "connection closed; got {:?}",
+                String::from_utf8_lossy(got)
+            );
+            got.extend_from_slice(&buf[..n]);
+        }
+    };
+    read_until(&message("0"), &mut got);
+    // Whatever the look sent came in one go, before this sentinel.
+    let n: i64 = redis::cmd("PUBLISH")
+        .arg(&chan)
+        .arg("sentinel")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1, "subscriber present");
+    read_until(&message("sentinel"), &mut got);
+    let text = String::from_utf8_lossy(&got);
+    assert_eq!(
+        text.matches(&message("0")).count(),
+        1,
+        "one message: {text:?}"
+    );
+    assert_eq!(
+        held_back_and_late(&mut c),
+        (1, 1),
+        "held back once, sent once"
     );
 }
 

@@ -12,13 +12,19 @@
 //! timer looks again [`QUIET_LOOK_MS`] later: if a subscriber came meanwhile, the held-back
 //! messages are sent then, late; if not, they are forgotten (a subscriber that came and went
 //! in between is not waiting any more). So a Redisson waiter is woken at most `QUIET_LOOK_MS`
-//! late, and only when it subscribed while nobody else listened. While someone listens, every
+//! late, and only when it subscribed while nobody else listened. A name is held back once per
+//! look: a lock freed again before the look (after a FLUSHALL, or taken and released again)
+//! sends one message, not one per freeing, since one `0` wakes every waiter on the channel and
+//! a subscriber must not hear of a freeing the lock has since gone past. While someone listens, every
 //! message goes out at once, and a release looks again after [`HEARD_LOOK_MS`] (staying in
 //! that state longer than needed only costs the message). In cluster mode (a PUBLISH reaches
 //! every node's subscribers) and with replicas (theirs) the subscribers cannot be counted here:
 //! the message always goes out.
 
+use std::hash::Hasher;
 use std::sync::{Mutex, MutexGuard};
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use dlock_core::config::Publish;
 use dlock_core::names;
@@ -46,6 +52,9 @@ struct Listeners {
     held_back: Vec<u8>,
     /// Where each held-back name ends in `held_back`.
     ends: Vec<usize>,
+    /// The held-back names by FxHash, each to its index in `ends` (a name is held back once
+    /// per look; a hash shared by two names is told apart by their bytes).
+    index: FxHashMap<u64, usize>,
     /// Looks again `QUIET_LOOK_MS` after a message was held back.
     timer: Option<Timer>,
 }
@@ -73,6 +82,7 @@ pub fn publish_now(ctx: Ctx, mode: Publish, key: &[u8], now: i64) -> bool {
         looked: None,
         held_back: Vec::new(),
         ends: Vec::new(),
+        index: FxHashMap::default(),
         timer: None,
     });
     let heard = match l.looked {
@@ -84,12 +94,12 @@ pub fn publish_now(ctx: Ctx, mode: Publish, key: &[u8], now: i64) -> bool {
     if heard {
         return true;
     }
-    l.held_back.extend_from_slice(key);
-    l.ends.push(l.held_back.len());
+    if l.hold_back(key) {
+        Stats::add(&STATS.unlock_messages_held_back, 1);
+    }
     if l.timer.is_none() {
         l.timer = Some(timer::start(ctx, QUIET_LOOK_MS, Job::UnlockMessages));
     }
-    Stats::add(&STATS.unlock_messages_held_back, 1);
     false
 }
 
@@ -102,6 +112,25 @@ pub fn timer_fired(ctx: Ctx) {
 }
 
 impl Listeners {
+    /// Keeps `key`'s message for the next look, unless it is kept already. Returns whether it
+    /// was added.
+    fn hold_back(&mut self, key: &[u8]) -> bool {
+        let mut h = FxHasher::default();
+        h.write(key);
+        let hash = h.finish();
+        if let Some(&i) = self.index.get(&hash) {
+            let start = if i == 0 { 0 } else { self.ends[i - 1] };
+            if &self.held_back[start..self.ends[i]] == key {
+                return false;
+            }
+        }
+        self.held_back.extend_from_slice(key);
+        self.ends.push(self.held_back.len());
+        // A second name with the same hash is still sent, only not deduplicated.
+        self.index.entry(hash).or_insert(self.ends.len() - 1);
+        true
+    }
+
     /// Looks for subscribers; sends the held-back messages if it finds any, else forgets
     /// them. Returns what it found.
     fn look(&mut self, ctx: Ctx, now: i64) -> bool {
@@ -121,10 +150,12 @@ impl Listeners {
         }
         self.held_back.clear();
         self.ends.clear();
+        self.index.clear();
         // A burst of releases left a large buffer: give most of it back.
         if self.held_back.capacity() > KEEP_BYTES {
             self.held_back.shrink_to(KEEP_BYTES);
             self.ends.shrink_to(KEEP_BYTES / 16);
+            self.index.shrink_to(KEEP_BYTES / 16);
         }
         heard
     }
