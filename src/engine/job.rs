@@ -17,7 +17,7 @@ pub enum Job {
     /// Every `wake::POLL_MS` while some key has a queue and Redis's cron (which runs the poll
     /// otherwise) ticks less often: the next `wake::POLL_BATCH` waited keys whose value is
     /// no longer a hash (overwritten, or gone) are marked; in cluster mode, where one waited
-    /// key is routed (`fire::poll`).
+    /// key is routed (`wake::poll`).
     Poll,
     /// The server turned replica: every waiter is answered (a redirect in cluster mode).
     Demoted,
