@@ -116,10 +116,8 @@ class WakeUpTest extends OneServer {
             Future<Long> waiter;
             try (Monitor monitor = new Monitor(server)) {
                 waiter = redissonWaiter(redisson(cache).getLock(key), false);
-                Await.redissonWaiter(server, key);
                 // Its attempt after subscribing saw the 30 s lease: it now sleeps on that TTL.
-                Await.until(Duration.ofSeconds(10), "the waiter's second attempt",
-                        () -> monitor.clientCommandsOn(key) >= 2);
+                Await.redissonAsleep(server, monitor, "redisson_lock__channel:{" + key + "}", key);
             }
             long closed = System.nanoTime();
             holder.close();

@@ -20,11 +20,25 @@ public final class Await {
 
     /** Until someone subscribes to Redisson's unlock channel of {@code key} (a Redisson waiter is blocked). */
     public static void redissonWaiter(RedisServer server, String key) {
-        String channel = "redisson_lock__channel:{" + key + "}";
-        until(Duration.ofSeconds(10), "a Redisson waiter subscribed to " + channel, () -> {
+        subscribed(server, "redisson_lock__channel:{" + key + "}");
+    }
+
+    /** Until someone subscribes to {@code channel}. */
+    public static void subscribed(RedisServer server, String channel) {
+        until(Duration.ofSeconds(10), "a subscriber to " + channel, () -> {
             java.util.List<?> reply = (java.util.List<?>) server.call("PUBSUB", "NUMSUB", channel);
             return (Long) reply.get(1) > 0;
         });
+    }
+
+    /**
+     * Until a Redisson waiter on {@code key} subscribed to {@code channel} and made its attempt
+     * after subscribing (its second command on the key): it now sleeps on the TTL that attempt
+     * saw, woken only by a message or that TTL.
+     */
+    public static void redissonAsleep(RedisServer server, Monitor monitor, String channel, String key) {
+        subscribed(server, channel);
+        until(Duration.ofSeconds(10), "the waiter's attempt after subscribing", () -> monitor.clientCommandsOn(key) >= 2);
     }
 
     /** Until {@code n} clients wait in DLOCK.WAITERS of {@code key}. */
