@@ -52,6 +52,13 @@ public final class Monitor implements AutoCloseable {
         return n;
     }
 
+    /** Every line seen so far (for a failure message). */
+    public List<String> lines() {
+        synchronized (lines) {
+            return new ArrayList<>(lines);
+        }
+    }
+
     @Override
     public void close() {
         connection.close();
