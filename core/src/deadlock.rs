@@ -244,6 +244,10 @@ mod tests {
             cycle_through(b"a", first.clone(), waits_of).as_deref(),
             Some("a waits for k2 held by b, b waits for k1 held by a")
         );
-        assert_eq!(cycle_through(b"a", first, |_| vec![]), None, "b waits for nothing");
+        assert_eq!(
+            cycle_through(b"a", first, |_| vec![]),
+            None,
+            "b waits for nothing"
+        );
     }
 }

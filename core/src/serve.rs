@@ -168,7 +168,11 @@ mod tests {
             ask(b"r3", Want::Read),
         ];
         let served = serve(&mut v, None, 0, queue, no_counter);
-        assert_eq!(served.len(), 2, "the writer waits for the readers; r3 behind it");
+        assert_eq!(
+            served.len(),
+            2,
+            "the writer waits for the readers; r3 behind it"
+        );
         assert!(rules::holds(&v, b"r1") && rules::holds(&v, b"r2"));
         assert!(!rules::holds(&v, b"r3"));
         // A refused head is answered and the next one served.
@@ -196,10 +200,24 @@ mod tests {
             begun: false,
         };
         assert_eq!(
-            turn(&mut v, Some(&d), &ask(b"a", Want::Exclusive), 120, false, no_counter),
+            turn(
+                &mut v,
+                Some(&d),
+                &ask(b"a", Want::Exclusive),
+                120,
+                false,
+                no_counter
+            ),
             Ok(None)
         );
-        let granted = turn(&mut v, Some(&d), &ask(b"a", Want::Exclusive), 151, false, no_counter);
+        let granted = turn(
+            &mut v,
+            Some(&d),
+            &ask(b"a", Want::Exclusive),
+            151,
+            false,
+            no_counter,
+        );
         assert_eq!(granted.unwrap().unwrap().count, 1);
     }
 
@@ -218,13 +236,20 @@ mod tests {
         let first = turn(&mut v, None, &fenced(b"a"), 0, false, &mut draw);
         assert_eq!(first.unwrap().unwrap().token, Some(1));
         let again = turn(&mut v, None, &fenced(b"a"), 0, false, &mut draw);
-        assert_eq!(again.unwrap().unwrap().token, Some(1), "reentrant: the hold's token");
+        assert_eq!(
+            again.unwrap().unwrap().token,
+            Some(1),
+            "reentrant: the hold's token"
+        );
         let read = Ask {
             fence: true,
             ..ask(b"a", Want::Read)
         };
         assert_eq!(
-            turn(&mut v, None, &read, 0, false, &mut draw).unwrap().unwrap().token,
+            turn(&mut v, None, &read, 0, false, &mut draw)
+                .unwrap()
+                .unwrap()
+                .token,
             Some(1)
         );
         // A counter that fails undoes the grant.

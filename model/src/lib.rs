@@ -86,12 +86,26 @@ impl Opts {
         wait: true,
         ..Opts::NONE
     };
+    pub const FENCE: Opts = Opts {
+        fence: true,
+        ..Opts::WAIT
+    };
+    pub const BIND: Opts = Opts {
+        bind: true,
+        ..Opts::WAIT
+    };
+    pub const LOCK_DELAY: Opts = Opts {
+        lock_delay: true,
+        ..Opts::WAIT
+    };
 
     /// Whether a request `want` may carry these options (FENCE: not on a semaphore;
     /// LOCKDELAY: the exclusive lock and WRITE only).
     fn fit(self, want: Want) -> bool {
         let permits = matches!(want, Want::Permits { .. });
-        !(self.fence && permits || self.lock_delay && matches!(want, Want::Read) || self.lock_delay && permits)
+        !(self.fence && permits
+            || self.lock_delay && matches!(want, Want::Read)
+            || self.lock_delay && permits)
     }
 }
 
@@ -112,35 +126,30 @@ pub struct World {
 impl World {
     /// The options of every acquire: none, WAIT, and WAIT with each of FENCE, BIND,
     /// LOCKDELAY.
-    pub fn all_options() -> Vec<Opts> {
-        vec![
-            Opts::NONE,
-            Opts::WAIT,
-            Opts {
-                fence: true,
-                ..Opts::WAIT
-            },
-            Opts {
-                bind: true,
-                ..Opts::WAIT
-            },
-            Opts {
-                lock_delay: true,
-                ..Opts::WAIT
-            },
-        ]
-    }
+    pub const ALL_OPTIONS: [Opts; 5] = [
+        Opts::NONE,
+        Opts::WAIT,
+        Opts::FENCE,
+        Opts::BIND,
+        Opts::LOCK_DELAY,
+    ];
 
     /// `owners` owners on `keys`, every option, deletes and flushes.
     pub fn new(owners: usize, keys: &[Kind]) -> World {
         World {
             owners,
             keys: keys.to_vec(),
-            options: World::all_options(),
+            options: World::ALL_OPTIONS.to_vec(),
             max_token: 2,
             deletes: true,
             broken: None,
         }
+    }
+
+    /// The same world with acquires made only with `options`.
+    pub fn options(mut self, options: &[Opts]) -> World {
+        self.options = options.to_vec();
+        self
     }
 
     /// The same world with `broken` in place of the rule it breaks.

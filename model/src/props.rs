@@ -26,9 +26,13 @@ pub fn all() -> Vec<Property<World>> {
     vec![
         Property::always(EXCLUSION, |_, s: &State| s.keys.iter().all(exclusive)),
         Property::always(FAIRNESS, |_, s: &State| s.broken != Some(FAIRNESS)),
-        Property::always(NOT_FORGOTTEN, |_, s: &State| s.keys.iter().all(not_forgotten)),
+        Property::always(NOT_FORGOTTEN, |_, s: &State| {
+            s.keys.iter().all(not_forgotten)
+        }),
         Property::always(FENCING, |_, s: &State| s.broken != Some(FENCING)),
-        Property::always(LOCK_DELAY, |_, s: &State| s.keys.iter().all(no_grant_in_delay)),
+        Property::always(LOCK_DELAY, |_, s: &State| {
+            s.keys.iter().all(no_grant_in_delay)
+        }),
         Property::always(BIND_CUT, |_, s: &State| s.keys.iter().all(cut_holds_gone)),
         Property::always(DEADLOCK, |_, s: &State| s.broken != Some(DEADLOCK)),
     ]
@@ -42,7 +46,9 @@ fn exclusive(key: &Key) -> bool {
         LockValue::ReadWrite(rw) => {
             rw.holders.len() <= 1 || rw.holders.values().all(|h| h.write == 0)
         }
-        LockValue::Semaphore(sem) => sem.holders.values().map(|h| h.permits).sum::<i64>() <= CAPACITY,
+        LockValue::Semaphore(sem) => {
+            sem.holders.values().map(|h| h.permits).sum::<i64>() <= CAPACITY
+        }
         _ => true,
     }
 }
@@ -107,11 +113,21 @@ fn held_by(key: &Key, me: u8, want: Want) -> Wait {
     };
     let mut w = Wait { all: 0, any: 0 };
     match (live(key), want) {
-        (LockValue::Exclusive(x), Want::Exclusive) => w.all = others(x.holders.iter().map(|(o, _)| o).collect()),
-        (LockValue::ReadWrite(rw), Want::Read) => {
-            w.all = others(rw.holders.iter().filter(|(_, h)| h.write > 0).map(|(o, _)| o.as_slice()).collect())
+        (LockValue::Exclusive(x), Want::Exclusive) => {
+            w.all = others(x.holders.iter().map(|(o, _)| o).collect())
         }
-        (LockValue::ReadWrite(rw), Want::Write) => w.all = others(rw.holders.keys().map(|o| o.as_slice()).collect()),
+        (LockValue::ReadWrite(rw), Want::Read) => {
+            w.all = others(
+                rw.holders
+                    .iter()
+                    .filter(|(_, h)| h.write > 0)
+                    .map(|(o, _)| o.as_slice())
+                    .collect(),
+            )
+        }
+        (LockValue::ReadWrite(rw), Want::Write) => {
+            w.all = others(rw.holders.keys().map(|o| o.as_slice()).collect())
+        }
         (LockValue::Semaphore(sem), Want::Permits { count, .. }) => {
             if sem.holders.values().map(|h| h.permits).sum::<i64>() + count > CAPACITY {
                 w.any = others(sem.holders.keys().map(|o| o.as_slice()).collect());

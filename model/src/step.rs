@@ -101,8 +101,14 @@ pub(crate) fn actions(w: &World, s: &State, out: &mut Vec<Action>) {
                 }
             }
             if rules::holds(&value, owner(o)) {
-                out.push(Action::Release { owner: o, key: k as u8 });
-                out.push(Action::Renew { owner: o, key: k as u8 });
+                out.push(Action::Release {
+                    owner: o,
+                    key: k as u8,
+                });
+                out.push(Action::Renew {
+                    owner: o,
+                    key: k as u8,
+                });
             }
         }
         if s.keys.iter().any(|k| k.bound.iter().any(|b| b.0 == o)) {
@@ -196,7 +202,12 @@ struct Unit {
 }
 
 /// One unit of work on key `k` (`engine::work::unit_of_work`).
-fn unit<R>(w: &World, s: &mut State, k: usize, step: impl FnOnce(&World, &mut Key, &mut Unit) -> R) -> R {
+fn unit<R>(
+    w: &World,
+    s: &mut State,
+    k: usize,
+    step: impl FnOnce(&World, &mut Key, &mut Unit) -> R,
+) -> R {
     let key = &mut s.keys[k];
     expire(key);
     rules::prune_lapsed(&mut key.value, 0);
@@ -264,7 +275,11 @@ fn serve_queue(w: &World, key: &mut Key, u: &mut Unit) {
 /// asked for, its BIND or a binding left from an earlier hold undone; and the fencing
 /// property, checked on every token an exclusive hold is given.
 fn on_grant(key: &mut Key, u: &mut Unit, waiter: Waiter, granted: Granted) {
-    let Waiter { owner: o, want, opts } = waiter;
+    let Waiter {
+        owner: o,
+        want,
+        opts,
+    } = waiter;
     if opts.lock_delay {
         u.asked = Some((o, DELAY));
     }
@@ -306,7 +321,11 @@ fn acquire(w: &World, s: &mut State, o: u8, k: usize, want: Want, opts: Opts) {
                 if queue_ahead && (!granted.held_before || permits) {
                     u.broken = u.broken.or(Some(props::FAIRNESS));
                 }
-                let waiter = Waiter { owner: o, want, opts };
+                let waiter = Waiter {
+                    owner: o,
+                    want,
+                    opts,
+                };
                 on_grant(key, u, waiter, granted);
                 false
             }
@@ -323,7 +342,11 @@ fn acquire(w: &World, s: &mut State, o: u8, k: usize, want: Want, opts: Opts) {
         s.broken = s.broken.or(Some(props::DEADLOCK));
     }
     if !found {
-        s.keys[k].queue.push(Waiter { owner: o, want, opts });
+        s.keys[k].queue.push(Waiter {
+            owner: o,
+            want,
+            opts,
+        });
     }
 }
 
@@ -342,7 +365,10 @@ fn cycle(w: &World, s: &State, o: u8, k: usize, want: Want) -> bool {
         for (k, key) in s.keys.iter().enumerate() {
             for (i, wt) in key.queue.iter().enumerate() {
                 if owner(wt.owner) == other.as_slice() {
-                    waits.push(broken::wait(w, wait_of(k, wt.owner, wt.want, &key.queue[..i])));
+                    waits.push(broken::wait(
+                        w,
+                        wait_of(k, wt.owner, wt.want, &key.queue[..i]),
+                    ));
                 }
             }
         }
@@ -411,8 +437,13 @@ fn elapse(s: &mut State) {
                     *t -= by;
                 }
             }
-            LockValue::ReadWrite(rw) => rw.holders.values_mut().for_each(|h| shift(&mut h.deadline)),
-            LockValue::Semaphore(sem) => sem.holders.values_mut().for_each(|h| shift(&mut h.deadline)),
+            LockValue::ReadWrite(rw) => {
+                rw.holders.values_mut().for_each(|h| shift(&mut h.deadline))
+            }
+            LockValue::Semaphore(sem) => sem
+                .holders
+                .values_mut()
+                .for_each(|h| shift(&mut h.deadline)),
             _ => {}
         }
         if let Some(d) = key.delay.as_mut() {
@@ -420,7 +451,8 @@ fn elapse(s: &mut State) {
         }
         expire(key);
         let value = live(key);
-        key.cuts.retain(|c| c.1 >= by || rules::holds(&value, owner(c.0)));
+        key.cuts
+            .retain(|c| c.1 >= by || rules::holds(&value, owner(c.0)));
         key.cuts.iter_mut().for_each(|c| shift(&mut c.1));
         // The engine's lease timer (and the delay's end) wakes a key that clients wait on.
         key.dirty |= !key.queue.is_empty();

@@ -27,28 +27,81 @@ fn explore(name: &str, world: World) {
     checker.assert_properties();
 }
 
-#[test]
-fn every_property_holds_in_every_reachable_state() {
+/// The worlds of `make test`: every option with two owners on one key (three on the
+/// semaphore); three owners and two keys with fewer options (the state space grows with each
+/// option a waiter may carry).
+fn small_worlds() -> Vec<(&'static str, World)> {
     use Kind::*;
-    let mut worlds = vec![
+    use dlock_model::Opts as O;
+    vec![
+        ("2 owners, a lock", World::new(2, &[Lock])),
+        ("2 owners, a read-write lock", World::new(2, &[ReadWrite])),
+        ("3 owners, a semaphore of 2", World::new(3, &[Semaphore])),
+        (
+            "3 owners, a lock (WAIT, FENCE, BIND)",
+            World::new(3, &[Lock]).options(&[O::NONE, O::WAIT, O::FENCE, O::BIND]),
+        ),
+        (
+            "3 owners, a read-write lock (WAIT, FENCE, LOCKDELAY)",
+            World::new(3, &[ReadWrite]).options(&[O::NONE, O::WAIT, O::FENCE, O::LOCK_DELAY]),
+        ),
+        (
+            "2 owners, two locks (WAIT, FENCE)",
+            World::new(2, &[Lock, Lock]).options(&[O::NONE, O::WAIT, O::FENCE]),
+        ),
+        (
+            "2 owners, two locks (WAIT, LOCKDELAY)",
+            World::new(2, &[Lock, Lock]).options(&[O::WAIT, O::LOCK_DELAY]),
+        ),
+        (
+            "3 owners, two locks (WAIT)",
+            World::new(3, &[Lock, Lock]).options(&[O::WAIT]),
+        ),
+        (
+            "3 owners, a read-write lock and a lock (WAIT)",
+            World::new(3, &[ReadWrite, Lock]).options(&[O::WAIT]),
+        ),
+        (
+            "3 owners, a lock and a semaphore (WAIT)",
+            World::new(3, &[Lock, Semaphore]).options(&[O::WAIT]),
+        ),
+    ]
+}
+
+/// The worlds `make test-long` adds (DLOCK_LONG=1): every option with three owners, and two
+/// keys with BIND and LOCKDELAY.
+fn large_worlds() -> Vec<(&'static str, World)> {
+    use Kind::*;
+    use dlock_model::Opts as O;
+    vec![
         ("3 owners, a lock", World::new(3, &[Lock])),
         ("3 owners, a read-write lock", World::new(3, &[ReadWrite])),
-        ("3 owners, a semaphore of 2", World::new(3, &[Semaphore])),
-        ("2 owners, two locks", World::new(2, &[Lock, Lock])),
-        ("2 owners, a lock and a read-write lock", World::new(2, &[Lock, ReadWrite])),
-        ("2 owners, a lock and a semaphore", World::new(2, &[Lock, Semaphore])),
-    ];
+        (
+            "2 owners, two locks (WAIT, BIND, LOCKDELAY)",
+            World::new(2, &[Lock, Lock]).options(&[O::WAIT, O::BIND, O::LOCK_DELAY]),
+        ),
+        (
+            "3 owners, a read-write lock and a lock (WAIT, FENCE)",
+            World::new(3, &[ReadWrite, Lock]).options(&[O::WAIT, O::FENCE]),
+        ),
+        (
+            "3 owners, a lock and a semaphore (WAIT, BIND)",
+            World::new(3, &[Lock, Semaphore]).options(&[O::WAIT, O::BIND]),
+        ),
+    ]
+}
+
+#[test]
+fn every_property_holds_in_every_reachable_state() {
+    let started = Instant::now();
+    let mut worlds = small_worlds();
     if long() {
-        worlds.extend([
-            ("3 owners, two locks", World::new(3, &[Lock, Lock])),
-            ("3 owners, a lock and a semaphore", World::new(3, &[Lock, Semaphore])),
-            ("3 owners, a read-write lock and a lock", World::new(3, &[ReadWrite, Lock])),
-            ("3 owners, two read-write locks", World::new(3, &[ReadWrite, ReadWrite])),
-        ]);
+        worlds.extend(large_worlds());
     }
     for (name, world) in worlds {
         explore(name, world);
     }
+    println!("all worlds: {:.1?}", started.elapsed());
 }
 
 /// The smallest world in which `broken` can show.

@@ -55,7 +55,14 @@ pub fn find(ctx: Ctx, reg: &Registry, req: &AboutToQueue, now: i64) -> Option<St
                 LockKey::open(ctx, &place.key, Open::Read { name: None }).value
             };
             let ahead = ahead.map(|a| (a.request.owner(), a.request.want));
-            waits.push(Wait::of(&place.key, &value, owner, w.request.want, ahead, now));
+            waits.push(Wait::of(
+                &place.key,
+                &value,
+                owner,
+                w.request.want,
+                ahead,
+                now,
+            ));
         }
         waits
     });
