@@ -128,10 +128,10 @@ fn held_by(key: &Key, me: u8, want: Want) -> Wait {
         (LockValue::ReadWrite(rw), Want::Write) => {
             w.all = others(rw.holders.keys().map(|o| o.as_slice()).collect())
         }
-        (LockValue::Semaphore(sem), Want::Permits { count, .. }) => {
-            if sem.holders.values().map(|h| h.permits).sum::<i64>() + count > CAPACITY {
-                w.any = others(sem.holders.keys().map(|o| o.as_slice()).collect());
-            }
+        (LockValue::Semaphore(sem), Want::Permits { count, .. })
+            if sem.holders.values().map(|h| h.permits).sum::<i64>() + count > CAPACITY =>
+        {
+            w.any = others(sem.holders.keys().map(|o| o.as_slice()).collect());
         }
         _ => {}
     }

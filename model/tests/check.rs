@@ -31,8 +31,8 @@ fn explore(name: &str, world: World) {
 /// semaphore); three owners and two keys with fewer options (the state space grows with each
 /// option a waiter may carry).
 fn small_worlds() -> Vec<(&'static str, World)> {
-    use Kind::*;
     use dlock_model::Opts as O;
+    use Kind::*;
     vec![
         ("2 owners, a lock", World::new(2, &[Lock])),
         ("2 owners, a read-write lock", World::new(2, &[ReadWrite])),
@@ -71,8 +71,8 @@ fn small_worlds() -> Vec<(&'static str, World)> {
 /// The worlds `make test-long` adds (DLOCK_LONG=1): every option with three owners, and two
 /// keys with BIND and LOCKDELAY.
 fn large_worlds() -> Vec<(&'static str, World)> {
-    use Kind::*;
     use dlock_model::Opts as O;
+    use Kind::*;
     vec![
         ("3 owners, a lock", World::new(3, &[Lock])),
         ("3 owners, a read-write lock", World::new(3, &[ReadWrite])),
