@@ -14,9 +14,11 @@ fn long() -> bool {
 }
 
 /// Explores all of `world`, breadth-first, and fails on any property broken, with its path.
-fn explore(name: &str, world: World) {
+/// One thread keeps the order (and the depth printed) the same from run to run; the larger
+/// worlds take two.
+fn explore(name: &str, world: World, threads: usize) {
     let started = Instant::now();
-    let checker = world.checker().threads(2).spawn_bfs().join();
+    let checker = world.checker().threads(threads).spawn_bfs().join();
     println!(
         "{name}: {} states ({} distinct), depth {}, {:.1?}",
         checker.state_count(),
@@ -68,8 +70,9 @@ fn small_worlds() -> Vec<(&'static str, World)> {
     ]
 }
 
-/// The worlds `make test-long` adds (DLOCK_LONG=1): every option with three owners, and two
-/// keys with BIND and LOCKDELAY.
+/// The worlds `make test-long` adds (DLOCK_LONG=1, ~12 minutes): every option with three
+/// owners, two keys with BIND and LOCKDELAY, three owners on two keys with FENCE. (Three
+/// owners on a lock and a semaphore with BIND passed 5 minutes unfinished.)
 fn large_worlds() -> Vec<(&'static str, World)> {
     use dlock_model::Opts as O;
     use Kind::*;
@@ -84,22 +87,19 @@ fn large_worlds() -> Vec<(&'static str, World)> {
             "3 owners, a read-write lock and a lock (WAIT, FENCE)",
             World::new(3, &[ReadWrite, Lock]).options(&[O::WAIT, O::FENCE]),
         ),
-        (
-            "3 owners, a lock and a semaphore (WAIT, BIND)",
-            World::new(3, &[Lock, Semaphore]).options(&[O::WAIT, O::BIND]),
-        ),
     ]
 }
 
 #[test]
 fn every_property_holds_in_every_reachable_state() {
     let started = Instant::now();
-    let mut worlds = small_worlds();
-    if long() {
-        worlds.extend(large_worlds());
+    for (name, world) in small_worlds() {
+        explore(name, world, 1);
     }
-    for (name, world) in worlds {
-        explore(name, world);
+    if long() {
+        for (name, world) in large_worlds() {
+            explore(name, world, 2);
+        }
     }
     println!("all worlds: {:.1?}", started.elapsed());
 }
