@@ -248,12 +248,14 @@ test-node: build conformance-runner
 	cd node && node --test --test-concurrency=1 test/*.test.mjs
 
 # The long variants (DLOCK_LONG=1): the reliability suite and 20 failover rounds of the client,
-# then 60 s of libFuzzer on the argument parsers where nightly Rust and cargo-fuzz are installed.
+# the model checker's larger worlds (model/tests/check.rs), then 60 s of libFuzzer on the
+# argument parsers where nightly Rust and cargo-fuzz are installed.
 test-long: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-long: build
 	@# One run of both packages' test binaries, as `make test` built them (--workspace: the same
 	@# features, nothing compiled again): tests/reliability_*.rs and client/tests/failover.rs.
 	DLOCK_LONG=1 $(CARGO) test --release --workspace --test integration -- reliability_ failover:: --nocapture
+	DLOCK_LONG=1 $(CARGO) test --release --workspace --test check -- --nocapture
 	@if $(CARGO) +nightly fuzz --version >/dev/null 2>&1; then \
 		$(CARGO) +nightly fuzz run parsers -- -max_total_time=60; \
 	else \

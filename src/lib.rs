@@ -11,7 +11,7 @@
 //! on an import against the order or on a module or engine file the list does not place.
 //!
 //! 1. `dlock_core` (its own crate, no Redis): arguments, error texts, lock model, grant
-//!    rules, names;
+//!    rules, the queue policy, the deadlock search, names;
 //! 2. `ffi`: the only code that calls `RedisModule_*` (commands are registered there, in one
 //!    loop over `commands::ALL`);
 //! 3. `config`: the configuration in force;

@@ -16,7 +16,7 @@ pub const DELAY_FIELD: &[u8] = b"delay";
 pub const BEGUN_FIELD: &[u8] = b"begun";
 
 /// A lock-delay as stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Delay {
     pub owner: Owner,
     pub until: i64,
@@ -67,6 +67,16 @@ impl Delay {
     /// The absolute expiry of the companion key.
     pub fn expire_at(&self) -> i64 {
         self.until.saturating_add(self.delay_ms)
+    }
+}
+
+/// When the running lock-delay of `delay` (as stored, if any) ends, in unix ms: nobody may be
+/// granted `value` before. `None` when none runs.
+#[inline]
+pub fn running_until(delay: Option<&Delay>, value: &LockValue, now: i64) -> Option<i64> {
+    match delay?.state(value, now) {
+        State::Running { ends } => Some(ends),
+        _ => None,
     }
 }
 

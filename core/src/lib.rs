@@ -4,6 +4,7 @@
 //! - [`args`]: the one parser of command arguments (argv -> typed requests), checked before
 //!   any key is looked at.
 //! - [`config`]: the module arguments (`loadmodule libdlock.so [name value ...]`).
+//! - [`deadlock`]: deadlock detection's search over a snapshot of who waits for whom.
 //! - [`delay`]: LOCKDELAY's companion hash and what it means for the lock.
 //! - [`error`]: every error reply and its text.
 //! - [`limits`]: the limits on arguments, which the parser checks and the error texts name.
@@ -11,6 +12,8 @@
 //!   exclusive lock; `mode`, `read:`, `write:`, `lease:` fields for the read-write lock;
 //!   `mode`, `capacity`, `permits:`, `lease:` for the semaphore).
 //! - [`rules`]: the grant rules of docs/COMMANDS.md as pure functions over a decoded lock.
+//! - [`serve`]: one request's turn at a lock (lock-delay, grant rules, fencing token) and
+//!   whom a key's queue serves, in which order.
 //! - [`waits`]: who a waiting request waits for (the edges deadlock detection walks).
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 //! - [`number`]: the one decimal-integer parser (hash fields as Redis writes them, arguments).
@@ -19,6 +22,7 @@
 
 pub mod args;
 pub mod config;
+pub mod deadlock;
 pub mod delay;
 pub mod error;
 pub mod limits;
@@ -26,4 +30,5 @@ pub mod model;
 pub mod names;
 pub mod number;
 pub mod rules;
+pub mod serve;
 pub mod waits;

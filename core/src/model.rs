@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 pub type Owner = Vec<u8>;
 
 /// What kind of hold a request asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Want {
     /// DLOCK.ACQUIRE: the exclusive (Redisson-layout) lock.
     Exclusive,
@@ -39,14 +39,14 @@ impl Want {
 }
 
 /// A mode named on a read-write lock (DLOCK.RELEASE's optional word).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Mode {
     Read,
     Write,
 }
 
 /// The decoded value of a lock key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LockValue {
     /// No key.
     Free,
@@ -57,7 +57,7 @@ pub enum LockValue {
     NotALock,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Exclusive {
     /// `owner -> hold count` (one entry while held).
     pub holders: Holders,
@@ -67,7 +67,7 @@ pub struct Exclusive {
     pub fence: Option<i64>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ReadWrite {
     pub holders: BTreeMap<Owner, RwHolder>,
     /// The fencing token of the current WRITE hold (field [`FENCE_FIELD`]).
@@ -81,7 +81,7 @@ pub type HolderName = smallvec::SmallVec<[u8; 64]>;
 /// The holders of an exclusive lock, `owner -> hold count`, by owner. Nearly always one: kept
 /// inline then (no map, and no allocation for a name of up to 64 bytes); a hash with several
 /// positive fields (not written by dlock or Redisson) still decodes, as a sorted list.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Holders {
     #[default]
     None,
@@ -199,7 +199,7 @@ impl Holders {
 }
 
 /// One owner's holds on a read-write lock and its own lease.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct RwHolder {
     pub read: i64,
     pub write: i64,
@@ -207,7 +207,7 @@ pub struct RwHolder {
     pub deadline: i64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Semaphore {
     /// The number of permits, fixed while the key exists.
     pub capacity: i64,
@@ -215,7 +215,7 @@ pub struct Semaphore {
 }
 
 /// One owner's permits on a semaphore and its own lease.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct SemHolder {
     pub permits: i64,
     /// Absolute end of this owner's lease (unix ms).

@@ -3,7 +3,7 @@
 //! the rules change it. While no companion can exist (`delay_keys`) nothing is looked up;
 //! otherwise a lock that never had LOCKDELAY costs one existence check.
 
-use dlock_core::delay::{self, Delay, State};
+use dlock_core::delay::{self, Delay};
 use dlock_core::model::LockValue;
 use dlock_core::names;
 use dlock_core::number::{decimal, positive};
@@ -76,12 +76,14 @@ impl LockDelay {
         }
     }
 
+    /// The delay as stored when the unit began (the grant rules consult it).
+    pub fn stored(&self) -> Option<&Delay> {
+        self.stored.as_ref()
+    }
+
     /// When a running delay ends (unix ms): nobody may be granted the lock before.
     pub fn running_until(&self, value: &LockValue, now: i64) -> Option<i64> {
-        match self.stored.as_ref()?.state(value, now) {
-            State::Running { ends } => Some(ends),
-            _ => None,
-        }
+        delay::running_until(self.stored.as_ref(), value, now)
     }
 
     /// A grant asked for `LOCKDELAY ms`.

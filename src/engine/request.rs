@@ -3,6 +3,7 @@
 //! it arrived (the owner owned) and the grant step takes it as it is when its turn comes.
 
 use dlock_core::model::Want;
+use dlock_core::serve::Ask;
 
 /// A request for a hold. `O`: the owner's bytes, `&[u8]` while the command runs, `Vec<u8>`
 /// once it waits in a queue.
@@ -21,6 +22,16 @@ pub struct HoldRequest<O = Vec<u8>> {
 impl<O: AsRef<[u8]>> HoldRequest<O> {
     pub fn owner(&self) -> &[u8] {
         self.owner.as_ref()
+    }
+
+    /// The terms the grant rules read at the request's turn.
+    pub fn ask(&self) -> Ask<'_> {
+        Ask {
+            owner: self.owner(),
+            want: self.want,
+            lease_ms: self.lease_ms,
+            fence: self.fence,
+        }
     }
 
     /// The same request with its owner copied (to queue it).

@@ -6,8 +6,9 @@
 use std::time::Instant;
 
 use dlock_core::error::LockError;
-use dlock_core::model::{LockValue, Want};
-use dlock_core::rules::{self, Grant};
+use dlock_core::model::LockValue;
+use dlock_core::rules;
+use dlock_core::serve::{self, Granted};
 
 use crate::ffi::blocked::BlockedClient;
 use crate::ffi::cluster::Route;
@@ -23,42 +24,10 @@ use super::registry::Registry;
 use super::request::HoldRequest;
 use super::store::{FenceCounter, LockKey, Open, Requester};
 
-/// The fencing token of a grant, kept in the lock's own hash (`FENCE_FIELD`) for the length
-/// of the hold and drawn from the slot's counter. `Ok(Some(token))` when FENCE was asked.
-///
-/// A fresh exclusive hold without FENCE drops the previous holder's token and touches no
-/// counter; one with FENCE draws the next value of the slot's sequence, above every token any
-/// lock of the slot had before. A reentrant FENCE returns the hold's token, drawing it first
-/// when the hold was taken without FENCE; READ returns the hold's token or else the sequence's
-/// current value, without advancing it. So no lock needs to remember that it was ever fenced.
-fn fence_on_grant(
-    ctx: Ctx,
-    lk: &mut LockKey,
-    want: Want,
-    fresh_exclusive: bool,
-    want_fence: bool,
-) -> Result<Option<i64>, LockError> {
-    if fresh_exclusive {
-        lk.value.set_fence(None);
-    }
-    if !want_fence {
-        return Ok(None);
-    }
-    if let Some(token) = lk.value.fence() {
-        return Ok(Some(token));
-    }
-    let advance = want != Want::Read;
-    let token = FenceCounter::of(lk.key).token(ctx, advance)?;
-    if advance {
-        lk.value.set_fence(Some(token));
-    }
-    Ok(Some(token))
-}
-
-/// One request against the lock: the grant rules, then the fencing counter on a grant.
-/// `Ok(Some(reply))` granted (counted in INFO), `Ok(None)` must wait, `Err` refused. A
-/// counter error undoes the grant, so an error changes nothing. `queue_ahead`: other clients
-/// wait in front of this request.
+/// One request against the lock: its turn (`dlock_core::serve::turn`: lock-delay, grant
+/// rules, the fencing counter on a grant), then what a grant means here (LOCKDELAY noted,
+/// BIND, INFO). `Ok(Some(reply))` granted, `Ok(None)` must wait, `Err` refused (nothing
+/// changed). `queue_ahead`: other clients wait in front of this request.
 pub fn try_grant<O: AsRef<[u8]>>(
     ctx: Ctx,
     lk: &mut LockKey,
@@ -66,70 +35,50 @@ pub fn try_grant<O: AsRef<[u8]>>(
     now: i64,
     queue_ahead: bool,
 ) -> Result<Option<Reply>, LockError> {
-    let owner = req.owner();
-    // A running lock-delay: nobody is granted (no holder is left to re-enter).
-    if lk.delay.running_until(&lk.value, now).is_some() && !rules::holds(&lk.value, owner) {
-        return Ok(None);
-    }
-    // Only asked while some hold is bound (see the grant below).
-    let held_before = super::bind::any_bound() && rules::holds(&lk.value, owner);
-    // The counter can only fail when a fence is asked for or the grant is fresh, never on an
-    // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
-    let undo =
-        (req.fence || !matches!(lk.value, LockValue::Exclusive(_))).then(|| lk.value.clone());
-    let grant = rules::acquire(
+    let key = lk.key;
+    let draw = |advance| FenceCounter::of(key).token(ctx, advance);
+    let turn = serve::turn(
         &mut lk.value,
-        owner,
-        req.want,
-        req.lease_ms,
+        lk.delay.stored(),
+        &req.ask(),
         now,
         queue_ahead,
-    );
-    match grant {
-        Grant::Granted {
-            count,
-            fresh_exclusive,
-        } => match fence_on_grant(ctx, lk, req.want, fresh_exclusive, req.fence) {
-            Ok(fence) => {
-                if let Some(ms) = req.lock_delay {
-                    lk.delay.ask(owner, ms);
-                }
-                let db = ctx.selected_db();
-                match req.bind {
-                    Some((client, grace_ms)) => {
-                        super::bind::bind(client, db, lk.key, owner, grace_ms)
-                    }
-                    // A new hold without BIND: a binding left from an earlier hold (that
-                    // lapsed) must not cut it.
-                    None if !held_before => super::bind::unbind(db, lk.key, owner),
-                    None => {}
-                }
-                // Fresh: the owner held nothing of this before (for permits: exactly the
-                // count it just got).
-                let fresh = match req.want {
-                    Want::Permits { count: n, .. } => count == n,
-                    _ => count == 1,
-                };
-                let counter = if fresh {
-                    &STATS.grants
-                } else {
-                    &STATS.reentrant_grants
-                };
-                Stats::add(counter, 1);
-                Ok(Some(match fence {
-                    Some(token) => Reply::IntPair(count, token),
-                    None => Reply::Int(count),
-                }))
-            }
-            Err(e) => {
-                if let Some(before) = undo {
-                    lk.value = before;
-                }
-                Err(e)
-            }
-        },
-        Grant::Busy => Ok(None),
-        Grant::Refused(e) => Err(e),
+        draw,
+    )?;
+    Ok(turn.map(|granted| on_grant(ctx, lk, req, granted)))
+}
+
+/// What a grant to `req` means beyond the lock's value: the LOCKDELAY it asked for, its
+/// BIND (or a binding left from an earlier hold undone), the INFO counters; the reply.
+fn on_grant<O: AsRef<[u8]>>(
+    ctx: Ctx,
+    lk: &mut LockKey,
+    req: &HoldRequest<O>,
+    granted: Granted,
+) -> Reply {
+    let owner = req.owner();
+    if let Some(ms) = req.lock_delay {
+        lk.delay.ask(owner, ms);
+    }
+    let db = ctx.selected_db();
+    match req.bind {
+        Some((client, grace_ms)) => super::bind::bind(client, db, lk.key, owner, grace_ms),
+        // A new hold without BIND: a binding left from an earlier hold (that lapsed) must
+        // not cut it. (Only asked while some hold is bound.)
+        None if !granted.held_before && super::bind::any_bound() => {
+            super::bind::unbind(db, lk.key, owner)
+        }
+        None => {}
+    }
+    let counter = if granted.fresh(req.want) {
+        &STATS.grants
+    } else {
+        &STATS.reentrant_grants
+    };
+    Stats::add(counter, 1);
+    match granted.token {
+        Some(token) => Reply::IntPair(granted.count, token),
+        None => Reply::Int(granted.count),
     }
 }
 
@@ -191,27 +140,31 @@ pub fn served_here(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     false
 }
 
-/// Serves the queue of `lk`: grants to the head while the lock allows it (consecutive readers
-/// together), answers waiters the value no longer suits (WRONGTYPE), stops at the first that
-/// must keep waiting. The caller saves `lk` afterwards.
+/// Serves the queue of `lk` as `dlock_core::serve::serve` decides (head first, while the
+/// lock allows it): each waiter served is answered (its grant, or its error: WRONGTYPE when
+/// the value no longer suits) and leaves the queue. The caller saves `lk` afterwards.
 pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
-    loop {
-        let Some((seq, head)) = reg.head(db, lk.key) else {
-            return;
-        };
-        let reply = match try_grant(ctx, lk, &head.request, now, false) {
-            Ok(None) => return,
-            Ok(Some(reply)) => {
+    if reg.waiters_on(db, lk.key) == 0 {
+        return;
+    }
+    let key = lk.key;
+    let queue = reg.queued_on(db, key).map(|w| w.request.ask());
+    let draw = |advance| FenceCounter::of(key).token(ctx, advance);
+    let served = serve::serve(&mut lk.value, lk.delay.stored(), now, queue, draw);
+    for outcome in served {
+        let (seq, _) = reg.head(db, key).expect("a served waiter");
+        let waiter = depart::remove(ctx, reg, db, key, seq).expect("head waiter");
+        let reply = match outcome {
+            Ok(granted) => {
                 Stats::add(&STATS.handoffs, 1);
-                crate::stats::record_wait(head.since.elapsed());
-                reply
+                crate::stats::record_wait(waiter.since.elapsed());
+                on_grant(ctx, lk, &waiter.request, granted)
             }
             Err(e) => {
                 Stats::add(&STATS.errors, 1);
                 Reply::Error(e.message("dlock"))
             }
         };
-        let waiter = depart::remove(ctx, reg, db, lk.key, seq).expect("head waiter");
         waiter.client.unblock(Some(reply));
     }
 }

@@ -1,0 +1,264 @@
+//! One request's turn at a lock, and whom a key's queue serves: the queue policy of
+//! docs/COMMANDS.md as pure functions over plain data. The module's engine keeps the blocked
+//! clients and their timers, and asks these who is granted, in which order, and with which
+//! fencing token; the model checker (`model/`) drives the same functions.
+
+use crate::delay::{self, Delay};
+use crate::error::LockError;
+use crate::model::{LockValue, Want};
+use crate::rules::{self, Grant};
+
+/// What a request for a hold asks at its turn (the terms the rules read).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ask<'a> {
+    pub owner: &'a [u8],
+    pub want: Want,
+    pub lease_ms: i64,
+    /// FENCE: the grant answers with a fencing token.
+    pub fence: bool,
+}
+
+/// A granted turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Granted {
+    /// The owner's hold count after the grant (of the mode asked; permits: its total).
+    pub count: i64,
+    /// The fencing token, when FENCE was asked.
+    pub token: Option<i64>,
+    /// The owner held something on the lock before this grant (any mode, any permits).
+    pub held_before: bool,
+}
+
+impl Granted {
+    /// Whether the owner held nothing of what it asked for before (a first grant, not a
+    /// reentrant one; for permits: exactly the count it just got).
+    pub fn fresh(&self, want: Want) -> bool {
+        match want {
+            Want::Permits { count, .. } => self.count == count,
+            _ => self.count == 1,
+        }
+    }
+}
+
+/// One turn of `ask` at the lock `value` (a command's request, or the head of the queue's
+/// with `queue_ahead` false): during a running lock-delay (`delay`) nobody is granted but a
+/// holder re-entering; then the grant rules (`rules::acquire`); then the fencing token from
+/// the key's counter, `draw(advance)` its next value (`true`) or its current one. `Ok(None)`:
+/// it must wait. An error, the counter's included, leaves `value` as it was.
+#[inline]
+pub fn turn(
+    value: &mut LockValue,
+    delay: Option<&Delay>,
+    ask: &Ask,
+    now: i64,
+    queue_ahead: bool,
+    draw: impl FnOnce(bool) -> Result<i64, LockError>,
+) -> Result<Option<Granted>, LockError> {
+    let held_before = rules::holds(value, ask.owner);
+    if delay::running_until(delay, value, now).is_some() && !held_before {
+        return Ok(None);
+    }
+    // The counter can only fail when a fence is asked for or the grant is fresh, never on an
+    // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
+    let undo = (ask.fence || !matches!(value, LockValue::Exclusive(_))).then(|| value.clone());
+    match rules::acquire(value, ask.owner, ask.want, ask.lease_ms, now, queue_ahead) {
+        Grant::Granted {
+            count,
+            fresh_exclusive,
+        } => match fence(value, ask.want, fresh_exclusive, ask.fence, draw) {
+            Ok(token) => Ok(Some(Granted {
+                count,
+                token,
+                held_before,
+            })),
+            Err(e) => {
+                if let Some(before) = undo {
+                    *value = before;
+                }
+                Err(e)
+            }
+        },
+        Grant::Busy => Ok(None),
+        Grant::Refused(e) => Err(e),
+    }
+}
+
+/// The fencing token of a grant, kept in the lock's own hash for the length of the hold and
+/// drawn from the key's counter (docs/COMMANDS.md, *Fencing tokens*). `Ok(Some(token))` when
+/// FENCE was asked.
+///
+/// A fresh exclusive hold without FENCE drops the previous holder's token and draws nothing;
+/// one with FENCE draws the counter's next value, above every token given before. A reentrant
+/// FENCE returns the hold's token, drawing it first when the hold was taken without FENCE;
+/// READ returns the hold's token or else the counter's current value, without advancing it.
+/// So no lock needs to remember that it was ever fenced.
+fn fence(
+    value: &mut LockValue,
+    want: Want,
+    fresh_exclusive: bool,
+    want_fence: bool,
+    draw: impl FnOnce(bool) -> Result<i64, LockError>,
+) -> Result<Option<i64>, LockError> {
+    if fresh_exclusive {
+        value.set_fence(None);
+    }
+    if !want_fence {
+        return Ok(None);
+    }
+    if let Some(token) = value.fence() {
+        return Ok(Some(token));
+    }
+    let advance = want != Want::Read;
+    let token = draw(advance)?;
+    if advance {
+        value.set_fence(Some(token));
+    }
+    Ok(Some(token))
+}
+
+/// Serves a key's queue (`queue`: the waiting requests, head first): offers the head its turn
+/// as the head (nobody ahead) and, once it is granted or refused, the next one; stops at the
+/// first that must keep waiting. So grants follow arrival order (FIFO), consecutive readers
+/// and consecutive permit requests that fit are granted together, and a head that does not
+/// fit holds back everyone behind it (a writer at the head is granted alone; no barging, so a
+/// large request is never starved). Returns the outcome of each request served, in queue
+/// order: they are the first ones of the queue, to be answered and taken out of it.
+pub fn serve<'q>(
+    value: &mut LockValue,
+    delay: Option<&Delay>,
+    now: i64,
+    queue: impl IntoIterator<Item = Ask<'q>>,
+    mut draw: impl FnMut(bool) -> Result<i64, LockError>,
+) -> Vec<Result<Granted, LockError>> {
+    let mut served = vec![];
+    for ask in queue {
+        match turn(value, delay, &ask, now, false, &mut draw) {
+            Ok(None) => break,
+            Ok(Some(granted)) => served.push(Ok(granted)),
+            Err(e) => served.push(Err(e)),
+        }
+    }
+    served
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(owner: &[u8], want: Want) -> Ask<'_> {
+        Ask {
+            owner,
+            want,
+            lease_ms: 100,
+            fence: false,
+        }
+    }
+
+    fn no_counter(_: bool) -> Result<i64, LockError> {
+        unreachable!("no FENCE asked")
+    }
+
+    #[test]
+    fn readers_together_a_writer_alone_and_nobody_past_a_busy_head() {
+        let mut v = LockValue::Free;
+        let queue = [
+            ask(b"r1", Want::Read),
+            ask(b"r2", Want::Read),
+            ask(b"w", Want::Write),
+            ask(b"r3", Want::Read),
+        ];
+        let served = serve(&mut v, None, 0, queue, no_counter);
+        assert_eq!(
+            served.len(),
+            2,
+            "the writer waits for the readers; r3 behind it"
+        );
+        assert!(rules::holds(&v, b"r1") && rules::holds(&v, b"r2"));
+        assert!(!rules::holds(&v, b"r3"));
+        // A refused head is answered and the next one served.
+        let mut x = LockValue::Free;
+        let queue = [ask(b"a", Want::Read), ask(b"b", Want::Exclusive)];
+        assert!(matches!(
+            serve(&mut x, None, 0, queue, no_counter)[..],
+            [Ok(_), Err(LockError::WrongType)]
+        ));
+        // A semaphore head that does not fit holds back a smaller request behind it.
+        let p = |count| Want::Permits { capacity: 2, count };
+        let mut sem = LockValue::Free;
+        rules::acquire(&mut sem, b"h", p(1), 100, 0, false);
+        let queue = [ask(b"big", p(2)), ask(b"small", p(1))];
+        assert!(serve(&mut sem, None, 0, queue, no_counter).is_empty());
+    }
+
+    #[test]
+    fn a_running_delay_holds_back_all_but_the_holder() {
+        let mut v = LockValue::Free;
+        let d = Delay {
+            owner: b"gone".to_vec(),
+            until: 100,
+            delay_ms: 50,
+            begun: false,
+        };
+        assert_eq!(
+            turn(
+                &mut v,
+                Some(&d),
+                &ask(b"a", Want::Exclusive),
+                120,
+                false,
+                no_counter
+            ),
+            Ok(None)
+        );
+        let granted = turn(
+            &mut v,
+            Some(&d),
+            &ask(b"a", Want::Exclusive),
+            151,
+            false,
+            no_counter,
+        );
+        assert_eq!(granted.unwrap().unwrap().count, 1);
+    }
+
+    #[test]
+    fn tokens_drawn_reused_and_undone() {
+        let mut counter = 0;
+        let mut draw = |advance: bool| {
+            counter += i64::from(advance);
+            Ok(counter)
+        };
+        let fenced = |owner| Ask {
+            fence: true,
+            ..ask(owner, Want::Write)
+        };
+        let mut v = LockValue::Free;
+        let first = turn(&mut v, None, &fenced(b"a"), 0, false, &mut draw);
+        assert_eq!(first.unwrap().unwrap().token, Some(1));
+        let again = turn(&mut v, None, &fenced(b"a"), 0, false, &mut draw);
+        assert_eq!(
+            again.unwrap().unwrap().token,
+            Some(1),
+            "reentrant: the hold's token"
+        );
+        let read = Ask {
+            fence: true,
+            ..ask(b"a", Want::Read)
+        };
+        assert_eq!(
+            turn(&mut v, None, &read, 0, false, &mut draw)
+                .unwrap()
+                .unwrap()
+                .token,
+            Some(1)
+        );
+        // A counter that fails undoes the grant.
+        let mut free = LockValue::Free;
+        let broken = |_| Err(LockError::WrongType);
+        assert_eq!(
+            turn(&mut free, None, &fenced(b"b"), 0, false, broken),
+            Err(LockError::WrongType)
+        );
+        assert_eq!(free, LockValue::Free);
+    }
+}
