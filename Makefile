@@ -253,6 +253,19 @@ test-valkey: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-valkey: build setup-examples
 	DLOCK_EXAMPLES=required MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
+# Redisson's lock scripts as each Redisson version sends them, captured from the real client
+# (java/, ScriptCaptureTest: MONITOR on a plain redis-server while RLock and RReadWriteLock run)
+# into target/redisson/scripts-<version>.json. Generated, never committed: the repository keeps
+# at most their SHA1s. The differential test (java/, RedissonScriptsDiffTest) reads them.
+REDISSON_SCRIPT_VERSIONS ?= 3.23.5 3.45.1 4.7.0
+.PHONY: redisson-scripts
+redisson-scripts:
+	@command -v mvn >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null)
+	@for v in $(REDISSON_SCRIPT_VERSIONS); do \
+		(cd java && mvn -q -B -Dredisson.version=$$v -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test) || exit 1; \
+		echo "target/redisson/scripts-$$v.json"; \
+	done
+
 # Native commands against the Lua way, side by side (starts its own servers). The run's output
 # goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
 # that section into docs/BENCHMARKS.md, so a run never rewrites a tracked file by itself.
