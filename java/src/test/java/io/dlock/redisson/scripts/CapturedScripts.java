@@ -13,6 +13,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.stream.Stream;
 
+import io.dlock.redisson.support.Clients;
+
 /**
  * Redisson's lock scripts as one Redisson version sends them, captured from the real client by
  * {@link ScriptCapture} into {@code target/redisson/scripts-<version>.json} (at the repository's
@@ -61,6 +63,15 @@ public record CapturedScripts(String redisson, List<Script> scripts) {
 
     public static Path file(String version) {
         return dir().resolve("scripts-" + version + ".json");
+    }
+
+    /** The scripts of the Redisson under test, captured first if its file is missing. */
+    public static CapturedScripts underTest() throws Exception {
+        String version = Clients.redissonVersion();
+        if (!Files.exists(file(version))) {
+            return ScriptCapture.capture(version);
+        }
+        return read(file(version));
     }
 
     /** Every captured file present, oldest version first. */

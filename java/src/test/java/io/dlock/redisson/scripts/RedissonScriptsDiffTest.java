@@ -21,7 +21,6 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
 
-import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.RedisServer;
 import io.dlock.redisson.support.Resp;
 
@@ -57,10 +56,7 @@ class RedissonScriptsDiffTest {
 
     @BeforeAll
     void scripts() throws Exception {
-        String version = Clients.redissonVersion();
-        if (!Files.exists(CapturedScripts.file(version))) {
-            ScriptCapture.capture(version);
-        }
+        CapturedScripts.underTest();
         versions = CapturedScripts.all();
         assertFalse(versions.isEmpty());
     }
