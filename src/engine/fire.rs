@@ -10,16 +10,20 @@
 //! a fresh request would get, and nothing is granted or created here.
 
 use dlock_core::error::DEMOTED;
+use dlock_core::model::LockValue;
+use dlock_core::names;
 use dlock_core::rules;
 
 use crate::ffi::cluster::{self, Route};
+use crate::ffi::context::now_ms;
+use crate::ffi::replicate::publish_unlock_here;
 use crate::ffi::timer::TimerJob;
-use crate::ffi::{Ctx, Reply};
+use crate::ffi::{Ctx, RStr, Reply};
 use crate::stats::{Stats, STATS};
 
 use super::job::Job;
 use super::registry::registry;
-use super::{bind, depart, wake, work};
+use super::{bind, depart, unlock, wake, work};
 
 impl TimerJob for Job {
     fn fire(self, ctx: Ctx) {
@@ -114,11 +118,24 @@ fn cut_leases(ctx: Ctx) {
             continue; // the key left this cluster node, and its hold with it
         }
         // No requester: the key is read whole, with its expiry (a cut compares leases).
-        let cut = work::unit_of_work(ctx, db, key, None, None, |_, lk, _| {
-            rules::cut_lease(&mut lk.value, owner, deadline)
+        let (cut, exclusive) = work::unit_of_work(ctx, db, key, None, None, |_, lk, _| {
+            let exclusive = matches!(lk.value, LockValue::Exclusive(_));
+            (rules::cut_lease(&mut lk.value, owner, deadline), exclusive)
         });
         if cut {
             Stats::add(&STATS.leases_cut, 1);
+        }
+        if cut && exclusive {
+            // A Redisson waiter sleeps on the TTL it last saw (the uncut lease) and nothing is
+            // published when a lease lapses: the unlock message makes it look again and wait
+            // for the cut lease instead (it finds the lock still held until then).
+            let cfg = crate::config::get();
+            if unlock::publish_now(ctx, cfg.publish, key, now_ms()) {
+                let channel = RStr::written(ctx, |out| {
+                    names::write_unlock_channel(&cfg.channel_prefix, key, out)
+                });
+                publish_unlock_here(ctx, &channel);
+            }
         }
     }
 }

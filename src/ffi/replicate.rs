@@ -113,10 +113,21 @@ pub fn publish_unlock_here(ctx: Ctx, channel: &RStr) {
     publish_here(ctx, channel, &RStr::number(ctx, 0));
 }
 
-/// Delivers `message` to this server's subscribers of `channel`.
+/// Delivers `message` to this server's subscribers of `channel`; in cluster mode also to the
+/// shard's subscribers of it (`SSUBSCRIBE`, as `SPUBLISH` does): Redisson 3.23+ and 4.x subscribe
+/// to the unlock channel that way in a cluster on Redis 7+, and would hear no `PUBLISH`.
 fn publish_here(ctx: Ctx, channel: &RStr, message: &RStr) {
     // SAFETY: a live context and strings.
     unsafe { api!(RedisModule_PublishMessage)(ctx.as_ptr(), channel.as_ptr(), message.as_ptr()) };
+    if super::cluster::enabled(ctx) {
+        // SAFETY: the API table is filled once at load, before any command runs (as for
+        // `api!`); a live context and strings. Absent before Redis 7.0: nothing to do there.
+        unsafe {
+            if let Some(shard) = redis_module::raw::RedisModule_PublishMessageShard {
+                shard(ctx.as_ptr(), channel.as_ptr(), message.as_ptr());
+            }
+        }
+    }
 }
 
 /// `HSET key field value` then `PEXPIREAT key at` (both already applied through the key
