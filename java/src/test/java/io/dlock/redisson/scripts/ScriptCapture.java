@@ -2,6 +2,7 @@ package io.dlock.redisson.scripts;
 
 import java.io.ByteArrayOutputStream;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -17,9 +18,10 @@ import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
+import io.dlock.redisson.support.Await;
 import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.RedisServer;
-import io.dlock.redisson.support.Resp;
+import io.dlock.redisson.support.Monitor;
 
 /**
  * Captures the lock scripts of the Redisson on the classpath: runs real RLock and RReadWriteLock
@@ -35,7 +37,9 @@ public final class ScriptCapture {
     private static final long RENEWAL_PAUSE_MS = 1_300;
 
     private final RedisServer server;
-    private final Resp monitor;
+    private final Monitor monitor;
+    /** Lines of {@link #monitor} already read by {@link #phase}. */
+    private int read;
     private final boolean batchedRenewal;
     private final Map<String, String> textBySha = new HashMap<>();
     private final Map<String, String> nameByText = new LinkedHashMap<>();
@@ -45,9 +49,8 @@ public final class ScriptCapture {
 
     private ScriptCapture(RedisServer server, String version) {
         this.server = server;
-        this.monitor = server.connect();
+        this.monitor = new Monitor(server);
         this.batchedRenewal = CapturedScripts.compareVersions(version, "3.44.0") >= 0;
-        monitor.ok("MONITOR");
     }
 
     /** Captures the scripts of {@code version} (the Redisson on the classpath) and writes its file. */
@@ -248,9 +251,12 @@ public final class ScriptCapture {
     private List<String> phase() {
         String marker = "dlock-capture-" + (markers++);
         server.call("ECHO", marker);
+        Await.until(Duration.ofSeconds(10), "MONITOR showing " + marker,
+                () -> monitor.lines().stream().skip(read).anyMatch(l -> l.endsWith("\"" + marker + "\"")));
+        List<String> lines = monitor.lines();
         List<String> texts = new ArrayList<>();
         while (true) {
-            List<byte[]> cmd = parseMonitorLine((String) monitor.read());
+            List<byte[]> cmd = parseMonitorLine(lines.get(read++));
             if (cmd == null || cmd.isEmpty()) {
                 continue;
             }

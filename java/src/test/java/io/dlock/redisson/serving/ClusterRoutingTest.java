@@ -6,7 +6,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -15,6 +14,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 import io.dlock.redisson.scripts.CapturedScripts;
+import io.dlock.redisson.support.RedisCluster;
 import io.dlock.redisson.support.RedisServer;
 import io.dlock.redisson.support.Resp;
 
@@ -27,35 +27,17 @@ import io.dlock.redisson.support.Resp;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ClusterRoutingTest {
     private static final String REFERENCE = "return 1";
-    private final List<RedisServer> nodes = new ArrayList<>();
+    private RedisCluster cluster;
     private final List<Resp> conns = new ArrayList<>();
-    private final List<String> ids = new ArrayList<>();
     private CapturedScripts scripts;
 
     @BeforeAll
     void cluster() throws Exception {
         scripts = CapturedScripts.underTest();
-        for (int i = 0; i < 3; i++) {
-            RedisServer n = RedisServer.withModule().args("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--cluster-node-timeout", "5000").start();
-            nodes.add(n);
+        cluster = new RedisCluster(3);
+        for (RedisServer n : cluster.nodes) {
             Resp c = n.connect();
             conns.add(c);
-            ids.add((String) c.ok("CLUSTER", "MYID"));
-        }
-        int[][] ranges = {{0, 5460}, {5461, 10922}, {10923, 16383}};
-        for (int i = 0; i < 3; i++) {
-            conns.get(i).ok("CLUSTER", "ADDSLOTSRANGE", ranges[i][0], ranges[i][1]);
-            if (i > 0) {
-                conns.get(i).ok("CLUSTER", "MEET", RedisServer.HOST, nodes.get(0).port());
-            }
-        }
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        for (Resp c : conns) {
-            while (!((String) c.ok("CLUSTER", "INFO")).contains("cluster_state:ok") || ((List<?>) c.ok("CLUSTER", "SLOTS")).size() < 3) {
-                assertTrue(System.nanoTime() < deadline, "the cluster did not form");
-                Thread.sleep(50);
-            }
             for (CapturedScripts.Script s : scripts.scripts()) {
                 c.ok("SCRIPT", "LOAD", s.text());
             }
@@ -66,25 +48,7 @@ class ClusterRoutingTest {
     @AfterAll
     void stop() {
         conns.forEach(Resp::close);
-        nodes.forEach(RedisServer::close);
-    }
-
-    private int owner(int slot) {
-        return slot <= 5460 ? 0 : slot <= 10922 ? 1 : 2;
-    }
-
-    /** A lock name starting with {@code prefix} whose slot node {@code node} owns, different from {@code not}. */
-    private String nameOn(int node, String prefix, String not) {
-        for (int i = 0; ; i++) {
-            String name = prefix + i;
-            if (!name.equals(not) && owner(slot(name)) == node) {
-                return name;
-            }
-        }
-    }
-
-    private int slot(String key) {
-        return ((Long) conns.get(0).ok("CLUSTER", "KEYSLOT", key)).intValue();
+        cluster.close();
     }
 
     /** The script by EVAL or EVALSHA, and the reference Lua sent the same way with the same keys. */
@@ -112,8 +76,8 @@ class ClusterRoutingTest {
     void routingRepliesMatchTheLua(boolean evalsha) {
         CapturedScripts.Script tryLock = scripts.role("lock.tryLock");
         CapturedScripts.Script unlock = scripts.role("lock.unlock");
-        String onOne = nameOn(1, "route:" + evalsha + ":", null);
-        String alsoOnOne = nameOn(1, "route:" + evalsha + ":", onOne);
+        String onOne = cluster.keyOn(1, "route:" + evalsha);
+        String alsoOnOne = cluster.keyOn(1, "route:" + evalsha + ":other");
         List<String> tryArgs = List.of("30000", "u1:1");
         // MOVED: asked of node 0 for a key of node 1
         sameAsReference(0, pair(tryLock, evalsha, List.of(onOne), tryArgs), "MOVED");
@@ -129,7 +93,7 @@ class ClusterRoutingTest {
         if (unlock.argCount() >= 5) {
             unlockArgs.add("10000");
         }
-        if (slot(onOne) != slot(alsoOnOne)) {
+        if (cluster.slot(onOne) != cluster.slot(alsoOnOne)) {
             sameAsReference(1, pair(unlock, evalsha, unlockKeys, unlockArgs), "CROSSSLOT");
         }
         // served on the owner
@@ -145,18 +109,14 @@ class ClusterRoutingTest {
     @ValueSource(booleans = {false, true})
     void askWhileTheSlotMigrates(boolean evalsha) {
         CapturedScripts.Script tryLock = scripts.role("lock.tryLock");
-        String name = nameOn(2, "ask:" + evalsha + ":", null);
-        int slot = slot(name);
-        Resp from = conns.get(2);
-        Resp to = conns.get(0);
-        to.ok("CLUSTER", "SETSLOT", slot, "IMPORTING", ids.get(2));
-        from.ok("CLUSTER", "SETSLOT", slot, "MIGRATING", ids.get(0));
+        String name = cluster.keyOn(2, "ask:" + evalsha);
+        int slot = cluster.slot(name);
+        cluster.beginMigration(slot, 2, 0);
         try {
             // the key is absent on the migrating node: ASK, for the script as for the reference
             sameAsReference(2, pair(tryLock, evalsha, List.of(name), List.of("30000", "u1:1")), "ASK");
         } finally {
-            from.ok("CLUSTER", "SETSLOT", slot, "NODE", ids.get(2));
-            to.ok("CLUSTER", "SETSLOT", slot, "NODE", ids.get(2));
+            cluster.setOwner(slot, 2);
         }
     }
 }

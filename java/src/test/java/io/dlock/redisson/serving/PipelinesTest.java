@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -19,7 +20,9 @@ import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
 import io.dlock.redisson.scripts.CapturedScripts;
+import io.dlock.redisson.support.Await;
 import io.dlock.redisson.support.Clients;
+import io.dlock.redisson.support.Monitor;
 import io.dlock.redisson.support.RedisServer;
 import io.dlock.redisson.support.Resp;
 
@@ -36,10 +39,9 @@ class PipelinesTest {
                 RedisServer replica = RedisServer.withModule().args("--replicaof", RedisServer.HOST, String.valueOf(master.port())).start();
                 Resp admin = master.connect();
                 Resp onReplica = replica.connect();
-                Resp monitor = master.connect()) {
+                Monitor monitor = new Monitor(master)) {
             awaitLink(onReplica);
             Counters before = Counters.of(admin);
-            monitor.ok("MONITOR");
             Config config = Clients.config(useScriptCache);
             config.setCheckLockSyncedSlaves(true);
             config.useMasterSlaveServers().setMasterAddress(master.address()).addSlaveAddress(replica.address())
@@ -62,9 +64,10 @@ class PipelinesTest {
                 Clients.close(r);
             }
             admin.ok("ECHO", "pipelines-test-end");
+            Await.until(Duration.ofSeconds(10), "MONITOR at the end", () -> monitor.lines().stream().anyMatch(l -> l.contains("pipelines-test-end")));
             List<String> seen = new ArrayList<>();
             boolean waited = false;
-            for (String line = (String) monitor.timeout(5000).read(); !line.contains("pipelines-test-end"); line = (String) monitor.read()) {
+            for (String line : monitor.lines()) {
                 String upper = line.toUpperCase();
                 waited |= upper.contains("\"WAIT\"") || upper.contains("\"WAITAOF\"");
                 if (upper.contains("\"EVAL") || upper.contains("\"WAIT") || upper.contains("\"MULTI") || upper.contains("\"EXEC")) {
@@ -78,12 +81,8 @@ class PipelinesTest {
         }
     }
 
-    private static void awaitLink(Resp replica) throws InterruptedException {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(20);
-        while (!"up".equals(replica.info("replication").get("master_link_status"))) {
-            assertTrue(System.nanoTime() < deadline, "the replica did not connect");
-            Thread.sleep(20);
-        }
+    private static void awaitLink(Resp replica) {
+        Await.until(Duration.ofSeconds(20), "the replica's link up", () -> "up".equals(replica.info("replication").get("master_link_status")));
     }
 
     /**
