@@ -263,7 +263,7 @@ REDISSON_SCRIPT_VERSIONS ?= 3.20.1 3.23.5 3.45.1 4.7.0
 redisson-scripts:
 	@command -v mvn >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null)
 	@for v in $(REDISSON_SCRIPT_VERSIONS); do \
-		(cd java && mvn -q -B -Dredisson.version=$$v -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test) || exit 1; \
+		(cd java && mvn -q -B -Dredisson.version=$$v -Ddlock.capture=force -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test) || exit 1; \
 		echo "target/redisson/scripts-$$v.json"; \
 	done
 
