@@ -12,7 +12,7 @@ PORT ?= 6379
 # `make seckill` talks to the server `make run` started.
 DLOCK_URL ?= redis://127.0.0.1:$(PORT)/
 
-.PHONY: all toolchain setup build run lint test test-python conformance-runner scripts test-node build-node test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
+.PHONY: all toolchain setup build run lint test test-java test-python conformance-runner scripts test-node build-node test-long test-matrix test-valkey bench bench-docs bench-instr bench-scale seckill install uninstall clean
 
 all: build
 
@@ -47,6 +47,8 @@ setup: toolchain
 	ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1 || missing="$$missing libclang-dev"; \
 	command -v clang >/dev/null || missing="$$missing clang"; \
 	command -v prometheus-redis-exporter >/dev/null || missing="$$missing prometheus-redis-exporter"; \
+	command -v java >/dev/null || missing="$$missing openjdk-17-jdk-headless"; \
+	command -v mvn >/dev/null || missing="$$missing maven"; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		export DEBIAN_FRONTEND=noninteractive; \
@@ -157,6 +159,11 @@ lint: setup python/.venv/installed
 # after both have finished. setup-examples has installed and built node/ already (build-node),
 # and examples/node links to it: test-node must not run `npm ci` again (NODE_BUILT=1) while
 # tests/examples.rs may be running the examples.
+#
+# A third lane, [java], runs the real Redisson against the module (make test-java, the two
+# Redisson versions of REDISSON_VERSIONS): ~70 s per version, mostly waiting on leases and
+# servers (~15 s of CPU), so beside the other two it adds little to the total, where after the
+# rust lane it would add its whole length.
 test: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test: lint build setup-examples
 	@set -o pipefail; \
@@ -164,10 +171,24 @@ test: lint build setup-examples
 	lane rust env DLOCK_EXAMPLES=required $(CARGO) test --release --workspace & rust=$$!; \
 	lane python+node sh -c '$(MAKE) --no-print-directory test-python CONFORMANCE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)" && \
 		$(MAKE) --no-print-directory test-node CONFORMANCE_BUILT=1 NODE_BUILT=1 BUILD_SCOPE="$(BUILD_SCOPE)"' & other=$$!; \
-	echo "make test: lanes [rust] (cargo test --release --workspace) and [python+node] (make test-python, make test-node) started"; \
+	lane java env REDISSON_VERSIONS="$(REDISSON_VERSIONS)" scripts/test-java.sh & java=$$!; \
+	echo "make test: lanes [rust] (cargo test --release --workspace), [python+node] (make test-python, make test-node) and [java] (make test-java) started"; \
 	failed=""; wait $$rust || failed="$$failed rust"; wait $$other || failed="$$failed python+node"; \
+	wait $$java || failed="$$failed java"; \
 	if [ -n "$$failed" ]; then echo "make test: FAILED in lane(s):$$failed" >&2; exit 1; fi; \
-	echo "make test: both lanes passed"
+	echo "make test: all three lanes passed"
+
+# The real Redisson client against servers with the module (java/: Maven, JUnit 5, Redisson from
+# Maven Central, downloaded into ~/.m2 on the first run): exclusion and reentrancy with dlock,
+# wake-ups both ways, read-write locks, MultiLock/RedLock, a cluster with a moving slot, the Lua
+# objects left untouched. Once per Redisson version: `make test` runs REDISSON_VERSIONS (a 3.23.x,
+# publish by argument and no unlock latch, and the newest 4.x), `make test-matrix` all of
+# REDISSON_ALL (with a 3.4x before 3.46: unlock latch, EVAL with the text by default) on every
+# server. JAVA_TESTS=WakeUpTest runs one class; DLOCK_SERVER another server binary.
+REDISSON_VERSIONS ?= 3.23.5 4.7.0
+REDISSON_ALL ?= 3.23.5 3.45.1 4.7.0
+test-java: build
+	REDISSON_VERSIONS="$(REDISSON_VERSIONS)" scripts/test-java.sh
 
 # The Python package (python/): mypy --strict, pytest against servers the tests start (the
 # conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
@@ -246,12 +267,12 @@ test-long: build
 # early, and an example that fails on one server only would go unseen).
 test-matrix: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-matrix: build setup-examples
-	DLOCK_EXAMPLES=required scripts/test-matrix.sh
+	DLOCK_EXAMPLES=required REDISSON_VERSIONS="$(REDISSON_ALL)" scripts/test-matrix.sh
 
 # The Valkey part of the matrix.
 test-valkey: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-valkey: build setup-examples
-	DLOCK_EXAMPLES=required MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
+	DLOCK_EXAMPLES=required REDISSON_VERSIONS="$(REDISSON_ALL)" MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
 # Redisson's lock scripts as each Redisson version sends them, captured from the real client
 # (java/, ScriptCaptureTest: MONITOR on a plain redis-server while RLock and RReadWriteLock run)

@@ -8,6 +8,8 @@
 # with REDIS_SERVER pointing at each binary, keeps going after a failure and prints one line
 # per server at the end. Exit status: non-zero when any server failed.
 #
+# Then, when TESTS is unset, the real Redisson against the module (scripts/test-java.sh, the
+# Redisson versions of REDISSON_VERSIONS; JAVA=0 skips it).
 # MATRIX="valkey-9.1 redis-8.2" picks servers; TESTS="--test integration -- wake_many_keys:: cluster_reshard::"
 # picks the tests of those files of tests/ (each package's tests/ is one binary, `integration`, with a
 # module per file; client/tests/ has a cluster_reshard too); logs go to target/test-matrix/<server>.log, and
@@ -46,6 +48,17 @@ for name in $MATRIX; do
 	[ "$status" = 0 ] || failed=1
 	summary+=("$(printf '%-10s %-4s %4s passed %3s failed %3s skipped  %4ss  %s' \
 		"$name" "$result" "$passed" "$fails" "$skipped" "$secs" "$version")")
+	# The real Redisson (java/), every version of REDISSON_VERSIONS, when the whole suite runs.
+	if [ -z "${TESTS:-}" ] && [ "${JAVA:-1}" != 0 ]; then
+		start=$(date +%s)
+		DLOCK_SERVER="$bin" scripts/test-java.sh 2>&1 | tee "$LOGS/$name.java.log"
+		status=${PIPESTATUS[0]}
+		[ "$status" = 0 ] || failed=1
+		line=$(tail -1 "$LOGS/$name.java.log")
+		summary+=("$(printf '%-10s %-4s %s (Redisson %s)  %4ss' "$name" \
+			"$([ "$status" = 0 ] && echo PASS || echo FAIL)" "$line" "${REDISSON_VERSIONS:-3.23.5 4.7.0}" \
+			$(($(date +%s) - start)))")
+	fi
 done
 echo
 echo "=== test-matrix"
