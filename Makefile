@@ -279,10 +279,9 @@ test-valkey: build setup-examples
 # into target/redisson/scripts-<version>.json. Generated, never committed: the repository keeps
 # at most their SHA1s. The differential test (java/, RedissonScriptsDiffTest) reads them. 3.20.1
 # beside the three versions the tests run: the only one whose unlock publishes literally.
-REDISSON_SCRIPT_VERSIONS ?= 3.20.1 3.23.5 3.45.1 4.7.0
+REDISSON_SCRIPT_VERSIONS ?= 3.20.1 $(REDISSON_ALL)
 .PHONY: redisson-scripts
-redisson-scripts:
-	@command -v mvn >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq maven openjdk-17-jdk-headless >/dev/null)
+redisson-scripts: setup
 	@for v in $(REDISSON_SCRIPT_VERSIONS); do \
 		(cd java && mvn -q -B -Dredisson.version=$$v -Ddlock.capture=force -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test) || exit 1; \
 		echo "target/redisson/scripts-$$v.json"; \
