@@ -119,25 +119,12 @@ public final class ScriptCapture {
         name("lock.forceUnlock", phase());
         l.forceUnlock();
         name("lock.forceUnlock", phase());
-        l.lock();
-        name("lock.tryLock", phase());
-        Thread.sleep(RENEWAL_PAUSE_MS);
-        name(renewal("lock"), phase());
-        l.unlock();
-        name("lock.unlock", phase());
+        renewed(renewal("lock"), List.of(l));
         List<RLock> many = new ArrayList<>();
         for (int i = 0; i < 5; i++) {
-            RLock x = r.getLock("capture:many:" + i);
-            x.lock();
-            many.add(x);
+            many.add(r.getLock("capture:many:" + i));
         }
-        phase();
-        Thread.sleep(RENEWAL_PAUSE_MS);
-        name(renewal("lock"), phase());
-        for (RLock x : many) {
-            x.unlock();
-        }
-        phase();
+        renewed(renewal("lock"), many);
         l.lock(10, TimeUnit.SECONDS);
         phase();
         Future<Boolean> waiter = other.submit(() -> {
@@ -194,29 +181,26 @@ public final class ScriptCapture {
         phase();
         rw.writeLock().forceUnlock();
         name("rwlock.write.forceUnlock", phase());
-        rw.readLock().lock();
-        phase();
-        Thread.sleep(RENEWAL_PAUSE_MS);
-        name(renewal("rwlock.read"), phase());
+        renewed(renewal("rwlock.read"), List.of(rw.readLock()));
         List<RLock> reads = new ArrayList<>();
         for (int i = 0; i < 5; i++) {
-            RLock x = r.getReadWriteLock("capture:rwmany:" + i).readLock();
+            reads.add(r.getReadWriteLock("capture:rwmany:" + i).readLock());
+        }
+        renewed(renewal("rwlock.read"), reads);
+        renewed(renewal("rwlock.write"), List.of(rw.writeLock()));
+    }
+
+    /** Holds {@code locks} with the watchdog (no lease) until it renewed them, then unlocks them. */
+    private void renewed(String role, List<RLock> locks) throws InterruptedException {
+        for (RLock x : locks) {
             x.lock();
-            reads.add(x);
         }
         phase();
         Thread.sleep(RENEWAL_PAUSE_MS);
-        name(renewal("rwlock.read"), phase());
-        for (RLock x : reads) {
+        name(role, phase());
+        for (RLock x : locks) {
             x.unlock();
         }
-        rw.readLock().unlock();
-        phase();
-        rw.writeLock().lock();
-        phase();
-        Thread.sleep(RENEWAL_PAUSE_MS);
-        name(renewal("rwlock.write"), phase());
-        rw.writeLock().unlock();
         phase();
     }
 
