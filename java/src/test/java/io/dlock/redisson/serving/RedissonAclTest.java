@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -19,6 +20,7 @@ import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
+import io.dlock.redisson.support.Await;
 import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.RedisServer;
 import io.dlock.redisson.support.Resp;
@@ -102,10 +104,13 @@ class RedissonAclTest {
                     throw new IllegalStateException(e);
                 }
             });
-            // the watchdog renews (every third of its timeout) before the unlock
-            Thread.sleep(Clients.WATCHDOG_MS / 3 + 500);
-            long ttl = (Long) admin.ok("PTTL", name);
-            assertTrue(ttl > Clients.WATCHDOG_MS / 3, "the watchdog did not renew: PTTL " + ttl);
+            // the watchdog renews (every third of its timeout): the TTL grows back above what it
+            // would be left without a renewal
+            long locked = System.nanoTime();
+            Await.until(Duration.ofSeconds(10), "the watchdog's renewal", () -> {
+                long unrenewed = Clients.WATCHDOG_MS - (System.nanoTime() - locked) / 1_000_000;
+                return (Long) admin.ok("PTTL", name) > unrenewed + 200;
+            });
             lock.unlock();
             assertTrue(waiter.get(10, TimeUnit.SECONDS), "the waiter was not given the lock");
             lock.lock(5, TimeUnit.SECONDS);
