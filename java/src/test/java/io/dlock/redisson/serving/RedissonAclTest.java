@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -20,7 +19,6 @@ import org.redisson.api.RReadWriteLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
-import io.dlock.redisson.support.Await;
 import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.RedisServer;
 import io.dlock.redisson.support.Resp;
@@ -90,6 +88,7 @@ class RedissonAclTest {
         try {
             String name = "acl:" + user;
             RLock lock = a.getLock(name);
+            long locked = System.nanoTime();
             lock.lock();
             assertTrue(lock.isHeldByCurrentThread());
             CompletableFuture<Boolean> waiter = CompletableFuture.supplyAsync(() -> {
@@ -104,13 +103,7 @@ class RedissonAclTest {
                     throw new IllegalStateException(e);
                 }
             });
-            // the watchdog renews (every third of its timeout): the TTL grows back above what it
-            // would be left without a renewal
-            long locked = System.nanoTime();
-            Await.until(Duration.ofSeconds(10), "the watchdog's renewal", () -> {
-                long unrenewed = Clients.WATCHDOG_MS - (System.nanoTime() - locked) / 1_000_000;
-                return (Long) admin.ok("PTTL", name) > unrenewed + 200;
-            });
+            Watchdog.awaitRenewal(admin, name, locked);
             lock.unlock();
             assertTrue(waiter.get(10, TimeUnit.SECONDS), "the waiter was not given the lock");
             lock.lock(5, TimeUnit.SECONDS);
