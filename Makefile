@@ -187,6 +187,7 @@ test: lint build setup-examples
 # server. JAVA_TESTS=WakeUpTest runs one class; DLOCK_SERVER another server binary.
 REDISSON_VERSIONS ?= 3.23.5 4.7.0
 REDISSON_ALL ?= 3.23.5 3.45.1 4.7.0
+REDISSON_BENCH ?= 4.7.0
 test-java: build
 	REDISSON_VERSIONS="$(REDISSON_VERSIONS)" scripts/test-java.sh
 
@@ -295,6 +296,11 @@ bench: build python/.venv/installed build-node
 	set -o pipefail; $(CARGO) run --release -p dlock-bench | tee target/bench/last-run.txt
 	set -o pipefail; python/.venv/bin/python python/bench/bench.py --no-write | tee target/bench/python.txt
 	set -o pipefail; cd node && node bench/bench.mjs | tee ../target/bench/node.txt
+	@# The real Redisson (java/, REDISSON_BENCH): lock/unlock and a hot lock's hand-offs per
+	@# second with the module serving its scripts, with serving off, and without the module.
+	set -o pipefail; cd java && mvn -q -B -Dstyle.color=never -Dredisson.version=$(REDISSON_BENCH) \
+		-Ddlock.module=$(CURDIR)/target/release/libdlock.so test-compile exec:java 2>&1 | \
+		sed -u 's/\x1b\[[0-9;]*m//g' | grep --line-buffered -v '^[[:space:]]*$$' | tee ../target/bench/redisson.txt
 
 bench-docs: toolchain python/.venv/installed
 	$(CARGO) run --release -p dlock-bench -- --publish

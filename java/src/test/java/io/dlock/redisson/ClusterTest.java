@@ -7,11 +7,11 @@ import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.Monitor;
 import io.dlock.redisson.support.RedisCluster;
 import io.dlock.redisson.support.Resp;
+import io.dlock.redisson.support.Waiter;
 import java.time.Duration;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.TestInstance;
@@ -72,14 +72,7 @@ class ClusterTest {
             RLock lock = r.getLock(key);
             Future<Long> waiter;
             try (Monitor monitor = new Monitor(cluster.nodes.get(from))) {
-                waiter = threads.submit(() -> {
-                    boolean got = lock.tryLock(40, 30, TimeUnit.SECONDS);
-                    long at = System.nanoTime();
-                    if (got) {
-                        lock.unlock();
-                    }
-                    return got ? at : -1L;
-                });
+                waiter = Waiter.start(threads, lock, 40);
                 // Asleep: subscribed, and its attempt after subscribing saw the lease.
                 io.dlock.redisson.support.Await.until(Duration.ofSeconds(10), "the Redisson waiter asleep",
                         () -> monitor.clientCommandsOn(key) >= 2);
@@ -96,9 +89,7 @@ class ClusterTest {
 
             long released = System.nanoTime();
             assertEquals(1L, dst.call("DLOCK.RELEASE", key, D), "the holder releases");
-            long granted = waiter.get(45, TimeUnit.SECONDS);
-            assertTrue(granted > 0, "the Redisson waiter got the lock");
-            long delay = (granted - released) / 1_000_000;
+            long delay = Waiter.delayMs(waiter, released);
             System.out.printf("cluster (slot moved: %s): Redisson waiter granted %d ms after the release "
                     + "(lease left %d ms; redisson %s, useScriptCache=%s)%n", move, delay, ttl, Clients.redissonVersion(), cache);
             assertTrue(delay < (move ? ttl : 0) + WakeUpTest.PROMPT_MS, "granted " + delay + " ms after the release");

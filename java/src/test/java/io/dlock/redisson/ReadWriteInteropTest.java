@@ -9,6 +9,7 @@ import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.Monitor;
 import io.dlock.redisson.support.OneServer;
 import io.dlock.redisson.support.Resp;
+import io.dlock.redisson.support.Waiter;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -17,7 +18,6 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.redisson.api.RLock;
 import org.redisson.api.RReadWriteLock;
 
 /**
@@ -154,22 +154,12 @@ class ReadWriteInteropTest extends OneServer {
             assertEquals(1L, c.call("DLOCK.RWLOCK", key, D, "WRITE", lease));
             Future<Long> waiter;
             try (Monitor monitor = new Monitor(server)) {
-                waiter = threads.submit(() -> {
-                    RLock w = rw.writeLock();
-                    boolean got = w.tryLock(20, 10, TimeUnit.SECONDS);
-                    long at = System.nanoTime();
-                    if (got) {
-                        w.unlock();
-                    }
-                    return got ? at : -1L;
-                });
+                waiter = Waiter.start(threads, rw.writeLock(), 20);
                 Await.redissonAsleep(server, monitor, "redisson_rwlock:{" + key + "}", key);
             }
             long released = System.nanoTime();
             assertEquals(1L, c.call("DLOCK.RELEASE", key, D, "WRITE"));
-            long granted = waiter.get(25, TimeUnit.SECONDS);
-            assertTrue(granted > 0, "the Redisson writer got the lock");
-            long after = (granted - start) / 1_000_000;
+            long after = Waiter.delayMs(waiter, start);
             System.out.printf("rwlock: Redisson writer behind a dlock writer (lease %d ms, released after %d ms) granted %d ms "
                     + "after the dlock grant (redisson %s, useScriptCache=%s)%n", lease, (released - start) / 1_000_000,
                     after, Clients.redissonVersion(), cache);

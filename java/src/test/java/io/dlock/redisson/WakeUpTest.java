@@ -9,6 +9,7 @@ import io.dlock.redisson.support.HolderMain;
 import io.dlock.redisson.support.Monitor;
 import io.dlock.redisson.support.OneServer;
 import io.dlock.redisson.support.Resp;
+import io.dlock.redisson.support.Waiter;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -17,7 +18,6 @@ import java.util.List;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
-import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -44,27 +44,18 @@ class WakeUpTest extends OneServer {
         waiters.shutdownNow();
     }
 
-    /** A Redisson waiter in its own thread: the nanoTime of its grant (it unlocks at once), or -1. */
-    private Future<Long> redissonWaiter(RLock lock, boolean useLock) {
-        return waiters.submit(() -> {
-            boolean got;
-            if (useLock) {
-                lock.lock(30, TimeUnit.SECONDS);
-                got = true;
-            } else {
-                got = lock.tryLock(20, 30, TimeUnit.SECONDS);
-            }
-            long at = System.nanoTime();
-            if (got) {
-                lock.unlock();
-            }
-            return got ? at : -1L;
-        });
-    }
-
     private static void report(String what, boolean cache, long delayMs) {
         System.out.printf("wake-up %s (redisson %s, useScriptCache=%s): %d ms%n", what,
                 Clients.redissonVersion(), cache, delayMs);
+    }
+
+    /** The Redisson waiter's grant came promptly after {@code freeAtNanos}, not before; reported. */
+    private static void assertWokenPromptly(Future<Long> waiter, long freeAtNanos, String what, boolean cache)
+            throws Exception {
+        long delay = Waiter.delayMs(waiter, freeAtNanos);
+        report(what, cache, delay);
+        assertTrue(delay > -50, "not granted before the lock was free (" + delay + " ms)");
+        assertTrue(delay < PROMPT_MS, "woken " + delay + " ms after the lock was free");
     }
 
     @ParameterizedTest(name = "lock()={0}")
@@ -74,15 +65,11 @@ class WakeUpTest extends OneServer {
             String key = key("wake-release");
             try (Resp c = server.connect()) {
                 assertEquals(1L, c.call("DLOCK.ACQUIRE", key, OTHER, 30_000));
-                Future<Long> waiter = redissonWaiter(redisson(cache).getLock(key), useLock);
+                Future<Long> waiter = Waiter.start(waiters, redisson(cache).getLock(key), useLock ? -1 : 20);
                 Await.redissonWaiter(server, key);
                 long freed = System.nanoTime();
                 assertEquals(1L, c.call("DLOCK.RELEASE", key, OTHER));
-                long granted = waiter.get(25, TimeUnit.SECONDS);
-                assertTrue(granted > 0, "the Redisson waiter got the lock");
-                long delay = (granted - freed) / 1_000_000;
-                report((useLock ? "lock()" : "tryLock(wait)") + " after DLOCK.RELEASE", cache, delay);
-                assertTrue(delay < PROMPT_MS, "woken " + delay + " ms after the release");
+                assertWokenPromptly(waiter, freed, (useLock ? "lock()" : "tryLock(wait)") + " after DLOCK.RELEASE", cache);
             }
         }
     }
@@ -95,13 +82,8 @@ class WakeUpTest extends OneServer {
         try (Resp c = server.connect()) {
             long start = System.nanoTime();
             assertEquals(1L, c.call("DLOCK.ACQUIRE", key, OTHER, lease));
-            Future<Long> waiter = redissonWaiter(redisson(cache).getLock(key), false);
-            long granted = waiter.get(25, TimeUnit.SECONDS);
-            assertTrue(granted > 0, "the Redisson waiter got the lock");
-            long delay = (granted - start) / 1_000_000 - lease;
-            report("tryLock(wait) after the dlock lease ended", cache, delay);
-            assertTrue(delay > -50, "not granted before the lease ended (" + delay + " ms)");
-            assertTrue(delay < PROMPT_MS, "woken " + delay + " ms after the lease ended");
+            Future<Long> waiter = Waiter.start(waiters, redisson(cache).getLock(key), 20);
+            assertWokenPromptly(waiter, start + lease * 1_000_000, "tryLock(wait) after the dlock lease ended", cache);
         }
     }
 
@@ -115,18 +97,13 @@ class WakeUpTest extends OneServer {
             assertEquals(1L, holder.call("DLOCK.ACQUIRE", key, OTHER, 30_000, "BIND", grace));
             Future<Long> waiter;
             try (Monitor monitor = new Monitor(server)) {
-                waiter = redissonWaiter(redisson(cache).getLock(key), false);
+                waiter = Waiter.start(waiters, redisson(cache).getLock(key), 20);
                 // Its attempt after subscribing saw the 30 s lease: it now sleeps on that TTL.
                 Await.redissonAsleep(server, monitor, "redisson_lock__channel:{" + key + "}", key);
             }
             long closed = System.nanoTime();
             holder.close();
-            long granted = waiter.get(25, TimeUnit.SECONDS);
-            assertTrue(granted > 0, "the Redisson waiter got the lock");
-            long delay = (granted - closed) / 1_000_000 - grace;
-            report("tryLock(wait) after a BIND cut (grace " + grace + " ms)", cache, delay);
-            assertTrue(delay > -50, "not granted before the grace ended (" + delay + " ms)");
-            assertTrue(delay < PROMPT_MS, "woken " + delay + " ms after the cut lease ended");
+            assertWokenPromptly(waiter, closed + grace * 1_000_000, "tryLock(wait) after a BIND cut (grace " + grace + " ms)", cache);
         } finally {
             holder.close();
         }
