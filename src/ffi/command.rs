@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 use redis_module::raw;
 
-use super::command_info::{self, Spec};
+use super::command_info::{self, KeyUse, Spec};
 use super::string::{bytes_of, ArgStr};
 use super::{api, Ctx, Reply};
 
@@ -62,15 +62,20 @@ pub fn register(ctx: Ctx, all: &[Declared]) -> Result<(), String> {
         // point has the signature Redis expects. The legacy key positions (first = last, step
         // 1) let Redis derive a key spec, which `describe` then replaces with one carrying
         // the access flags.
+        // A script's keys (numkeys-based) have no legacy positions: the key spec alone.
+        let (first, step) = match s.key_use {
+            KeyUse::Script => (0, 0),
+            _ => (s.key_at, 1),
+        };
         let status = unsafe {
             api!(RedisModule_CreateCommand)(
                 ctx.as_ptr(),
                 s.name.as_ptr(),
                 Some(c.entry),
                 s.flags.as_ptr(),
-                s.key_at,
-                s.key_at,
-                1,
+                first,
+                first,
+                step,
             )
         };
         if status == raw::REDISMODULE_ERR as c_int {
