@@ -120,25 +120,30 @@ pub const SCRIPTS: &[Script] = &[
     },
 ];
 
-/// The script whose SHA1 is `hex` (40 hex digits, either case), as `EVALSHA` names it.
+/// The digests of `SCRIPTS` in lower-case hex, as `EVALSHA` names them.
+const HEX: [[u8; 40]; SCRIPTS.len()] = {
+    let mut out = [[0u8; 40]; SCRIPTS.len()];
+    let mut i = 0;
+    while i < SCRIPTS.len() {
+        let mut j = 0;
+        while j < 20 {
+            out[i][2 * j] = b"0123456789abcdef"[(SCRIPTS[i].sha1[j] >> 4) as usize];
+            out[i][2 * j + 1] = b"0123456789abcdef"[(SCRIPTS[i].sha1[j] & 15) as usize];
+            j += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
+/// The script whose SHA1 is `hex` (40 hex digits, either case), as `EVALSHA` names it:
+/// compared as text (most digests differ in their first digit).
 #[inline]
 pub fn by_sha1_hex(hex: &[u8]) -> Option<usize> {
-    let hex: &[u8; 40] = hex.try_into().ok()?;
-    let mut d = [0u8; 20];
-    for (i, pair) in hex.chunks_exact(2).enumerate() {
-        d[i] = (hex_value(pair[0])? << 4) | hex_value(pair[1])?;
+    if hex.len() != 40 {
+        return None;
     }
-    SCRIPTS.iter().position(|s| s.sha1 == d)
-}
-
-#[inline]
-fn hex_value(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        b'A'..=b'F' => Some(c - b'A' + 10),
-        _ => None,
-    }
+    HEX.iter().position(|h| hex.eq_ignore_ascii_case(h))
 }
 
 /// Whether some known script's text is `len` bytes long (the `EVAL` pre-check).

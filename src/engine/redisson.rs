@@ -32,7 +32,8 @@ pub fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
     };
     // A digest is 40 bytes; every text served is longer.
     let sha = script.len() == 40;
-    let Some(i) = super::scripts::identify(script, sha) else {
+    let tagged = strs.filter_tag().filter(|&i| i < redisson::SCRIPTS.len());
+    let Some(i) = tagged.or_else(|| super::scripts::identify(script, sha)) else {
         return Reply::Error(
             "ERR dlock.redisson serves Redisson's lock scripts only (send them as EVAL or EVALSHA)"
                 .into(),

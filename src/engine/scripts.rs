@@ -21,6 +21,8 @@ use std::sync::Mutex;
 
 use dlock_core::redisson::{self, SCRIPTS};
 
+use crate::ffi::filter::TAGS;
+
 use crate::ffi::call::CallReply;
 use crate::ffi::filter::{CommandFilterHandler, FilterArgs};
 use crate::ffi::timer::{self, TimerJob};
@@ -36,6 +38,8 @@ static SERVING: AtomicBool = AtomicBool::new(false);
 static ACL_CHANGED: AtomicBool = AtomicBool::new(false);
 /// A check is armed (one timer at a time).
 static CHECK_ARMED: AtomicBool = AtomicBool::new(false);
+
+const _: () = assert!(SCRIPTS.len() <= TAGS, "a filter tag per script");
 
 /// The texts of `SCRIPTS` that an `EVAL` has shown and whose SHA1 was verified, by index:
 /// later `EVAL`s of them compare bytes instead of hashing.
@@ -111,7 +115,8 @@ impl CommandFilterHandler for Recognise {
     }
 }
 
-/// `EVAL`/`EVALSHA` (`sha`): renamed when the script is known and the call in its shape.
+/// `EVAL`/`EVALSHA` (`sha`): renamed when the script is known, tagged with its index in
+/// `SCRIPTS` (the command reads it back instead of looking the script up again).
 fn eval(args: &mut FilterArgs, sha: bool) {
     let n = args.len();
     if n < 3 {
@@ -120,12 +125,10 @@ fn eval(args: &mut FilterArgs, sha: bool) {
     let Some(i) = identify(args.get(1), sha) else {
         return;
     };
-    let served = SERVING.load(Ordering::Relaxed) && {
-        let words: Vec<&[u8]> = (1..n).map(|j| args.get(j)).collect();
-        redisson::parse(SCRIPTS[i].role, &words).is_some()
-    };
-    if served {
-        args.rename();
+    // The call's shape is checked by the command (which runs the Lua when it is not
+    // Redisson's): here only what must be decided before Redis checks the ACL.
+    if SERVING.load(Ordering::Relaxed) {
+        args.rename(i);
     } else {
         Stats::add(&STATS.redisson_lua, 1);
     }

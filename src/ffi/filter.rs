@@ -50,9 +50,12 @@ impl FilterArgs {
         }
     }
 
-    /// Replaces the command name with the one given to [`register`].
-    pub fn rename(&mut self) {
-        let name = NAME.load(Ordering::Relaxed);
+    /// Replaces the command name with the one given to [`register`], tagged `tag` (below
+    /// [`TAGS`]): the command reads the tag back with [`tag_of`].
+    pub fn rename(&mut self, tag: usize) {
+        let Some(name) = NAMES.get(tag).map(|n| n.load(Ordering::Relaxed)) else {
+            return;
+        };
         if name.is_null() {
             return;
         }
@@ -66,8 +69,21 @@ impl FilterArgs {
     }
 }
 
-/// The name [`FilterArgs::rename`] writes (made once, no context: it outlives every call).
-static NAME: AtomicPtr<raw::RedisModuleString> = AtomicPtr::new(std::ptr::null_mut());
+/// How many tags [`FilterArgs::rename`] can give.
+pub const TAGS: usize = 16;
+
+/// The names [`FilterArgs::rename`] writes: the same bytes in `TAGS` distinct strings (made
+/// once, no context: they outlive every call), so that the renamed command can tell from its
+/// name's string which tag the filter gave it. A client sending the name itself has a string
+/// of its own, which carries no tag.
+static NAMES: [AtomicPtr<raw::RedisModuleString>; TAGS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; TAGS];
+
+/// The tag the filter gave the running command (`name`: its name's string, argv[0]).
+#[inline]
+pub fn tag_of(name: *mut raw::RedisModuleString) -> Option<usize> {
+    NAMES.iter().position(|n| n.load(Ordering::Relaxed) == name)
+}
 /// The module's detached context the handler starts timers with.
 static CTX: AtomicPtr<raw::RedisModuleCtx> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -84,16 +100,18 @@ pub fn register<H: CommandFilterHandler>(ctx: Ctx, rename_to: &[u8]) -> Result<(
         // SAFETY: the module's detached context, live until unload (`free`).
         H::on_command(unsafe { Ctx::from_raw(ctx) }, &mut FilterArgs { fctx });
     }
-    // SAFETY: a null context is allowed (no automatic memory); Redis copies the bytes; the
-    // string is freed by `free` only.
-    let name = unsafe {
-        api!(RedisModule_CreateString)(
-            std::ptr::null_mut(),
-            rename_to.as_ptr().cast(),
-            rename_to.len(),
-        )
-    };
-    NAME.store(name, Ordering::Relaxed);
+    for slot in &NAMES {
+        // SAFETY: a null context is allowed (no automatic memory); Redis copies the bytes;
+        // the string is freed by `free` only.
+        let name = unsafe {
+            api!(RedisModule_CreateString)(
+                std::ptr::null_mut(),
+                rename_to.as_ptr().cast(),
+                rename_to.len(),
+            )
+        };
+        slot.store(name, Ordering::Relaxed);
+    }
     // SAFETY: a live context; the detached context is freed by `free` only.
     let detached = unsafe { api!(RedisModule_GetDetachedThreadSafeContext)(ctx.as_ptr()) };
     CTX.store(detached, Ordering::Relaxed);
@@ -111,7 +129,7 @@ pub fn register<H: CommandFilterHandler>(ctx: Ctx, rename_to: &[u8]) -> Result<(
     Ok(())
 }
 
-/// MODULE UNLOAD: frees the name and the context (Redis drops the filter right after, and
+/// MODULE UNLOAD: frees the names and the context (Redis drops the filter right after, and
 /// runs no command in between; a call meanwhile would find both null and do nothing).
 pub fn free() {
     let ctx = CTX.swap(std::ptr::null_mut(), Ordering::Relaxed);
@@ -119,10 +137,12 @@ pub fn free() {
         // SAFETY: the detached context made by `register`, freed once (swapped out).
         unsafe { api!(RedisModule_FreeThreadSafeContext)(ctx) };
     }
-    let s = NAME.swap(std::ptr::null_mut(), Ordering::Relaxed);
-    if !s.is_null() {
-        // SAFETY: made by `register` with a null context; strings the filter handed to
-        // Redis hold references of their own.
-        unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) };
+    for slot in &NAMES {
+        let s = slot.swap(std::ptr::null_mut(), Ordering::Relaxed);
+        if !s.is_null() {
+            // SAFETY: made by `register` with a null context; the copies the filter handed
+            // to Redis hold references of their own.
+            unsafe { api!(RedisModule_FreeString)(std::ptr::null_mut(), s) };
+        }
     }
 }
