@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 use redis_module::raw;
 
-use super::command_info::{self, Spec};
+use super::command_info::{self, KeyUse, Spec};
 use super::string::{bytes_of, ArgStr};
 use super::{api, Ctx, Reply};
 
@@ -20,14 +20,19 @@ pub trait Command {
     fn run(ctx: Ctx, args: &[&[u8]], strs: Args) -> Reply;
 }
 
-/// The arguments of the running command as Redis strings, without the command name.
+/// The arguments of the running command as Redis strings (the command name apart).
 #[derive(Clone, Copy)]
 pub struct Args<'a>(&'a [*mut raw::RedisModuleString]);
 
 impl Args<'_> {
     /// Argument `i` (0: the first after the command name).
     pub fn get(&self, i: usize) -> Option<ArgStr> {
-        self.0.get(i).and_then(|s| NonNull::new(*s)).map(ArgStr)
+        self.0.get(i + 1).and_then(|s| NonNull::new(*s)).map(ArgStr)
+    }
+
+    /// The tag a command filter gave this command when it renamed it (`filter::tag_of`).
+    pub fn filter_tag(&self) -> Option<usize> {
+        super::filter::tag_of(*self.0.first()?)
     }
 }
 
@@ -62,15 +67,20 @@ pub fn register(ctx: Ctx, all: &[Declared]) -> Result<(), String> {
         // point has the signature Redis expects. The legacy key positions (first = last, step
         // 1) let Redis derive a key spec, which `describe` then replaces with one carrying
         // the access flags.
+        // A script's keys (numkeys-based) have no legacy positions: the key spec alone.
+        let (first, step) = match s.key_use {
+            KeyUse::Script => (0, 0),
+            _ => (s.key_at, 1),
+        };
         let status = unsafe {
             api!(RedisModule_CreateCommand)(
                 ctx.as_ptr(),
                 s.name.as_ptr(),
                 Some(c.entry),
                 s.flags.as_ptr(),
-                s.key_at,
-                s.key_at,
-                1,
+                first,
+                first,
+                step,
             )
         };
         if status == raw::REDISMODULE_ERR as c_int {
@@ -97,8 +107,8 @@ unsafe extern "C" fn entry<C: Command>(
             std::slice::from_raw_parts(argv, argc.max(0) as usize),
         )
     };
-    // Valid commands have at most 7 words: keep them on the stack.
-    let mut small: [&[u8]; 8] = [&[]; 8];
+    // Valid commands have at most 7 words (Redisson's unlock 11): keep them on the stack.
+    let mut small: [&[u8]; 12] = [&[]; 12];
     let heap: Vec<&[u8]>;
     let words: &[&[u8]] = if raw_args.len() <= small.len() {
         for (slot, arg) in small.iter_mut().zip(raw_args) {
@@ -114,7 +124,7 @@ unsafe extern "C" fn entry<C: Command>(
             .collect();
         &heap
     };
-    let strs = Args(raw_args.get(1..).unwrap_or(&[]));
+    let strs = Args(raw_args);
     C::run(ctx, words.get(1..).unwrap_or(&[]), strs).send(ctx);
     raw::REDISMODULE_OK as c_int
 }
