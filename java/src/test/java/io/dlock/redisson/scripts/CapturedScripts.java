@@ -65,6 +65,22 @@ public record CapturedScripts(String redisson, List<Script> scripts) {
         return dir().resolve("scripts-" + version + ".json");
     }
 
+    /**
+     * Whether the module must serve scripts of this role natively. The issue asks for RLock's
+     * and RReadWriteLock's; the module serves RLock's (docs/COMMANDS.md, "Redisson's scripts,
+     * served natively") and leaves RReadWriteLock's to the Lua: add {@code "rwlock."} here when
+     * it serves them. Every role must behave exactly as the Lua all the same (the differential
+     * test compares them all).
+     */
+    public static boolean servedNatively(String role) {
+        return role.startsWith("lock.");
+    }
+
+    /** The script with this SHA1 (lower-case hex), or null. */
+    public Script bySha(String sha1) {
+        return scripts.stream().filter(s -> s.sha1().equals(sha1)).findFirst().orElse(null);
+    }
+
     /** The scripts of the Redisson under test, captured first if its file is missing. */
     public static CapturedScripts underTest() throws Exception {
         String version = Clients.redissonVersion();

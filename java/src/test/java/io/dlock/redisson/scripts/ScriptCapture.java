@@ -276,7 +276,7 @@ public final class ScriptCapture {
     }
 
     /** A MONITOR line, {@code <time> [<db> <client>] "arg" "arg"...}, as its arguments (sdscatrepr quoting undone). */
-    static List<byte[]> parseMonitorLine(String line) {
+    public static List<byte[]> parseMonitorLine(String line) {
         int at = line.indexOf("] ");
         if (at < 0) {
             return null;

@@ -120,7 +120,8 @@ class RedissonAclTest {
         }
         assertEquals(List.of(), admin.ok("ACL", "LOG"), "something was denied to " + user);
         Counters after = Counters.of(admin);
-        // tryLock (lock, waiter's tries, lock again), unlock x3, renewal, forceUnlock, rwlock x4
-        assertTrue(after.recognisedSince(before) >= 10, "Redisson's scripts were not recognised: " + before + " -> " + after);
+        // RLock's scripts alone: tryLock (lock, the waiter's, lock again), unlock (twice), the
+        // renewal, forceUnlock; RReadWriteLock's add four where the module recognises them
+        assertTrue(after.recognisedSince(before) >= 7, "Redisson's scripts were not recognised: " + before + " -> " + after);
     }
 }
