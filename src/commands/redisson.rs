@@ -17,7 +17,9 @@ impl Command for Redisson {
         name: c"dlock.redisson",
         // EVALSHA's: may propagate, runs on a stale replica (where it answers as the Lua),
         // not callable from scripts, no key needed.
-        flags: c"may-replicate allow-stale deny-script no-mandatory-keys",
+        // `getkeys-api`: Redis 7.0 routes a cluster call by legacy key positions or by the
+        // module's answer, never by a numkeys key spec.
+        flags: c"may-replicate allow-stale deny-script no-mandatory-keys getkeys-api",
         arity: -3,
         key_at: 3,
         key_use: KeyUse::Script,
@@ -42,5 +44,16 @@ impl Command for Redisson {
 
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         redisson::run(ctx, argv, strs)
+    }
+
+    /// EVALSHA's: `numkeys` keys after it (none when it is not a count that fits).
+    fn key_positions(argv: &[&[u8]]) -> Vec<i32> {
+        let numkeys = argv
+            .get(2)
+            .and_then(|n| dlock_core::redisson::strict_integer(n))
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| 3 + n <= argv.len())
+            .unwrap_or(0);
+        (3..3 + numkeys as i32).collect()
     }
 }

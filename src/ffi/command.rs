@@ -18,6 +18,13 @@ pub trait Command {
     /// Runs the command. `args`: the argument bytes without the command name; `strs`: the
     /// same arguments as Redis strings (to share with the key API instead of copying).
     fn run(ctx: Ctx, args: &[&[u8]], strs: Args) -> Reply;
+
+    /// For a command declared `getkeys-api` (keys Redis cannot find from legacy positions:
+    /// Redis 7.0 routes cluster calls by those or by this): the positions of its keys in
+    /// `argv` (the command name at 0).
+    fn key_positions(_argv: &[&[u8]]) -> Vec<i32> {
+        Vec::new()
+    }
 }
 
 /// The arguments of the running command as Redis strings (the command name apart).
@@ -125,6 +132,14 @@ unsafe extern "C" fn entry<C: Command>(
         &heap
     };
     let strs = Args(raw_args);
+    // SAFETY: a live command context.
+    if unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx.as_ptr()) } != 0 {
+        for pos in C::key_positions(words) {
+            // SAFETY: a key-position request's context; `pos` is an argument's index.
+            unsafe { api!(RedisModule_KeyAtPos)(ctx.as_ptr(), pos) };
+        }
+        return raw::REDISMODULE_OK as c_int;
+    }
     C::run(ctx, words.get(1..).unwrap_or(&[]), strs).send(ctx);
     raw::REDISMODULE_OK as c_int
 }
