@@ -239,28 +239,23 @@ pub fn parse<'a>(role: Role, argv: &'a [&'a [u8]]) -> Option<Call<'a>> {
             lease_ms: ms(lease)?,
             owner,
         }),
-        (Role::Unlock(Publisher::Literal), [key, channel], [message, lease, owner]) => {
-            Some(Call::Unlock {
-                key,
-                channel,
-                message,
-                lease_ms: ms(lease)?,
-                owner,
-                publish: Publish::Publish,
-                latch: None,
-            })
-        }
-        (Role::Unlock(Publisher::Argument), [key, channel], [message, lease, owner, publish]) => {
-            Some(Call::Unlock {
-                key,
-                channel,
-                message,
-                lease_ms: ms(lease)?,
-                owner,
-                publish: publish_command(publish)?,
-                latch: None,
-            })
-        }
+        (
+            Role::Unlock(form @ (Publisher::Literal | Publisher::Argument)),
+            [key, channel],
+            [message, lease, owner, publish @ ..],
+        ) => Some(Call::Unlock {
+            key,
+            channel,
+            message,
+            lease_ms: ms(lease)?,
+            owner,
+            publish: match (form, publish) {
+                (Publisher::Literal, []) => Publish::Publish,
+                (Publisher::Argument, [p]) => publish_command(p)?,
+                _ => return None,
+            },
+            latch: None,
+        }),
         (
             Role::Unlock(Publisher::ArgumentLatch),
             [key, channel, latch],

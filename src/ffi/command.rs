@@ -70,15 +70,16 @@ pub const fn declare<C: Command>() -> Declared {
 pub fn register(ctx: Ctx, all: &[Declared]) -> Result<(), String> {
     for c in all {
         let s = &c.spec;
-        // SAFETY: a live context; NUL-terminated name and flags that Redis copies; the entry
-        // point has the signature Redis expects. The legacy key positions (first = last, step
-        // 1) let Redis derive a key spec, which `describe` then replaces with one carrying
-        // the access flags.
-        // A script's keys (numkeys-based) have no legacy positions: the key spec alone.
+        // A script's keys (numkeys-based) have no legacy positions: the key spec and the
+        // key-position answer (`Command::key_positions`) alone.
         let (first, step) = match s.key_use {
             KeyUse::Script => (0, 0),
             _ => (s.key_at, 1),
         };
+        // SAFETY: a live context; NUL-terminated name and flags that Redis copies; the entry
+        // point has the signature Redis expects. The legacy key positions (first = last, step
+        // 1) let Redis derive a key spec, which `describe` then replaces with one carrying
+        // the access flags.
         let status = unsafe {
             api!(RedisModule_CreateCommand)(
                 ctx.as_ptr(),
