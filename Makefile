@@ -277,6 +277,19 @@ test-valkey: BUILD_SCOPE = $(WORKSPACE_BUILD)
 test-valkey: build setup-examples
 	DLOCK_EXAMPLES=required REDISSON_VERSIONS="$(REDISSON_ALL)" MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
+# Redisson's lock scripts as each Redisson version sends them, captured from the real client
+# (java/, ScriptCaptureTest: MONITOR on a plain redis-server while RLock and RReadWriteLock run)
+# into target/redisson/scripts-<version>.json. Generated, never committed: the repository keeps
+# at most their SHA1s. The differential test (java/, RedissonScriptsDiffTest) reads them. 3.20.1
+# beside the three versions the tests run: the only one whose unlock publishes literally.
+REDISSON_SCRIPT_VERSIONS ?= 3.20.1 $(REDISSON_ALL)
+.PHONY: redisson-scripts
+redisson-scripts: setup
+	@for v in $(REDISSON_SCRIPT_VERSIONS); do \
+		(cd java && mvn -q -B -Dredisson.version=$$v -Ddlock.capture=force -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test) || exit 1; \
+		echo "target/redisson/scripts-$$v.json"; \
+	done
+
 # Native commands against the Lua way, side by side (starts its own servers). The run's output
 # goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
 # that section into docs/BENCHMARKS.md, so a run never rewrites a tracked file by itself.

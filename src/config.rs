@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, RwLock};
 
-pub use dlock_core::config::Config;
+pub use dlock_core::config::{Config, Redisson};
 
 /// `None` until loaded and after MODULE UNLOAD.
 static CONFIG: RwLock<Option<Arc<Config>>> = RwLock::new(None);

@@ -39,6 +39,9 @@
 //!        the one grant step;
 //!    16. `fire`: what each timer does when it fires, through the unit of work;
 //!    17. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
+//!    18. `scripts`: which calls are Redisson's lock scripts, the command filter that hands
+//!        them to DLOCK.REDISSON, and the ACL guard on serving them natively;
+//!    19. `redisson`: Redisson's lock scripts run natively (or, where they must, as Lua);
 //! 6. `commands`: one file per command, each with its declaration;
 //! 7. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -63,7 +66,7 @@ mod registration {
 
     use redis_module::raw;
 
-    use crate::ffi::{command, info, module, string, Ctx};
+    use crate::ffi::{command, filter, info, module, string, Ctx};
     use crate::{commands, config, engine, stats};
 
     #[global_allocator]
@@ -110,6 +113,12 @@ mod registration {
         // itself.
         info::register::<stats::Info>(c);
         command::register(c, commands::ALL).map_err(fail)?;
+        // Redisson's lock scripts: with `redisson lua`, no filter at all.
+        if config::get().redisson == config::Redisson::Native {
+            filter::register::<engine::scripts::Recognise>(c, engine::scripts::COMMAND)
+                .map_err(fail)?;
+            engine::scripts::arm_check(c);
+        }
         // Last: a failed load is not unloaded (no OnUnload), so nothing to free by then.
         string::make_shared();
         Ok(())
@@ -127,6 +136,7 @@ mod registration {
         config::free();
         string::free_shared();
         crate::ffi::replicate::free_scripts();
+        crate::ffi::filter::free();
         raw::REDISMODULE_OK as c_int
     }
 }

@@ -41,6 +41,11 @@ pub struct Stats {
     pub unlock_messages_held_back: AtomicU64,
     /// Of those, the ones sent late because a subscriber had come meanwhile.
     pub unlock_messages_sent_late: AtomicU64,
+    /// Redisson lock scripts (`EVAL`/`EVALSHA`) served natively.
+    pub redisson_served: AtomicU64,
+    /// Redisson lock scripts recognised but run as Lua (serving off for an ACL user, a call
+    /// or a key state the native path leaves to the script).
+    pub redisson_lua: AtomicU64,
 }
 
 impl Stats {
@@ -135,6 +140,8 @@ impl crate::ffi::info::InfoSection for Info {
                 "unlock_messages_sent_late",
                 Stats::get(&STATS.unlock_messages_sent_late),
             ),
+            ("redisson_served", Stats::get(&STATS.redisson_served)),
+            ("redisson_lua", Stats::get(&STATS.redisson_lua)),
             ("wait_p50_us", p50),
             ("wait_p99_us", p99),
             ("wait_p999_us", p999),

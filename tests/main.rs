@@ -26,6 +26,7 @@ mod make_targets;
 mod monitoring;
 mod production_conf;
 mod propagation;
+mod redisson_native;
 mod reliability_acl;
 mod reliability_crash;
 mod reliability_exclusion;

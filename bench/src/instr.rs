@@ -36,12 +36,12 @@ const PEER_TARGET: f64 = 1.15;
 /// Measured operations per workload.
 const N: usize = 8_000;
 const KEYS: usize = 1_000;
-const LEASE: u64 = 60_000;
-const OWNER: &str = "8743c9c2-5b4e-4a4e-9d43-3f1f3ad1c0de:1";
+pub(crate) const LEASE: u64 = 60_000;
+pub(crate) const OWNER: &str = "8743c9c2-5b4e-4a4e-9d43-3f1f3ad1c0de:1";
 
 /// What runs next to the measured server.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Scene {
+pub(crate) enum Scene {
     /// Nothing.
     Alone,
     /// A replica (without the module) is attached.
@@ -57,20 +57,22 @@ enum Scene {
     Waiting(usize),
 }
 
-struct Workload {
-    name: &'static str,
+pub(crate) struct Workload {
+    pub(crate) name: &'static str,
     /// The server binary (`None`: `REDIS_SERVER` or Redis 7.0 on PATH).
-    binary: Option<&'static str>,
-    module: bool,
-    scene: Scene,
+    pub(crate) binary: Option<&'static str>,
+    pub(crate) module: bool,
+    /// Module arguments (`loadmodule ... name value`), when loaded.
+    pub(crate) module_args: &'static [&'static str],
+    pub(crate) scene: Scene,
     /// Commands before the measured ones (identical in both runs).
-    setup: Vec<u8>,
+    pub(crate) setup: Vec<u8>,
     /// The commands of operation `i`.
-    op: Box<dyn Fn(usize) -> Vec<u8>>,
+    pub(crate) op: Box<dyn Fn(usize) -> Vec<u8>>,
     /// Every operation is answered with an error on purpose (a refused request).
-    refused: bool,
+    pub(crate) refused: bool,
     /// Count the operations only: leave out what timers did meanwhile (see [`TIMERS`]).
-    without_timers: bool,
+    pub(crate) without_timers: bool,
 }
 
 /// Time-driven server work: Redis's cron and module timers (the module's poll). Under
@@ -82,14 +84,14 @@ struct Workload {
 /// measured `SET`, a cost of the connections (1,000 BLPOP clients pay it alike), not of writes.
 const TIMERS: [&str; 3] = ["serverCron", "moduleTimerHandler", "clientsTimeProc"];
 
-fn cmd(args: &[&str]) -> Vec<u8> {
+pub(crate) fn cmd(args: &[&str]) -> Vec<u8> {
     let mut out = vec![];
     let bytes: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
     encode_into(&mut out, &bytes);
     out
 }
 
-fn key(i: usize) -> String {
+pub(crate) fn key(i: usize) -> String {
     format!("lock:{}", i % KEYS)
 }
 
@@ -140,6 +142,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
                 binary: None,
                 name: leak(format!("acquire+release{suffix}: {label}")),
                 module: b == Backend::Native,
+                module_args: &[],
                 scene,
                 setup: load_scripts(),
                 op: Box::new(move |i| {
@@ -167,6 +170,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             binary: None,
             name: leak(format!("acquire+release{suffix}: {DEFAULT_CYCLE}")),
             module: true,
+            module_args: &[],
             scene,
             setup: vec![],
             op: Box::new(|i| {
@@ -194,6 +198,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             binary: None,
             name: leak(format!("WAIT refused DEADLOCK: {held_locks} locks held")),
             module: true,
+            module_args: &[],
             scene: Scene::ClientWaiting,
             setup,
             op: Box::new(|_| {
@@ -219,6 +224,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             binary: None,
             name: leak(format!("renew: {label}")),
             module: b == Backend::Native,
+            module_args: &[],
             scene: Scene::Alone,
             setup,
             op: Box::new(move |i| shas.hold(b, &key(i), OWNER, LEASE).renew().0),
@@ -265,6 +271,7 @@ fn workloads(shas: &'static Shas) -> Vec<Workload> {
             binary: None,
             name,
             module,
+            module_args: &[],
             scene,
             setup,
             op: Box::new(set),
@@ -315,6 +322,7 @@ fn set_with_waiters(w: &mut Vec<Workload>, redisson_held: &[u8]) {
             name: leak(format!("SET with waiters [{server}]: no module")),
             binary,
             module: false,
+            module_args: &[],
             scene: Scene::Alone,
             setup: held,
             op: Box::new(overwrite),
@@ -332,6 +340,7 @@ fn set_with_waiters(w: &mut Vec<Workload>, redisson_held: &[u8]) {
                 )),
                 binary,
                 module: true,
+                module_args: &[],
                 scene: Scene::Waiting(keys),
                 setup,
                 op: Box::new(overwrite),
@@ -342,7 +351,7 @@ fn set_with_waiters(w: &mut Vec<Workload>, redisson_held: &[u8]) {
     }
 }
 
-fn leak(s: String) -> &'static str {
+pub(crate) fn leak(s: String) -> &'static str {
     Box::leak(s.into_boxed_str())
 }
 
@@ -408,6 +417,8 @@ fn run_once(w: &Workload, n: usize, dir: &Path, start: usize) -> u64 {
         });
     if !w.module {
         b = b.without_module();
+    } else if !w.module_args.is_empty() {
+        b = b.module_args(w.module_args.iter().copied());
     }
     if let Some(path) = w.binary {
         b = b.binary(path);
@@ -549,7 +560,7 @@ const STARTS: usize = 3;
 
 /// Instructions per operation of `w`: the median over [`STARTS`] servers, and the lowest and
 /// highest.
-fn measure(w: &Workload, dir: &Path) -> (f64, f64, f64) {
+pub(crate) fn measure(w: &Workload, dir: &Path) -> (f64, f64, f64) {
     let mut per_op: Vec<f64> = (0..STARTS)
         .map(|start| run_once(w, N, dir, start) as f64 / N as f64)
         .collect();
@@ -557,7 +568,7 @@ fn measure(w: &Workload, dir: &Path) -> (f64, f64, f64) {
     (per_op[STARTS / 2], per_op[0], per_op[STARTS - 1])
 }
 
-fn k(n: f64) -> String {
+pub(crate) fn k(n: f64) -> String {
     format!("{:.1}k", n / 1000.0)
 }
 
@@ -588,6 +599,7 @@ pub fn run(only: &[String]) {
         let _ = std::io::stdout().flush();
         results.push((w.name, per_op));
     }
+    crate::redisson_instr::run(only, &dir);
     if keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -32,6 +32,7 @@ mod client_cpu;
 mod headline;
 mod idle_instr;
 mod instr;
+mod redisson_instr;
 mod report;
 mod resp;
 mod scale;

@@ -10,6 +10,18 @@ pub struct Config {
     pub max_waiters_per_key: usize,
     /// Most clients queued in total; 0 = no limit.
     pub max_waiters: usize,
+    /// Whether Redisson's lock scripts (`EVAL`/`EVALSHA`) are served natively.
+    pub redisson: Redisson,
+}
+
+/// The `redisson` module argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redisson {
+    /// `native` (the default): a command filter recognises Redisson's lock scripts by their
+    /// SHA1 and runs the module's implementation of each instead of the Lua.
+    Native,
+    /// `lua`: no command filter at all; the scripts run as Lua.
+    Lua,
 }
 
 /// The `publish` module argument: when a release that frees a lock publishes Redisson's unlock
@@ -34,6 +46,7 @@ impl Default for Config {
             publish: Publish::Auto,
             max_waiters_per_key: 1_000,
             max_waiters: 10_000,
+            redisson: Redisson::Native,
         }
     }
 }
@@ -71,8 +84,15 @@ impl Config {
                 }
                 "max-waiters-per-key" => c.max_waiters_per_key = count(&name, value)?,
                 "max-waiters" => c.max_waiters = count(&name, value)?,
+                "redisson" => {
+                    c.redisson = match value.to_ascii_lowercase().as_str() {
+                        "native" => Redisson::Native,
+                        "lua" => Redisson::Lua,
+                        _ => return Err(format!("redisson must be native or lua, got '{value}'")),
+                    }
+                }
                 _ => return Err(format!(
-                    "unknown module argument '{}' (known: channel-prefix, publish, max-waiters-per-key, max-waiters)",
+                    "unknown module argument '{}' (known: channel-prefix, publish, max-waiters-per-key, max-waiters, redisson)",
                     pair[0]
                 )),
             }
@@ -97,6 +117,11 @@ mod tests {
         assert_eq!(p(&["publish", "Yes"]).unwrap().publish, Publish::Always);
         assert_eq!(p(&["publish", "auto"]).unwrap().publish, Publish::Auto);
         assert_eq!((c.max_waiters, c.channel_prefix.as_str()), (0, "x"));
+        assert_eq!(p(&["redisson", "LUA"]).unwrap().redisson, Redisson::Lua);
+        assert_eq!(p(&[]).unwrap().redisson, Redisson::Native);
+        assert!(p(&["redisson", "maybe"])
+            .unwrap_err()
+            .contains("native or lua"));
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! - [`waits`]: who a waiting request waits for (the edges deadlock detection walks).
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 //! - [`number`]: the one decimal-integer parser (hash fields as Redis writes them, arguments).
+//! - [`redisson`]: Redisson's lock scripts served natively: their digests, arguments and
+//!   answers.
 
 #![forbid(unsafe_code)]
 
@@ -29,6 +31,7 @@ pub mod limits;
 pub mod model;
 pub mod names;
 pub mod number;
+pub mod redisson;
 pub mod rules;
 pub mod serve;
 pub mod waits;

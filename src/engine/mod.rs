@@ -16,8 +16,10 @@ pub mod held;
 pub mod job;
 pub mod listen;
 pub mod queue;
+pub mod redisson;
 mod registry;
 pub mod request;
+pub mod scripts;
 pub mod store;
 pub mod unlock;
 pub mod wake;
@@ -35,4 +37,5 @@ pub fn free_all() {
     held::free();
     delay_keys::free_all();
     unlock::free_all();
+    scripts::free_all();
 }

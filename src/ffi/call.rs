@@ -6,7 +6,7 @@ use std::os::raw::c_char;
 
 use redis_module::raw;
 
-use super::{api, Ctx};
+use super::{api, Ctx, RStr};
 
 /// The reply of a command run by [`CallReply::run`].
 pub struct CallReply {
@@ -35,6 +35,56 @@ impl CallReply {
             }
         };
         (!reply.is_null()).then_some(CallReply { reply })
+    }
+
+    /// Runs `command` with `args` (Redis strings); `replicate`: its writes are propagated
+    /// like the running command's own (`!`). `None` when Redis refuses it.
+    pub fn run_strs(
+        ctx: Ctx,
+        command: &CStr,
+        args: &[&RStr],
+        replicate: bool,
+    ) -> Option<CallReply> {
+        let ptrs: Vec<*mut raw::RedisModuleString> = args.iter().map(|a| a.as_ptr()).collect();
+        let format = if replicate { c"!v" } else { c"v" };
+        // SAFETY: a live context of the running callback; the command name and the format
+        // are NUL-terminated; "v" takes an array of live strings and its length (`args`
+        // keeps them alive for the call).
+        let reply = unsafe {
+            api!(RedisModule_Call)(
+                ctx.as_ptr(),
+                command.as_ptr(),
+                format.as_ptr(),
+                ptrs.as_ptr(),
+                ptrs.len(),
+            )
+        };
+        (!reply.is_null()).then_some(CallReply { reply })
+    }
+
+    /// Sends this reply, as it is, as the running command's reply.
+    pub fn forward(&self, ctx: Ctx) {
+        // SAFETY: a live command context and a live reply (Redis copies it).
+        unsafe { api!(RedisModule_ReplyWithCallReply)(ctx.as_ptr(), self.reply) };
+    }
+
+    /// The elements of an array reply that are strings (others are skipped).
+    pub fn strings(&self) -> Vec<Vec<u8>> {
+        let n = self.array_len().unwrap_or(0);
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut len: usize = 0;
+            // SAFETY: a live array reply and an index below its length; the element belongs
+            // to the reply (not freed here) and its bytes are copied before it is freed.
+            unsafe {
+                let e = api!(RedisModule_CallReplyArrayElement)(self.reply, i);
+                let ptr: *const c_char = api!(RedisModule_CallReplyStringPtr)(e, &mut len);
+                if !ptr.is_null() {
+                    out.push(std::slice::from_raw_parts(ptr.cast::<u8>(), len).to_vec());
+                }
+            }
+        }
+        out
     }
 
     /// An integer reply's value.

@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 
 use redis_module::raw;
 
-use super::command_info::{self, Spec};
+use super::command_info::{self, KeyUse, Spec};
 use super::string::{bytes_of, ArgStr};
 use super::{api, Ctx, Reply};
 
@@ -18,16 +18,28 @@ pub trait Command {
     /// Runs the command. `args`: the argument bytes without the command name; `strs`: the
     /// same arguments as Redis strings (to share with the key API instead of copying).
     fn run(ctx: Ctx, args: &[&[u8]], strs: Args) -> Reply;
+
+    /// For a command declared `getkeys-api` (keys Redis cannot find from legacy positions:
+    /// Redis 7.0 routes cluster calls by those or by this): the positions of its keys in
+    /// `argv` (the command name at 0).
+    fn key_positions(_argv: &[&[u8]]) -> Vec<i32> {
+        Vec::new()
+    }
 }
 
-/// The arguments of the running command as Redis strings, without the command name.
+/// The arguments of the running command as Redis strings (the command name apart).
 #[derive(Clone, Copy)]
 pub struct Args<'a>(&'a [*mut raw::RedisModuleString]);
 
 impl Args<'_> {
     /// Argument `i` (0: the first after the command name).
     pub fn get(&self, i: usize) -> Option<ArgStr> {
-        self.0.get(i).and_then(|s| NonNull::new(*s)).map(ArgStr)
+        self.0.get(i + 1).and_then(|s| NonNull::new(*s)).map(ArgStr)
+    }
+
+    /// The tag a command filter gave this command when it renamed it (`filter::tag_of`).
+    pub fn filter_tag(&self) -> Option<usize> {
+        super::filter::tag_of(*self.0.first()?)
     }
 }
 
@@ -58,6 +70,12 @@ pub const fn declare<C: Command>() -> Declared {
 pub fn register(ctx: Ctx, all: &[Declared]) -> Result<(), String> {
     for c in all {
         let s = &c.spec;
+        // A script's keys (numkeys-based) have no legacy positions: the key spec and the
+        // key-position answer (`Command::key_positions`) alone.
+        let (first, step) = match s.key_use {
+            KeyUse::Script => (0, 0),
+            _ => (s.key_at, 1),
+        };
         // SAFETY: a live context; NUL-terminated name and flags that Redis copies; the entry
         // point has the signature Redis expects. The legacy key positions (first = last, step
         // 1) let Redis derive a key spec, which `describe` then replaces with one carrying
@@ -68,9 +86,9 @@ pub fn register(ctx: Ctx, all: &[Declared]) -> Result<(), String> {
                 s.name.as_ptr(),
                 Some(c.entry),
                 s.flags.as_ptr(),
-                s.key_at,
-                s.key_at,
-                1,
+                first,
+                first,
+                step,
             )
         };
         if status == raw::REDISMODULE_ERR as c_int {
@@ -97,8 +115,8 @@ unsafe extern "C" fn entry<C: Command>(
             std::slice::from_raw_parts(argv, argc.max(0) as usize),
         )
     };
-    // Valid commands have at most 7 words: keep them on the stack.
-    let mut small: [&[u8]; 8] = [&[]; 8];
+    // Valid commands have at most 7 words (Redisson's unlock 11): keep them on the stack.
+    let mut small: [&[u8]; 12] = [&[]; 12];
     let heap: Vec<&[u8]>;
     let words: &[&[u8]] = if raw_args.len() <= small.len() {
         for (slot, arg) in small.iter_mut().zip(raw_args) {
@@ -114,7 +132,15 @@ unsafe extern "C" fn entry<C: Command>(
             .collect();
         &heap
     };
-    let strs = Args(raw_args.get(1..).unwrap_or(&[]));
+    let strs = Args(raw_args);
+    // SAFETY: a live command context.
+    if unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx.as_ptr()) } != 0 {
+        for pos in C::key_positions(words) {
+            // SAFETY: a key-position request's context; `pos` is an argument's index.
+            unsafe { api!(RedisModule_KeyAtPos)(ctx.as_ptr(), pos) };
+        }
+        return raw::REDISMODULE_OK as c_int;
+    }
     C::run(ctx, words.get(1..).unwrap_or(&[]), strs).send(ctx);
     raw::REDISMODULE_OK as c_int
 }

@@ -84,12 +84,15 @@ pub enum KeyUse {
     Release,
     /// Reads and returns the lock's data (like HGETALL): RO access.
     Read,
+    /// A script's keys, as `EVALSHA` declares them: `numkeys` at argument 2, the keys after
+    /// it, each RW access update.
+    Script,
 }
 
 impl KeyUse {
     fn flags(self) -> u64 {
         let bits = match self {
-            KeyUse::Grant => {
+            KeyUse::Grant | KeyUse::Script => {
                 raw::REDISMODULE_CMD_KEY_RW
                     | raw::REDISMODULE_CMD_KEY_ACCESS
                     | raw::REDISMODULE_CMD_KEY_UPDATE
@@ -200,11 +203,19 @@ pub(super) unsafe fn describe(ctx: *mut raw::RedisModuleCtx, spec: &Spec) -> Res
     let mut specs: [raw::RedisModuleCommandKeySpec; 2] = unsafe { std::mem::zeroed() };
     specs[0].flags = spec.key_use.flags();
     specs[0].begin_search_type = raw::RedisModuleKeySpecBeginSearchType_REDISMODULE_KSPEC_BS_INDEX;
-    specs[0].bs.index.pos = spec.key_at;
-    specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
-    specs[0].fk.range.lastkey = 0;
-    specs[0].fk.range.keystep = 1;
-    specs[0].fk.range.limit = 0;
+    if spec.key_use == KeyUse::Script {
+        specs[0].bs.index.pos = 2;
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_KEYNUM;
+        specs[0].fk.keynum.keynumidx = 0;
+        specs[0].fk.keynum.firstkey = 1;
+        specs[0].fk.keynum.keystep = 1;
+    } else {
+        specs[0].bs.index.pos = spec.key_at;
+        specs[0].find_keys_type = raw::RedisModuleKeySpecFindKeysType_REDISMODULE_KSPEC_FK_RANGE;
+        specs[0].fk.range.lastkey = 0;
+        specs[0].fk.range.keystep = 1;
+        specs[0].fk.range.limit = 0;
+    }
     let info = raw::RedisModuleCommandInfo {
         version: &version,
         summary: spec.summary.as_ptr(),

@@ -88,6 +88,17 @@ impl Ctx {
         flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && flags & loading == 0
     }
 
+    /// Whether a write command may change keys here as it runs: a master, not loading, not
+    /// beyond `maxmemory` (where a script's writes are refused).
+    pub fn writes_allowed(self) -> bool {
+        let flags = self.flags();
+        let refuse = raw::REDISMODULE_CTX_FLAGS_LOADING
+            | raw::REDISMODULE_CTX_FLAGS_ASYNC_LOADING
+            | raw::REDISMODULE_CTX_FLAGS_OOM
+            | raw::REDISMODULE_CTX_FLAGS_READONLY;
+        flags & raw::REDISMODULE_CTX_FLAGS_MASTER != 0 && flags & refuse == 0
+    }
+
     /// Whether clients are paused (CLIENT PAUSE, a failover): Redis 7.0 asserts that nothing
     /// is propagated then (`propagateNow`), so writes from timers must wait for the end.
     pub fn writes_paused(self) -> bool {

@@ -12,6 +12,7 @@ pub mod command;
 pub mod command_info;
 pub mod context;
 pub mod events;
+pub mod filter;
 pub mod info;
 pub mod key;
 pub mod module;

@@ -133,6 +133,19 @@ fn publish_here(ctx: Ctx, channel: &RStr, message: &RStr) {
 /// `HSET key field value` then `PEXPIREAT key at` (both already applied through the key
 /// API), propagated as one command, with their keyspace events.
 pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr, at: i64) {
+    propagate_field_and_expiry(ctx, c"hset", key, field, value, at);
+}
+
+/// [`propagate_hset_pexpireat`] of a change that a script made with another hash command:
+/// the field's keyspace event is `hash_event` (`hincrby`), the expiry's `expire`.
+pub fn propagate_field_and_expiry(
+    ctx: Ctx,
+    hash_event: &CStr,
+    key: &RStr,
+    field: &RStr,
+    value: &RStr,
+    at: i64,
+) {
     if targets::get(ctx).any() {
         let at = RStr::number(ctx, at);
         let one = RStr::number(ctx, 1);
@@ -149,10 +162,50 @@ pub fn propagate_hset_pexpireat(ctx: Ctx, key: &RStr, field: &RStr, value: &RStr
             replicate(ctx, CoreWrite::PexpireAt.command(), &[key, &at]);
         }
     }
-    for write in [CoreWrite::Hset, CoreWrite::PexpireAt] {
-        let (class, event) = write.event();
-        notify::keyspace_event(ctx, class, event, key);
+    notify::keyspace_event(ctx, Class::Hash, hash_event, key);
+    let (class, event) = CoreWrite::PexpireAt.event();
+    notify::keyspace_event(ctx, class, event, key);
+}
+
+/// `SET key value PXAT at` (already applied through the key API), propagated as one command
+/// (what Redis propagates for `SET ... PX`), with its keyspace events (`set`, `expire`).
+pub fn propagate_set_pxat(ctx: Ctx, key: &RStr, value: &RStr, at: i64) {
+    if targets::get(ctx).any() {
+        let pxat = RStr::new(ctx, b"PXAT");
+        let at = RStr::number(ctx, at);
+        replicate(ctx, CoreWrite::Set.command(), &[key, value, &pxat, &at]);
     }
+    notify::keyspace_event(ctx, Class::String, c"set", key);
+    let (class, event) = CoreWrite::PexpireAt.event();
+    notify::keyspace_event(ctx, class, event, key);
+}
+
+/// Whether this server lets modules publish to shard channels (`SPUBLISH`).
+pub fn shard_publish_available() -> bool {
+    // SAFETY: reads the API table, filled at load and never written afterwards.
+    unsafe { raw::RedisModule_PublishMessageShard }.is_some()
+}
+
+/// `PUBLISH` (or `SPUBLISH`, `shard`) of `message` on `channel`, as a script's call of it
+/// does: delivered here (and, in cluster mode, to the other nodes by Redis), propagated to
+/// replicas only outside cluster mode (Redis's own `publishCommand`).
+pub fn publish_as_command(ctx: Ctx, shard: bool, channel: &RStr, message: &RStr) -> bool {
+    // SAFETY: reads the API table, filled at load and never written afterwards (the shard
+    // function may be absent).
+    let here = unsafe {
+        match (shard, raw::RedisModule_PublishMessageShard) {
+            (false, _) => api!(RedisModule_PublishMessage),
+            (true, Some(f)) => f,
+            (true, None) => return false,
+        }
+    };
+    // SAFETY: a live context and strings.
+    unsafe { here(ctx.as_ptr(), channel.as_ptr(), message.as_ptr()) };
+    if targets::get(ctx).replicas && !ctx.in_cluster() {
+        let cmd = if shard { c"SPUBLISH" } else { c"PUBLISH" };
+        replicate_to(ctx, cmd, c"A", &[channel, message]);
+    }
+    true
 }
 
 /// `DEL key` (already applied) with its keyspace event, then [`publish`] of the unlock

@@ -10,6 +10,7 @@
 //! - [`cluster`]: a Redis Cluster with its slots assigned ([`Cluster`]), slot migrations;
 //! - [`info`]: `INFO` fields; [`keys`]: reading a key's state (hash, TTL); [`state`]: what
 //!   the module shows (`DLOCK.INFO` fields, `INFO dlock` counters, who holds a key);
+//! - [`redisson`]: Redisson's lock scripts as captured from its jars (`make redisson-scripts`);
 //! - [`workers`]: the test binary re-run as worker processes, latency statistics and the
 //!   long-variant switch (`DLOCK_LONG`);
 //! - [`wait_for`]: poll a state until it holds (never a bare sleep);
@@ -27,6 +28,7 @@ pub mod cluster;
 pub mod info;
 pub mod keys;
 mod module_build;
+pub mod redisson;
 pub mod replication;
 pub mod sentinel;
 pub mod server;
