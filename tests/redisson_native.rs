@@ -335,6 +335,33 @@ fn a_replica_without_the_module_ends_with_the_same_data() {
     );
 }
 
+#[test]
+fn an_aof_replayed_without_the_module_ends_with_the_same_data() {
+    let Some(v) = newest_version() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
+    let mut srv = Server::builder().dir(dir.path()).args(aof).start();
+    let mut c = srv.connection();
+    load_all(&mut c, &v);
+    for how in [Send::EvalSha, Send::Eval] {
+        for step in sequence(&v, if how == Send::Eval { "e:" } else { "s:" }) {
+            run_step(&mut c, &v, how, &step);
+        }
+    }
+    assert!(info_dlock(&mut c)["dlock_redisson_served"] > 0);
+    let before = keyspace(&mut c);
+    srv.shutdown();
+    let plain = Server::builder()
+        .without_module()
+        .dir(dir.path())
+        .args(aof)
+        .start();
+    let after = keyspace(&mut plain.connection());
+    assert_same_keyspace(&after, &before, "the keyspace replayed from the AOF");
+}
+
 /// Redis 7.0 gives module commands no ACL category: a user allowed to script (and the
 /// commands inside the scripts) but not DLOCK.REDISSON must not get NOPERM. Its scripts run
 /// as Lua (counted in `dlock_redisson_lua`) until it may run DLOCK.REDISSON too.

@@ -42,6 +42,8 @@ impl Command for Redisson {
         ],
     };
 
+    const KEYS_BY_API: bool = true;
+
     fn run(ctx: Ctx, argv: &[&[u8]], strs: Args) -> Reply {
         redisson::run(ctx, argv, strs)
     }

@@ -19,9 +19,13 @@ pub trait Command {
     /// same arguments as Redis strings (to share with the key API instead of copying).
     fn run(ctx: Ctx, args: &[&[u8]], strs: Args) -> Reply;
 
-    /// For a command declared `getkeys-api` (keys Redis cannot find from legacy positions:
-    /// Redis 7.0 routes cluster calls by those or by this): the positions of its keys in
-    /// `argv` (the command name at 0).
+    /// Declared `getkeys-api` (keys Redis cannot find from legacy positions: Redis 7.0
+    /// routes cluster calls by those or by the module's answer): Redis may call the command
+    /// to ask for [`Command::key_positions`].
+    const KEYS_BY_API: bool = false;
+
+    /// The positions of the command's keys in `argv` (the command name at 0), for a command
+    /// with `KEYS_BY_API`.
     fn key_positions(_argv: &[&[u8]]) -> Vec<i32> {
         Vec::new()
     }
@@ -134,7 +138,7 @@ unsafe extern "C" fn entry<C: Command>(
     };
     let strs = Args(raw_args);
     // SAFETY: a live command context.
-    if unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx.as_ptr()) } != 0 {
+    if C::KEYS_BY_API && unsafe { api!(RedisModule_IsKeysPositionRequest)(ctx.as_ptr()) } != 0 {
         for pos in C::key_positions(words) {
             // SAFETY: a key-position request's context; `pos` is an argument's index.
             unsafe { api!(RedisModule_KeyAtPos)(ctx.as_ptr(), pos) };
