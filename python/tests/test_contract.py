@@ -140,7 +140,8 @@ def test_renew_resets_the_lease_now(server: Server, client: dl.Client, key: str)
     assert client.info(key).holders[0].lease_ms > 4500
     with server.redis() as r:
         r.delete(key)
-    assert held.renew() is False
+    with pytest.raises(dl.NotHeldError):
+        held.renew()
     assert held.lost.is_set() and held.lost.reason == "not_held"
     with pytest.raises(dl.NotHeldError):
         held.release()

@@ -468,13 +468,12 @@ class Core(Generic[H]):
 
     def renew(self, hold: H) -> Flow[bool]:
         """``held.renew()``: the lease set again now (and the hold bound to the watchdog's
-        connection); False when the hold is lost or released."""
-        if hold.lost.is_set():
-            return False
-        entry = self.registry.entry(hold)
-        if entry is None:
-            return False
-        return (yield from self.translating(self._confirm(entry)))
+        connection): True; :class:`NotHeldError` when the hold is no longer held (lost,
+        released, or the server says so now)."""
+        entry = None if hold.lost.is_set() else self.registry.entry(hold)
+        if entry is None or not (yield from self.translating(self._confirm(entry))):
+            raise not_held(hold, self.server)
+        return True
 
     def _confirm(self, entry: Entry[H]) -> Flow[bool]:
         sent = time.monotonic()

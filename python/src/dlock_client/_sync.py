@@ -95,11 +95,12 @@ class Held(HeldBase):
         return released
 
     def renew(self) -> bool:
-        """Sets the lease again now (the watchdog does it by itself); False when the hold is
-        lost or released."""
+        """Sets the lease again now (the watchdog does it by itself): True;
+        :class:`~dlock_client.NotHeldError` when the hold is no longer held (lost or
+        released), as :meth:`release`."""
         self._client._check_open()
         if self._released:
-            return False
+            raise self._not_held(self._client.server)
         return self._client._run(self._client._core.renew(self))
 
     def __enter__(self) -> "Held":

@@ -114,10 +114,11 @@ class Held(HeldBase):
         return released
 
     async def renew(self) -> bool:
-        """Sets the lease again now; False when the hold is lost or released."""
+        """Sets the lease again now: True; :class:`~dlock_client.NotHeldError` when the hold
+        is no longer held (lost or released)."""
         self._client._check_open()
         if self._released:
-            return False
+            raise self._not_held(self._client.server)
         return await self._client._run(self._client._core.renew(self))
 
     async def __aenter__(self) -> "Held":
