@@ -14,21 +14,13 @@ import pytest
 import redis
 
 import dlock_client as dl
-from helpers import in_thread, wait_until
+from helpers import answer, in_thread, wait_until
 from servers import Server
 
 
 def connections(r: "redis.Redis") -> int:
     """The server's clients, less the one asking."""
     return len(r.client_list()) - 1
-
-
-def answer(fn: Callable[[], Any]) -> Any:
-    """What `fn` answered or raised."""
-    try:
-        return fn()
-    except BaseException as error:  # noqa: BLE001 - the answer under test
-        return error
 
 
 def every_call_raises_closed(c: dl.Client, held: dl.Held, key: str) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import dlock_client as dl
-from helpers import in_thread, wait_until, waiting
+from helpers import answer, in_thread, wait_until, waiting
 from servers import Server
 
 RT = 0.5  # the response time-out of these tests' clients
@@ -35,10 +35,7 @@ def hung(srv: Server) -> Iterator[None]:
 def timed(fn: Callable[[], Any]) -> "tuple[Any, float]":
     """(what `fn` answered or raised, seconds it took)."""
     start = time.monotonic()
-    try:
-        out: Any = fn()
-    except BaseException as error:  # noqa: BLE001 - the answer under test
-        out = error
+    out = answer(fn)
     return out, time.monotonic() - start
 
 
