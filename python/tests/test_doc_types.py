@@ -88,6 +88,6 @@ def test_every_python_example_type_checks(tmp_path: Path) -> None:
         files.append(str(f))
     # redis-py does not type `execute_command`: the raw redis-py examples call it.
     mypy = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
-                           "--untyped-calls-exclude=redis", "--no-error-summary", *files], capture_output=True, text=True,
-                          cwd=tmp_path)
+                           "--untyped-calls-exclude=redis", "--no-error-summary", *files],
+                          capture_output=True, text=True, cwd=tmp_path)
     assert mypy.returncode == 0, "\n" + mypy.stdout + mypy.stderr

@@ -57,7 +57,8 @@ def test_lost_example(server: Server) -> None:
 
     client = dl.Client.from_url(server.url)
     store = Store()
-    run(block_with("if held.lost.is_set():"), server, {"client": client, "work": ["a", "b"], "store": store})
+    run(block_with("if held.lost.is_set():"), server,
+        {"client": client, "work": ["a", "b"], "store": store})
     client.close()
     assert [c for c, _ in store.writes] == ["a", "b"]
 

@@ -3,8 +3,8 @@
 A WAIT runs on a connection of its own with no read time-out (the server answers by the end
 of the WAIT), so the sync shell waits for its reply here instead: up to the wait plus one
 response time-out (then the connection is closed, which drops the waiter, and redis-py's
-``TimeoutError`` is raised), and in slices that look at a cancel event (``acquire(cancel=)``)
-and at the client's closing.
+``TimeoutError`` is raised), in slices that look at a cancel event where there is one
+(``acquire(cancel=)``). Closing the client disconnects the connection, which ends the wait.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import redis.exceptions as rexc
 
 from .errors import AcquireCancelledError
 
-#: How often a wait looks at its cancel event and at the client's closing, in seconds.
+#: How often a wait looks at its cancel event (and a subscription at the client's closing).
 SLICE = 0.05
 
 
@@ -78,8 +78,16 @@ def _ready(conn: Any, within: Optional[float], interrupt: Interrupt) -> None:
         left = None if end is None else end - time.monotonic()
         if left is not None and left <= 0:
             raise rexc.TimeoutError(f"no reply from {interrupt.server} within {within:.3f} s")
-        if conn.can_read(timeout=SLICE if left is None else min(left, SLICE)):
+        if conn.can_read(timeout=_step(left, interrupt)):
             return
+
+
+def _step(left: Optional[float], interrupt: Interrupt) -> Optional[float]:
+    """How long to block at once: in slices where there is a cancel event to look at, else
+    the time left (None: until an answer; close disconnects the connection, which ends it)."""
+    if interrupt.cancel is None:
+        return left
+    return SLICE if left is None else min(left, SLICE)
 
 
 def listen(handle: Any, timeout: Optional[float], interrupt: Interrupt) -> Any:
