@@ -384,14 +384,18 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             await _uninterrupted(op.handle.aclose())
             return None
         self._check_open()
+        # Short commands answer within the response time-out by themselves (and fail at once
+        # when aclose disconnects their connection); what waits longer is a task of its own.
         if isinstance(op, Call):
-            return await self._io(self._call(op), op.reply_within, op.cleanup)
+            if op.role is Role.WAIT or op.cleanup:
+                return await self._io(self._call(op), op.reply_within, op.cleanup)
+            return await self._call(op)
         if self._cluster is not None and isinstance(op, (Pipe, Refresh)):
-            return await self._io(self._cluster.do(op))
+            return await self._cluster.do(op)
         if isinstance(op, Refresh):
             return None
         if isinstance(op, Pipe):
-            return await self._io(self._dog_conn.pipe([list(c) for c in op.commands]))
+            return await self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
             # On a cluster, on the node serving the key (a PUBLISH reaches every node).
             waits = (self._waits if self._cluster is None
@@ -415,7 +419,8 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def _io(self, aw: Awaitable[Any], within: Optional[float] = None,
                   cleanup: bool = False) -> Any:
-        """Awaits one request's I/O as a task :meth:`aclose` can cancel; at most `within`
+        """Awaits one request's I/O that may wait long (a WAIT, a subscription, a sleep) as a
+        task :meth:`aclose` can cancel; at most `within`
         seconds (then redis-py's ``TimeoutError``: redis-py closed the connection, which
         drops a waiter). A clean-up is not interrupted by a second cancellation."""
         task = asyncio.ensure_future(aw)
