@@ -60,7 +60,8 @@ def wait_call(client: Any, args: Sequence[Any], within: Optional[float],
     conn = checkout(pool)
     try:
         conn.send_command(*args)
-        _ready(conn, within, interrupt)
+        if within is not None or interrupt.cancel is not None:
+            _ready(conn, within, interrupt)  # else the read blocks until the answer (or close)
         return conn.read_response()
     except rexc.ResponseError:
         raise
