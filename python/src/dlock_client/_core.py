@@ -360,6 +360,10 @@ class Core(Generic[H]):
                     return handle
         except (rexc.ConnectionError, rexc.TimeoutError):
             pass
+        except BaseException:  # cancelled, closed: the subscription goes too
+            if handle is not None:
+                yield Unsubscribe(handle)
+            raise
         if handle is not None:
             yield Unsubscribe(handle)
         return None

@@ -380,9 +380,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     def _do(self, op: Op, interrupt: Interrupt) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
         if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
-            with self._state:
-                self._pubsubs.discard(op.handle)
-            op.handle.close()
+            self._unsubscribe(op.handle)
             return None
         interrupt.check()
         if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
@@ -401,7 +399,11 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             ps = waits.pubsub()
             with self._state:
                 self._pubsubs.add(ps)
-            ps.subscribe(op.channel)
+            try:
+                ps.subscribe(op.channel)
+            except BaseException:
+                self._unsubscribe(ps)
+                raise
             return ps
         if isinstance(op, Listen):
             return listen(op.handle, op.timeout, interrupt)
@@ -409,6 +411,11 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             sleep(op.seconds, interrupt)
             return None
         raise TypeError(op)
+
+    def _unsubscribe(self, ps: Any) -> None:
+        with self._state:
+            self._pubsubs.discard(ps)
+        ps.close()
 
     # -- the watchdog -----------------------------------------------------------------
 

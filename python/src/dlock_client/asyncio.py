@@ -380,8 +380,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
         if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
-            self._pubsubs.discard(op.handle)
-            await _uninterrupted(op.handle.aclose())
+            await self._unsubscribe(op.handle)
             return None
         self._check_open()
         # Short commands answer within the response time-out by themselves (and fail at once
@@ -402,13 +401,21 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                      else await self._cluster.waits_for(op.key))
             ps = waits.pubsub()
             self._pubsubs.add(ps)
-            await self._io(ps.subscribe(op.channel))
+            try:
+                await self._io(ps.subscribe(op.channel))
+            except BaseException:
+                await self._unsubscribe(ps)
+                raise
             return ps
         if isinstance(op, Listen):
             return await self._io(op.handle.get_message(timeout=op.timeout))
         if isinstance(op, Sleep):
             return await self._io(asyncio.sleep(op.seconds), cleanup=op.cleanup)
         raise TypeError(op)
+
+    async def _unsubscribe(self, ps: Any) -> None:
+        self._pubsubs.discard(ps)
+        await _uninterrupted(ps.aclose())
 
     def _call(self, op: Call) -> Awaitable[Any]:
         if self._cluster is not None:
