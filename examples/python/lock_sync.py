@@ -23,6 +23,7 @@ import secrets
 import sys
 import threading
 import time
+from typing import Optional
 
 import redis
 from redis.backoff import NoBackoff
@@ -52,14 +53,14 @@ def waiting_client(wait_ms: int) -> redis.Redis:
     )
 
 
-def acquire(owner: str, wait_ms: int):
+def acquire(owner: str, wait_ms: int) -> Optional[int]:
     """DLOCK.ACQUIRE key owner lease WAIT wait_ms FENCE -> fencing token, or None (timed out)."""
     conn = waiting_client(wait_ms)
     try:
         reply = conn.execute_command(
             "DLOCK.ACQUIRE", KEY, owner, LEASE_MS, "WAIT", wait_ms, "FENCE"
         )
-        return None if reply is None else reply[1]
+        return None if reply is None else int(reply[1])
     except (redis.TimeoutError, redis.ConnectionError):
         # We do not know whether the server granted the lock just before the failure.
         conn.close()  # closing the connection takes the waiter out of the queue

@@ -81,12 +81,16 @@ def variants(url: str) -> Dict[str, Tuple[Cycle, Callable[[], None]]]:
         inside()
         lock.release()
 
+    def close() -> None:  # after the last variant: a closed client refuses every call
+        client.close()
+        r.close()
+
     return {
-        "dlock_client acquire()": (dlock_cycle, client.close),
+        "dlock_client acquire()": (dlock_cycle, lambda: None),
         "dlock_client acquire(timeout=0)": (dlock_try_cycle, lambda: None),
         "redis-py Lock": (redis_py_cycle, lambda: None),
         "python-redis-lock (auto_renewal)": (prl_cycle, lambda: None),
-        "python-redis-lock (no renewal)": (prl_plain_cycle, r.close),
+        "python-redis-lock (no renewal)": (prl_plain_cycle, close),
     }
 
 
@@ -183,6 +187,7 @@ def main() -> None:
         hot = []
         for name, (cycle, cleanup) in variants(srv.url).items():
             if name in ("dlock_client acquire(timeout=0)", "python-redis-lock (no renewal)"):
+                cleanup()
                 continue
             rate, handoffs, fewest, most = hot_lock(cycle, threads, seconds)
             hot.append((name, rate, handoffs, fewest, most))

@@ -6,7 +6,10 @@
 Owner labels: the sync API runs each label's acquires on a thread of its own; the asyncio API
 calls each label's ``acquire()`` from a task of its own (the calling task is the owner). Every
 other request runs concurrently with the rest (a thread, or a task). A sampler asks every live
-hold ``lost.is_set()`` every ``sample_ms`` and reports the change to "lost".
+hold ``lost.is_set()`` every ``sample_ms`` and reports the change to "lost". A ``cancel``
+sets the pending acquire's ``cancel=`` event (sync) or cancels its task (asyncio). ``close``
+closes the client and the driver goes on; at the end of stdin it closes the client, ends its
+own threads and tasks, and returns (the process must end by itself).
 """
 
 from __future__ import annotations
@@ -18,8 +21,7 @@ import queue
 import sys
 import threading
 import time
-import weakref
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import redis
 import redis.asyncio as aredis
@@ -35,9 +37,13 @@ ERROR_KINDS: Tuple[Tuple[type, str], ...] = (
     (dl.DeadlockError, "deadlock"),
     (dl.WrongTypeError, "wrong_type"),
     (dl.ModuleNotLoadedError, "module_not_loaded"),
+    (dl.ClientClosedError, "closed"),
+    (dl.NotHeldError, "not_held"),
+    (dl.ResponseTimeoutError, "timeout"),
     (dl.ServerConnectionError, "connection"),
     (dl.ConfigError, "config"),
     (dl.NotSupportedError, "unsupported"),
+    (dl.AcquireCancelledError, "cancelled"),
     (asyncio.CancelledError, "cancelled"),
     (rexc.ConnectionError, "connection"),
 )
@@ -66,13 +72,19 @@ def error_of(exc: BaseException) -> Dict[str, Any]:
 
 
 def seconds(ms: Any) -> Optional[float]:
-    return None if ms is None else ms / 1000
+    """Milliseconds as seconds; the strings "nan", "inf", "-inf" as those floats (JSON has
+    none), passed to the client as they are (it must refuse them)."""
+    if ms is None:
+        return None
+    return float(ms) / 1000 if isinstance(ms, str) else ms / 1000
 
 
 def connect_kwargs(req: Dict[str, Any]) -> Dict[str, Any]:
     kwargs: Dict[str, Any] = {"backend": req.get("backend", "auto")}
     if "bind_ms" in req:
         kwargs["bind"] = seconds(req["bind_ms"])
+    if "response_timeout_ms" in req:
+        kwargs["response_timeout"] = seconds(req["response_timeout_ms"])
     return kwargs
 
 
@@ -90,10 +102,12 @@ def redis_client(req: Dict[str, Any], asyncio_api: bool) -> Any:
 
 
 def acquirable(client: Any, req: Dict[str, Any]) -> Any:
-    lease = req.get("lease_ms", 30000) / 1000
+    lease = seconds(req.get("lease_ms", 30000))
     kind = req.get("kind", "lock")
     if kind == "semaphore":
-        return client.semaphore(req["key"], req.get("capacity", 1), lease=lease)
+        if "capacity" not in req:  # the client must refuse it
+            return client.semaphore(req["key"], lease=lease)
+        return client.semaphore(req["key"], req["capacity"], lease=lease)
     delay = seconds(req.get("lock_delay_ms"))
     fence = bool(req.get("fence", False))
     if kind == "lock":
@@ -173,7 +187,7 @@ class Holds:
                     continue
             self.out.write({"event": "lost", "hold": name, "t_us": b,
                             "last_held_us": self.last_held[name],
-                            "reason": held.lost.reason or "not_held"})
+                            "reason": held.lost.reason})
 
     def alive(self) -> None:
         with self.lock:
@@ -181,30 +195,16 @@ class Holds:
         self.out.write({"event": "alive", "t_us": now_us(), "held": names})
 
 
-def release_reply(holds: Holds, name: str, held: Any, released: bool) -> Dict[str, Any]:
+def release_reply(holds: Holds, name: str, released: bool) -> Dict[str, Any]:
     holds.ended(name)
-    check_not_lost(name, held, released)
     return {"released": released}
 
 
-def renew_reply(name: str, held: Any, renewed: bool) -> Dict[str, Any]:
-    check_not_lost(name, held, renewed)
-    return {"renewed": renewed}
-
-
-def check_not_lost(name: str, held: Any, done: bool) -> None:
-    """A release or renewal of a lost hold answers False and marks it lost: not_held."""
-    if not done and held.lost.is_set():
-        raise NotHeld(f"{name} was not held any more ({held.lost.reason})")
-
-
 def held_reply(held: Any) -> Dict[str, Any]:
-    """"Is it still held?": not if never granted (a cancelled or refused acquire), not once
-    released, nor once lost (asked now)."""
+    """"Is it still held?": not if never granted (a cancelled or refused acquire); else the
+    hold's own answer, asked now (released, lost, its client closed: ``lost.reason``)."""
     if held is None:
         return {"held": False, "reason": "not_granted"}
-    if held.released:
-        return {"held": False, "reason": "released"}
     lost = held.lost.is_set()
     return {"held": not lost, "reason": held.lost.reason}
 
@@ -224,10 +224,11 @@ class SyncDriver:
         self.out = out
         self.holds = Holds(out)
         self.client: Optional[dl.Client] = None
-        self.owners: Dict[str, "queue.Queue[Callable[[], None]]"] = {}
+        self.owners: Dict[str, "queue.Queue[Optional[Callable[[], None]]]"] = {}
+        self.threads: List[threading.Thread] = []
+        self.cancels: Dict[int, threading.Event] = {}  # a pending acquire's cancel event
         self.sample_s = 0.002
         self.stopped = threading.Event()
-        self.inflight: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
 
     def reply(self, req: Dict[str, Any], fn: Callable[[], Dict[str, Any]]) -> None:
         sent = now_us()
@@ -245,18 +246,28 @@ class SyncDriver:
         if q is None:
             q = self.owners[label] = queue.Queue()
 
-            def loop(q: "queue.Queue[Callable[[], None]]" = q) -> None:
+            def loop(q: "queue.Queue[Optional[Callable[[], None]]]" = q) -> None:
                 while True:
-                    q.get()()
+                    job = q.get()
+                    if job is None:
+                        return
+                    job()
 
-            threading.Thread(target=loop, daemon=True, name=f"owner-{label}").start()
+            self.start(loop, f"owner-{label}")
         q.put(job)
+
+    def start(self, target: Callable[[], None], name: str) -> None:
+        """A thread of the driver's own (not a daemon: they all end at stdin's end)."""
+        t = threading.Thread(target=target, name=name)
+        self.threads.append(t)
+        t.start()
 
     def handle(self, req: Dict[str, Any]) -> None:
         op = req["op"]
         if op == "connect":
             self.reply(req, lambda: self.connect(req))
         elif op == "acquire":
+            self.cancels[req["id"]] = threading.Event()
             self.on_owner(req.get("owner", "main"), lambda: self.reply(req, lambda: self.acquire(req)))
         elif op == "owner_id":
             assert self.client is not None
@@ -264,25 +275,29 @@ class SyncDriver:
             self.on_owner(req.get("owner", "main"),
                           lambda: self.reply(req, lambda: {"owner_id": client.owner()}))
         elif op == "close":
-            for t in list(self.inflight):  # requests sent before the close are answered
-                t.join(2.0)
             self.reply(req, self.close)
-            self.stopped.set()
         else:
-            t = threading.Thread(target=self.reply, args=(req, lambda: self.other(req)),
-                                 daemon=True)
-            self.inflight.add(t)
-            t.start()
+            self.start(lambda: self.reply(req, lambda: self.other(req)), f"request-{req['id']}")
 
     def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
-        self.client = dl.Client(redis_client(req, False), **connect_kwargs(req))
+        client = dl.Client(redis_client(req, False), **connect_kwargs(req))
+        try:
+            native = client.native_backend()
+        except BaseException:
+            client.close()  # nothing left open
+            raise
+        self.client = client
         self.sample_s = req.get("sample_ms", 2) / 1000
-        threading.Thread(target=self.sampler, daemon=True).start()
-        return {"native": self.client.native_backend()}
+        self.start(self.sampler, "sampler")
+        return {"native": native}
 
     def acquire(self, req: Dict[str, Any]) -> Dict[str, Any]:
         assert self.client is not None
-        held = acquirable(self.client, req).acquire(**acquire_args(req))
+        cancel = self.cancels[req["id"]]
+        try:
+            held = acquirable(self.client, req).acquire(**acquire_args(req), cancel=cancel)
+        finally:
+            self.cancels.pop(req["id"], None)
         if held is not None:
             self.holds.add(req["hold"], held)
         return grant_reply(held)
@@ -292,22 +307,24 @@ class SyncDriver:
         assert self.client is not None
         if op == "release":
             held = self.holds.granted(req["hold"])
-            return release_reply(self.holds, req["hold"], held, held.release())
+            return release_reply(self.holds, req["hold"], held.release())
         if op == "renew":
-            held = self.holds.granted(req["hold"])
-            return renew_reply(req["hold"], held, held.renew())
+            return {"renewed": self.holds.granted(req["hold"]).renew()}
         if op == "held":
             return held_reply(self.holds.get(req["hold"]))
         if op == "waiters":
             return waiters_reply(self.client.waiters(req["key"]))
         if op == "info":
             return info_reply(self.client.info(req["key"]))
-        if op == "cancel":
-            raise dl.NotSupportedError("the sync API has no way to cancel a waiting acquire "
-                                       "from another thread")
+        if op == "cancel":  # from this thread: the waiting acquire is on its owner's thread
+            cancel = self.cancels.get(req["target"])
+            if cancel is not None:
+                cancel.set()
+            return {}
         raise ValueError(f"unknown op {op!r}")
 
     def close(self) -> Dict[str, Any]:
+        """Closes the client; the driver goes on (later requests answer ``closed``)."""
         if self.client is not None:
             self.client.close()
         return {}
@@ -322,11 +339,17 @@ class SyncDriver:
             time.sleep(self.sample_s)
 
     def run(self) -> None:
+        """Until stdin ends; then closes the client and ends its own threads, and returns:
+        the process ends by itself when nothing the client opened keeps it alive."""
         for line in sys.stdin:
             if line.strip():
                 self.handle(json.loads(line))
-            if self.stopped.is_set():
-                break
+        self.close()
+        self.stopped.set()
+        for q in self.owners.values():
+            q.put(None)
+        for t in self.threads:
+            t.join()
 
 
 # -- the asyncio API ------------------------------------------------------------------
@@ -341,7 +364,6 @@ class AsyncDriver:
         self.pending: Dict[int, "asyncio.Task[Any]"] = {}
         self.sample_s = 0.002
         self.tasks: "set[asyncio.Task[Any]]" = set()
-        self.stopped = asyncio.Event()
 
     def spawn(self, coro: Any) -> "asyncio.Task[Any]":
         task = asyncio.get_running_loop().create_task(coro)
@@ -405,29 +427,30 @@ class AsyncDriver:
         elif op == "connect":
             await self.reply(req, self.connect(req))
         elif op == "close":
-            others = [t for t in self.tasks if t is not asyncio.current_task()
-                      and t not in self.pending.values() and t.get_coro().__name__ == "reply"]
-            await asyncio.wait(others, timeout=2.0) if others else None
             await self.reply(req, self.close())
-            self.stopped.set()
         else:
             self.spawn(self.reply(req, self.other(req)))
 
     async def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
-        self.client = dl.asyncio.Client(redis_client(req, True), **connect_kwargs(req))
+        client = dl.asyncio.Client(redis_client(req, True), **connect_kwargs(req))
+        try:
+            native = await client.native_backend()
+        except BaseException:
+            await client.aclose()  # nothing left open
+            raise
+        self.client = client
         self.sample_s = req.get("sample_ms", 2) / 1000
         self.spawn(self.sampler())
-        return {"native": await self.client.native_backend()}
+        return {"native": native}
 
     async def other(self, req: Dict[str, Any]) -> Dict[str, Any]:
         op = req["op"]
         assert self.client is not None
         if op == "release":
             held = self.holds.granted(req["hold"])
-            return release_reply(self.holds, req["hold"], held, await held.release())
+            return release_reply(self.holds, req["hold"], await held.release())
         if op == "renew":
-            held = self.holds.granted(req["hold"])
-            return renew_reply(req["hold"], held, await held.renew())
+            return {"renewed": await self.holds.granted(req["hold"]).renew()}
         if op == "held":
             return held_reply(self.holds.get(req["hold"]))
         if op == "waiters":
@@ -442,6 +465,7 @@ class AsyncDriver:
         raise ValueError(f"unknown op {op!r}")
 
     async def close(self) -> Dict[str, Any]:
+        """Closes the client; the driver goes on (later requests answer ``closed``)."""
         if self.client is not None:
             await self.client.aclose()
         return {}
@@ -464,13 +488,21 @@ class AsyncDriver:
                 loop.call_soon_threadsafe(lines.put_nowait, line)
             loop.call_soon_threadsafe(lines.put_nowait, None)
 
-        threading.Thread(target=read, daemon=True).start()
-        while not self.stopped.is_set():
+        reader = threading.Thread(target=read)
+        reader.start()
+        while True:
             line = await lines.get()
             if line is None:
                 break
             if line.strip():
                 await self.handle(json.loads(line))
+        # stdin ended: close the client, end the driver's own tasks, and return (the process
+        # ends by itself when nothing the client opened keeps it alive).
+        await self.close()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        reader.join()
 
 
 def main() -> None:

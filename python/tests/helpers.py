@@ -41,6 +41,14 @@ def waiting(c: dl.Client, key: str) -> List[str]:
     return [w.owner for w in c.waiters(key)]
 
 
+def answer(fn: Callable[[], Any]) -> Any:
+    """What `fn` returned, or the exception it raised (the answer a test looks at)."""
+    try:
+        return fn()
+    except BaseException as error:  # noqa: BLE001 - the answer under test
+        return error
+
+
 def in_thread(fn: Any) -> Tuple[threading.Thread, List[Any]]:
     """Runs `fn` on a thread of its own (another owner); its result lands in the list."""
     out: List[Any] = []

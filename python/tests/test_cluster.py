@@ -121,12 +121,12 @@ def test_a_blocked_wait_does_not_stall_other_commands(
     second.release()
 
 
-def test_a_wait_outlasts_the_command_timeout(cluster: Cluster, client: dl.Client) -> None:
+def test_a_wait_outlasts_the_response_timeout(cluster: Cluster, client: dl.Client) -> None:
     """Waits have no read time-out: a 0.3 s command time-out does not cut a 1 s wait."""
     key = key_on(cluster, 2)
     held = client.lock(key).acquire()
     assert held is not None
-    with dl.Client(cluster.cluster(), command_timeout=0.3) as c:
+    with dl.Client(cluster.cluster(), response_timeout=0.3) as c:
         w = Waiting(c.lock(key), timeout=5)
         wait_until(lambda: len(queued(client, key)) == 1, what="the waiter queued")
         time.sleep(1.0)

@@ -38,8 +38,7 @@ class Run:
         self.stdout, self.stderr = out / f"{api}.out", out / f"{api}.err"
         with open(self.stdout, "w") as o, open(self.stderr, "w") as e:
             # The client's name in the report and in the scenarios' skip lists: python-sync or
-            # python-asyncio (the sync API has no way to cancel a waiting acquire from another
-            # thread).
+            # python-asyncio.
             self.proc = subprocess.Popen(
                 [str(RUNNER), "--driver", driver, "--client", f"python-{api}",
                  *map(str, scenarios)], cwd=REPO, stdout=o, stderr=e, text=True)

@@ -119,4 +119,4 @@ def test_lost_reads_its_deadline_when_asked() -> None:
     reg.add(h, 50, now, None, first_renewal=10.0)
     assert not h.lost.is_set()
     time.sleep(0.06)
-    assert h.lost.is_set() and h.lost.reason == "expired", "no watchdog ran"
+    assert h.lost.is_set() and h.lost.reason == "lease_expired", "no watchdog ran"

@@ -15,6 +15,13 @@ def python_blocks() -> List[str]:
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
+def block_with(text: str) -> str:
+    """The README's example that contains `text`."""
+    found = [b for b in python_blocks() if text in b]
+    assert len(found) == 1, f"{len(found)} examples contain {text!r}"
+    return found[0]
+
+
 def run(block: str, server: Server, extra: Dict[str, Any]) -> Dict[str, Any]:
     code = block.replace("redis://127.0.0.1:6379/0", server.url)
     scope: Dict[str, Any] = dict(extra)
@@ -24,7 +31,7 @@ def run(block: str, server: Server, extra: Dict[str, Any]) -> Dict[str, Any]:
 
 def test_sync_example(server: Server) -> None:
     written: List[Any] = []
-    block = python_blocks()[0]
+    block = block_with("with lock(timeout=5.0) as held:")
     scope = run(block, server, {"write_invoice": lambda token: written.append(token)})
     assert len(written) == 2 and written[-1] == scope["held"].token  # with lock, lock(timeout=)
     assert all(isinstance(t, int) for t in written) and written[0] < written[1]
@@ -32,7 +39,7 @@ def test_sync_example(server: Server) -> None:
 
 
 def test_asyncio_example(server: Server) -> None:
-    block = python_blocks()[1]
+    block = block_with("dl.asyncio.Client.from_url")
     body = textwrap.indent(block.replace("import dlock_client as dl\n", ""), "    ")
     scope = run(f"import dlock_client as dl\n\nasync def main():\n{body}\n", server, {})
     asyncio.run(scope["main"]())
@@ -50,6 +57,13 @@ def test_lost_example(server: Server) -> None:
 
     client = dl.Client.from_url(server.url)
     store = Store()
-    run(python_blocks()[2], server, {"client": client, "work": ["a", "b"], "store": store})
+    run(block_with("if held.lost.is_set():"), server,
+        {"client": client, "work": ["a", "b"], "store": store})
     client.close()
     assert [c for c, _ in store.writes] == ["a", "b"]
+
+
+def test_cancel_example(server: Server) -> None:
+    scope = run(block_with("acquire(cancel=stop)"), server, {})
+    assert scope["held"].released  # nothing cancelled it: acquired and released
+    scope["client"].close()

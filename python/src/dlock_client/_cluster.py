@@ -3,7 +3,7 @@ cluster client (sync or asyncio), and the shells' requests served on them.
 
 - short commands (releases, INFO, WAITERS, acquires without wait) go on a RedisCluster of the
   package's own (``cmds``): redis-py routes each by its key (the module declares the key's
-  position in ``COMMAND``) and follows MOVED/ASK/TRYAGAIN; read time-out ``command_timeout``,
+  position in ``COMMAND``) and follows MOVED/ASK/TRYAGAIN; read time-out ``response_timeout``,
   no re-send after a lost connection;
 - waits go on a dedicated connection to the key's master (a pool per node, no read time-out),
   found in ``cmds``' slot map, or to the node a redirect named (the core follows redirects
@@ -30,6 +30,7 @@ import redis.cluster
 import redis.exceptions as rexc
 
 from ._effects import Call, Pipe, Refresh, Replies, Role
+from ._waiting import Interrupt, wait_call
 from ._pools import Pools, no_maintenance_notifications
 from ._redirect import Later, redirect_of
 
@@ -134,8 +135,8 @@ def _node_kwargs(kwargs: Dict[str, Any], retry: Any, socket_timeout: Optional[fl
 class _NodesBase:
     """``cmds`` (a cluster client of the package's own, for routing) and the cluster's name."""
 
-    def __init__(self, rc: Any, retry: Any, command_timeout: float) -> None:
-        self.cmds: Any = derive_cluster(rc, command_timeout, retry)
+    def __init__(self, rc: Any, retry: Any, response_timeout: float) -> None:
+        self.cmds: Any = derive_cluster(rc, response_timeout, retry)
         self.name = cluster_name(rc)
 
     def pools(self) -> Pools:
@@ -153,9 +154,9 @@ class _NodesBase:
 class Nodes(_NodesBase):
     """A sync cluster: ``cmds``, and per node the waits' and the watchdog's pools."""
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, command_timeout: float,
+    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
                  dog_timeout: float) -> None:
-        super().__init__(rc, retry, command_timeout)
+        super().__init__(rc, retry, response_timeout)
         pool = self._template()
         kwargs, connection_class = dict(pool.connection_kwargs), pool.connection_class
 
@@ -195,8 +196,8 @@ class AsyncNodes(_NodesBase):
     reads its slot map then)."""
 
     def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
-                 command_timeout: float, dog_timeout: float) -> None:
-        super().__init__(rc, retry, command_timeout)
+                 response_timeout: float, dog_timeout: float) -> None:
+        super().__init__(rc, retry, response_timeout)
         self._retry = retry
         self._dog_timeout = dog_timeout
         self._ready = False
@@ -318,14 +319,15 @@ class ClusterShell:
     """Serves a sync client's requests on a cluster (see the module's docstring); `dog` makes
     the shell's watchdog connection (one per node) from a node's pool."""
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, command_timeout: float,
+    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
                  dog: Callable[[Any], Any]) -> None:
-        self.nodes = Nodes(rc, retry, command_timeout, min(command_timeout, 1.0))
+        self.nodes = Nodes(rc, retry, response_timeout, min(response_timeout, 1.0))
         self._dog = dog
         self._dogs: Dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def do(self, op: Any) -> Any:
+    def do(self, op: Any, interrupt: Interrupt) -> Any:
+        """`interrupt`: what ends a wait early (a cancel, the client closing)."""
         if isinstance(op, Call):
             if op.role is not Role.WAIT:
                 return self.nodes.cmds.execute_command(*op.args)  # routed by its key
@@ -333,7 +335,7 @@ class ClusterShell:
             try:
                 if op.asking:
                     return _reply(_asked(client, op.args).execute(raise_on_error=False))
-                return client.execute_command(*op.args)
+                return wait_call(client, op.args, op.reply_within, interrupt)
             except rexc.ResponseError as error:
                 if _later(error):  # tried again on a fresh connection
                     client.connection_pool.disconnect(inuse_connections=False)
@@ -372,8 +374,8 @@ class AsyncClusterShell:
     """:class:`ClusterShell` for asyncio."""
 
     def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
-                 command_timeout: float, dog: Callable[[Any], Any]) -> None:
-        self.nodes = AsyncNodes(rc, retry, command_timeout, min(command_timeout, 1.0))
+                 response_timeout: float, dog: Callable[[Any], Any]) -> None:
+        self.nodes = AsyncNodes(rc, retry, response_timeout, min(response_timeout, 1.0))
         self._dog = dog
         self._dogs: Dict[str, Any] = {}
 

@@ -4,14 +4,16 @@ its factories. The logic itself is in :mod:`._core`."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Generic, List, Optional, TypeVar
 
-from ._core import Backend, Core
+from ._core import Backend, Core, not_held
 from ._effects import Replies, Role
 from ._holds import LostBase
 from ._pools import Pools
-from ._protocol import Kind, Request, lock_request, rwlock_request, semaphore_request
-from .errors import AcquireTimeoutError
+from ._protocol import (Kind, Request, check_timeout, lock_request, rwlock_request,
+                        semaphore_request)
+from .errors import AcquireTimeoutError, ClientClosedError, NotHeldError
 
 A = TypeVar("A")
 L = TypeVar("L")
@@ -38,7 +40,11 @@ class HeldBase:
 
     @property
     def released(self) -> bool:
+        """Whether this hold was released (by :meth:`release` or leaving its ``with``)."""
         return self._released
+
+    def _not_held(self, server: str) -> NotHeldError:
+        return not_held(self, server)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.kind} {self.key!r} owner={self.owner!r} "
@@ -67,9 +73,12 @@ class ClientBase(Generic[L, RW, S, H]):
 
     ``bind``: the grace in seconds after which the server frees a hold whose process died
     (its connections closed); None keeps only the lease. Sent where the server's module
-    supports it, else left out. ``command_timeout``: the read time-out of the short commands
-    (releases, renewals, INFO); waits have none. ``backend``: ``"auto"`` (the dlock module
-    where the server has it, else Redisson's Lua scripts), ``"native"`` or ``"script"``.
+    supports it, else left out. ``response_timeout`` (seconds, default 5, as the Rust
+    client): how long the server may take to answer; a call it does not answer in time raises
+    :class:`~dlock_client.ResponseTimeoutError` (a wait: its time-out plus this).
+    ``backend``: ``"auto"`` (the dlock module where the server has it, else Redisson's Lua
+    scripts), ``"native"`` or ``"script"``. Bad values raise
+    :class:`~dlock_client.ConfigError` before anything is opened.
     """
 
     _held: Callable[[Any, Request, str, int, Optional[int]], H]
@@ -77,9 +86,11 @@ class ClientBase(Generic[L, RW, S, H]):
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
 
-    def __init__(self, pools: Pools, bind: Optional[float], backend: Backend) -> None:
-        self._core: Core[H] = Core(pools.server, bind, backend)
+    def __init__(self, pools: Pools, bind: Optional[float], backend: Backend,
+                 response_timeout: float) -> None:
+        self._core: Core[H] = Core(pools.server, bind, backend, response_timeout)
         self.server, self._waits, self._cmds, self._dog_pool = pools
+        self._closed = False
         self._prefix = self._core.prefix
         self._registry = self._core.registry
 
@@ -88,6 +99,19 @@ class ClientBase(Generic[L, RW, S, H]):
         """True when the dlock module serves this client, False for the script backend, None
         until the first command with ``backend="auto"`` found out."""
         return self._core.native
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called: every call then raises
+        :class:`~dlock_client.ClientClosedError`."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise self._closed_error()
+
+    def _closed_error(self) -> ClientClosedError:
+        return ClientClosedError(f"the dlock client of {self.server} is closed", self.server)
 
     def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
         """A hold object of the shell's kind, for the core."""
@@ -99,15 +123,20 @@ class ClientBase(Generic[L, RW, S, H]):
         `fence`: grants carry a fencing token; `lock_delay` (seconds, at most 60): after a
         hold ends without a release, nobody gets the lock for that long. Bad values raise
         :class:`~dlock_client.ConfigError` here."""
+        self._check_open()
         return self._lock(self, lock_request(name, lease, fence, lock_delay))
 
     def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
                lock_delay: Optional[float] = None) -> RW:
         """A read-write lock; `lock_delay` applies to the write side, as on the server."""
+        self._check_open()
         return self._rwlock(self, rwlock_request(name, lease, fence, lock_delay))
 
-    def semaphore(self, name: str, capacity: int, *, lease: float = 30.0) -> S:
-        """`capacity` permits, each holder with its own lease."""
+    def semaphore(self, name: str, capacity: Optional[int] = None, *,
+                  lease: float = 30.0) -> S:
+        """`capacity` permits, each holder with its own lease (required: a semaphore made
+        without it raises :class:`~dlock_client.ConfigError`)."""
+        self._check_open()
         return self._semaphore(self, semaphore_request(name, capacity, lease))
 
 
@@ -130,7 +159,7 @@ class BoundedBase:
         self._client = acquirable._client
         self._name = acquirable.name
         self._request = acquirable._request.with_count(count)
-        self._timeout = timeout
+        self._timeout = check_timeout(timeout)
 
     def _not_granted(self) -> AcquireTimeoutError:
         return AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
@@ -158,3 +187,11 @@ class DogConnectionBase:
 
     def _replies(self, values: List[Any]) -> Replies:
         return Replies(values, (Role.DOG, self._epoch))
+
+
+def renamed_timeout(response_timeout: float, command_timeout: Optional[float]) -> float:
+    """``command_timeout=``, the former name of ``response_timeout=``, still taken."""
+    if command_timeout is None:
+        return response_timeout
+    warnings.warn("command_timeout= is now response_timeout=", DeprecationWarning, stacklevel=3)
+    return command_timeout

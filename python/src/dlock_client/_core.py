@@ -9,9 +9,11 @@ watchdog's rounds, the sign of life, and the errors users see.
 from __future__ import annotations
 
 import itertools
+import logging
 import math
+import threading
 import time
-from typing import (Any, Callable, Dict, Generic, List, Literal, Optional, Tuple, TypeVar,
+from typing import (Any, Callable, Dict, Generic, List, Literal, Optional, Set, Tuple, TypeVar,
                     get_args)
 
 import redis.exceptions as rexc
@@ -27,6 +29,7 @@ from ._protocol import (
     Request,
     Waiter,
     check_options,
+    check_seconds,
     first_unknown_option,
     give_back_command,
     is_module_missing,
@@ -41,7 +44,8 @@ from ._protocol import (
     wait_ms,
     waiters_command,
 )
-from .errors import CommandError, ConfigError, ModuleNotLoadedError, RedirectedError
+from .errors import (CommandError, ConfigError, ModuleNotLoadedError, NotHeldError,
+                     RedirectedError)
 
 T = TypeVar("T")
 H = TypeVar("H", bound=HoldLike)
@@ -51,6 +55,29 @@ H = TypeVar("H", bound=HoldLike)
 Backend = Literal["auto", "native", "script"]
 BACKENDS = get_args(Backend)
 
+#: The response time-out's default, in seconds: the Rust client's (docs/CLIENTS.md).
+DEFAULT_RESPONSE_TIMEOUT = 5.0
+
+#: The package's logger: the first fallback to the script backend is a warning there.
+log = logging.getLogger("dlock_client")
+_fallbacks_logged: Set[str] = set()  # servers whose fallback was logged (once per process)
+_fallbacks_lock = threading.Lock()
+
+
+def check_client(bind: Optional[float], response_timeout: float, backend: Any) -> None:
+    """A client's options, refused (ConfigError) before anything is opened or sent."""
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    opt_ms(bind, "bind")
+    check_seconds(response_timeout, "response_timeout", positive=True)
+
+
+def timed_out(error: BaseException) -> bool:
+    """The server did not answer in time: nothing more is sent to it for this call (a
+    give-back would wait another response time-out; the closed connection, BIND's grace or
+    the lease frees what a cut-short request may have been granted)."""
+    return isinstance(error, rexc.TimeoutError)
+
 #: Makes a hold object of the shell's kind: (request, owner, count, token).
 MakeHold = Callable[[Request, str, int, Optional[int]], H]
 
@@ -59,14 +86,13 @@ class Core(Generic[H]):
     """The state of one client: its owner ids' prefix, the backend, what BIND support was
     learnt, and the registry of holds (with their deadlines) the watchdog renews."""
 
-    def __init__(self, server: str, bind: Optional[float], backend: Backend) -> None:
-        if backend not in BACKENDS:
-            raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    def __init__(self, server: str, bind: Optional[float], backend: Backend,
+                 response_timeout: float = DEFAULT_RESPONSE_TIMEOUT) -> None:
+        check_client(bind, response_timeout, backend)
         self.server = server
         self.prefix = new_owner_prefix()
+        self.response_timeout = response_timeout
         grace_ms = opt_ms(bind, "bind")
-        if grace_ms is not None and grace_ms <= 0:
-            raise ConfigError(f"bind must be positive or None, got {bind}")
         # Learnt per command: a module may know BIND on its grants before DLOCK.RENEW has it.
         self.bind = BindSupport(grace_ms)
         self.bind_renew = BindSupport(grace_ms)
@@ -118,9 +144,21 @@ class Core(Generic[H]):
             has = not is_module_missing(error)
         if self.backend == "native" and not has:
             raise ModuleNotLoadedError(f"dlock module not loaded on {self.server}", self.server)
+        if not has:
+            self._log_fallback()
         self.native = has
         self._detected = True
         return has
+
+    def _log_fallback(self) -> None:
+        """The first fallback to the scripts for a server: one warning per process."""
+        with _fallbacks_lock:
+            if self.server in _fallbacks_logged:
+                return
+            _fallbacks_logged.add(self.server)
+        log.warning("dlock module not loaded on %s: using Redisson's Lua scripts (no FIFO "
+                    "order, fencing tokens or BIND; backend=\"script\" says so and logs "
+                    "nothing)", self.server)
 
     def _check_backend(self, request: Request) -> Flow[bool]:
         native = yield from self.detect()
@@ -162,9 +200,10 @@ class Core(Generic[H]):
             # Already due: the wait outlasted the time a renewal is allowed to wait.
             try:
                 confirmed = yield from self._confirm(entry)
-            except BaseException:
+            except BaseException as error:
                 self.registry.remove(held)
-                yield from self._release_quietly(held, request)
+                if not timed_out(error):
+                    yield from self._release_quietly(held, request)
                 raise
             if confirmed:
                 return held
@@ -194,11 +233,12 @@ class Core(Generic[H]):
                 request, self.bind)
         except rexc.ResponseError:
             raise
-        except BaseException:
+        except BaseException as error:
             # A wait cut short (cancelled, KeyboardInterrupt, a lost connection): the shell's
             # redis-py closed its connection, so the server drops the waiter; a grant made
-            # just before is given back.
-            yield from self._give_back(request, owner, before)
+            # just before is given back (not to a server that stopped answering).
+            if not timed_out(error):
+                yield from self._give_back(request, owner, before)
             raise
         grant = request.parse_grant(reply)
         if grant is None:
@@ -213,7 +253,8 @@ class Core(Generic[H]):
         between tries (not granted)."""
         if wait is None or not self.cluster:
             role = Role.CMD if wait is None else Role.WAIT
-            return (yield Call(role, request.command(owner, wait, bind), request.key))
+            return (yield Call(role, request.command(owner, wait, bind), request.key,
+                               reply_within=self._reply_within(wait)))
         deadline = None if left is None else time.monotonic() + left
         follow = Follow(request.key, deadline, waits=True)
         while True:
@@ -222,7 +263,8 @@ class Core(Generic[H]):
                 return None
             try:
                 return (yield Call(Role.WAIT, request.command(owner, t.wait_ms, bind),
-                                   request.key, node=t.addr, asking=t.asking))
+                                   request.key, node=t.addr, asking=t.asking,
+                                   reply_within=self._reply_within(t.wait_ms)))
             except rexc.ResponseError as error:
                 step = follow.after(error)
                 if step is None:
@@ -231,6 +273,11 @@ class Core(Generic[H]):
                 yield Sleep(step.seconds)
             elif step.moved:
                 yield Refresh()
+
+    def _reply_within(self, wait: Optional[int]) -> Optional[float]:
+        """How long a WAIT's reply may take: the wait plus one response time-out (``WAIT 0``,
+        without limit: no bound)."""
+        return None if not wait else wait / 1000 + self.response_timeout
 
     def _with_bind(self, op: Callable[[Optional[int]], Flow[Any]], request: Optional[Request],
                    support: BindSupport) -> Flow[Tuple[Any, Optional[int]]]:
@@ -306,13 +353,17 @@ class Core(Generic[H]):
         handle = None
         try:
             handle = yield Subscribe(channel, key)
-            end = time.monotonic() + 5.0
+            end = time.monotonic() + self.response_timeout
             while time.monotonic() < end:
                 msg = yield Listen(handle, end - time.monotonic())
                 if msg is not None and msg["type"] == "subscribe":
                     return handle
         except (rexc.ConnectionError, rexc.TimeoutError):
             pass
+        except BaseException:  # cancelled, closed: the subscription goes too
+            if handle is not None:
+                yield Unsubscribe(handle)
+            raise
         if handle is not None:
             yield Unsubscribe(handle)
         return None
@@ -348,8 +399,9 @@ class Core(Generic[H]):
             reply = yield from self._eval(Role.CMD, scripts.try_script(request, owner))
         except rexc.ResponseError:
             raise
-        except BaseException:
-            yield from self._script_give_back(request, owner, before)
+        except BaseException as error:
+            if not timed_out(error):
+                yield from self._script_give_back(request, owner, before)
             raise
         try:
             return scripts.parse_try(request, reply)
@@ -380,11 +432,24 @@ class Core(Generic[H]):
     # -- releasing and renewing ---------------------------------------------------------
 
     def release(self, hold: H, request: Request) -> Flow[bool]:
-        """True when this released the owner's last hold (or its last permits)."""
-        self.registry.remove(hold)
-        return self.translating(self._release(hold, request))
+        """True when this released the owner's last hold (or its last permits), False when
+        the owner still holds the key; :class:`NotHeldError` when the hold was lost (its
+        RELEASE is sent all the same: a hold lost by its local deadline may still be on the
+        server). A release that fails otherwise (no answer) leaves the hold as it was."""
+        was_lost = hold.lost.is_set()
+        detached = self.registry.detach(hold)
+        try:
+            reply = yield from self.translating(self._release(hold, request))
+        except BaseException:
+            self.registry.reattach(hold, detached)
+            raise
+        if reply is None or was_lost:  # the server says it was not held: it was lost before
+            hold.lost._fire("not_held")
+            raise not_held(hold, self.server)
+        hold.lost._fire("released")
+        return bool(reply == 1)
 
-    def _release(self, hold: H, request: Request) -> Flow[bool]:
+    def _release(self, hold: H, request: Request) -> Flow[Any]:
         if (yield from self.detect()):
             reply = yield Call(Role.CMD, request.release_command(hold.owner), hold.key)
         else:
@@ -393,9 +458,7 @@ class Core(Generic[H]):
                 raise CommandError(
                     f"{self.server}: ERR COUNT {request.count} is more than the {reply[1]} "
                     "permits the owner holds", self.server)
-        if reply is None:  # the server says it was not held: it was lost before
-            hold.lost._fire("not_held")
-        return bool(reply == 1)
+        return reply
 
     def _release_quietly(self, hold: H, request: Request) -> Flow[None]:
         try:
@@ -409,13 +472,12 @@ class Core(Generic[H]):
 
     def renew(self, hold: H) -> Flow[bool]:
         """``held.renew()``: the lease set again now (and the hold bound to the watchdog's
-        connection); False when the hold is lost or released."""
-        if hold.lost.is_set():
-            return False
-        entry = self.registry.entry(hold)
-        if entry is None:
-            return False
-        return (yield from self.translating(self._confirm(entry)))
+        connection): True; :class:`NotHeldError` when the hold is no longer held (lost,
+        released, or the server says so now)."""
+        entry = None if hold.lost.is_set() else self.registry.entry(hold)
+        if entry is None or not (yield from self.translating(self._confirm(entry))):
+            raise not_held(hold, self.server)
+        return True
 
     def _confirm(self, entry: Entry[H]) -> Flow[bool]:
         sent = time.monotonic()
@@ -519,7 +581,7 @@ class Core(Generic[H]):
         PING) go out in one pipeline."""
         now = time.monotonic()
         for hold in self.registry.expired(now):
-            hold.lost._fire("expired")
+            hold.lost._fire("lease_expired")
         due = self.registry.due(now)
         interval = self.ping_interval
         ping = interval is not None and any(self.registry.ping_due(now, link, interval)
@@ -549,6 +611,11 @@ class Core(Generic[H]):
         entry = self.registry.entry(hold)
         return entry is not None and entry.next_due < self.dog_sleeps_until
 
+    def close(self) -> None:
+        """The client closed: nothing renews its holds any more, which are lost (``closed``)."""
+        for hold in self.registry.clear():
+            hold.lost._fire("closed")
+
     # -- looking -------------------------------------------------------------------------
 
     def waiters(self, key: str, count: Optional[int]) -> Flow[List[Waiter]]:
@@ -564,6 +631,13 @@ class Core(Generic[H]):
             raise script_unsupported(what, self.server)
         return parse((yield op))
 
+
+
+def not_held(hold: HoldLike, server: str) -> NotHeldError:
+    """The answer to the release of a hold no longer held (released, or lost)."""
+    why = "released already" if hold.lost.reason == "released" else \
+        f"lost: {hold.lost.reason}"
+    return NotHeldError(f"{hold.key!r} is not held by {hold.owner} any more ({why})", server)
 
 
 def _not_reached(reply: Any) -> bool:

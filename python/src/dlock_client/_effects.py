@@ -45,6 +45,10 @@ class Call:
     #: `key` in the shell's slot map), and whether ``ASKING`` goes first (an ``ASK``).
     node: Optional[str] = None
     asking: bool = False
+    #: A WAIT: how long its reply may take (the wait plus one response time-out), after which
+    #: the shell closes its connection and raises redis-py's ``TimeoutError``; None: no limit.
+    #: Other roles have the response time-out of their connections.
+    reply_within: Optional[float] = None
 
 
 @dataclass(frozen=True)

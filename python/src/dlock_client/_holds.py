@@ -20,9 +20,17 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Generic, List, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Dict, Generic, List, Literal, Optional, Protocol, Tuple, TypeVar
 
 from ._protocol import Kind
+
+#: Why a hold is no longer held (``held.lost.reason``), the same values in every dlock client:
+#: ``not_held`` (the server says this owner does not hold it: deleted, expired or taken over
+#: there, or a release answered so), ``lease_expired`` (its local deadline passed before a
+#: renewal got through: the lease, or the bind grace since its connection was last known
+#: open), ``released`` (released by this program), ``closed`` (its client was closed while
+#: it held it: nothing renews it any more).
+LossReason = Literal["not_held", "lease_expired", "released", "closed"]
 
 
 class LostBase:
@@ -31,13 +39,12 @@ class LostBase:
     ``is_set()`` compares the hold's local deadline with ``time.monotonic()`` at the moment of
     asking (and sets itself when it has passed), so the answer never depends on the watchdog
     having run since the process resumed. It keeps the ``is_set()`` / ``wait()`` API of
-    :class:`threading.Event` (sync) and :class:`asyncio.Event` (asyncio). ``reason`` says why:
-    ``"not_held"`` (the server says the hold is gone) or ``"expired"`` (its local deadline
-    passed before a renewal got through).
+    :class:`threading.Event` (sync) and :class:`asyncio.Event` (asyncio). ``reason`` says why
+    (a :data:`LossReason`).
     """
 
     def __init__(self, event: Any) -> None:
-        self.reason: Optional[str] = None
+        self.reason: Optional[LossReason] = None
         self._deadline: Optional["DeadlineSource"] = None
         self._event = event  # a threading.Event or an asyncio.Event: what wait() waits on
 
@@ -48,7 +55,7 @@ class LostBase:
         if source is not None:
             deadline = source.deadline()
             if deadline is not None and time.monotonic() >= deadline:
-                self._fire("expired")
+                self._fire("lease_expired")
                 return True
         return False
 
@@ -58,7 +65,7 @@ class LostBase:
         deadline = None if source is None else source.deadline()
         return None if deadline is None else max(0.0, deadline - time.monotonic())
 
-    def _fire(self, reason: str) -> None:
+    def _fire(self, reason: LossReason) -> None:
         if self.reason is None:
             self.reason = reason
             self._set_event()
@@ -188,6 +195,33 @@ class Registry(Generic[H]):
         live = {e.link for e in self._entries.values()}
         for link in [k for k in self._alive if k not in live]:
             del self._alive[link]
+
+    def detach(self, hold: H) -> Optional[Entry[H]]:
+        """:meth:`remove`, answering the entry it was in, for :meth:`reattach`."""
+        entry = self.entry(hold)
+        self.remove(hold)
+        return entry
+
+    def reattach(self, hold: H, entry: Optional[Entry[H]]) -> None:
+        """Undoes :meth:`detach` (a release that failed): renewed and watched again."""
+        if entry is None or hold.lost.reason is not None:
+            return
+        key = (hold.key, hold.owner)
+        with self._lock:
+            current = self._entries.setdefault(key, entry)
+            if hold not in current.holds:
+                current.holds.append(hold)
+        hold.lost._deadline = _EntryDeadline(self, key)
+
+    def clear(self) -> List[H]:
+        """Forgets every hold (the client closed), answering them."""
+        with self._lock:
+            holds = [h for e in self._entries.values() for h in e.holds]
+            self._entries.clear()
+            self._alive.clear()
+        for hold in holds:
+            hold.lost._deadline = None
+        return holds
 
     def entry(self, hold: H) -> Optional[Entry[H]]:
         with self._lock:

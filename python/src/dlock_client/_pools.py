@@ -4,6 +4,8 @@ The caller's client says where the server is (host, TLS, password, Sentinel serv
 package opens its own pools from those settings, with the socket settings its commands need:
 - waits: no read time-out (the server answers by the end of the WAIT), keep-alive on;
 - short commands and the watchdog: a read time-out, so a server that hangs is noticed;
+- all: a connect time-out of at most the response time-out (a server that does not accept
+  is noticed as one that does not answer);
 - all: no automatic retry (a re-sent WAIT re-queues at the tail; a re-sent RELEASE of a
   reentrant hold releases one hold too many), and replies decoded as text.
 """
@@ -15,9 +17,11 @@ from typing import Any, Dict, NamedTuple, Optional, Tuple
 from ._protocol import server_name
 
 
-def derive(pool: Any, retry: Any, socket_timeout: Optional[float]) -> Tuple[Dict[str, Any], str]:
+def derive(pool: Any, retry: Any, socket_timeout: Optional[float],
+           response_timeout: float) -> Tuple[Dict[str, Any], str]:
     """Connection keyword arguments for a new pool like `pool`, and the server's name."""
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
+    kwargs["socket_connect_timeout"] = connect_timeout(kwargs, response_timeout)
     for legacy in ("retry_on_timeout", "retry_on_error"):
         kwargs.pop(legacy, None)
     no_maintenance_notifications(kwargs)
@@ -29,6 +33,12 @@ def derive(pool: Any, retry: Any, socket_timeout: Optional[float]) -> Tuple[Dict
         connection_class=pool.connection_class,
     )
     return kwargs, server_name(kwargs, getattr(pool, "service_name", None))
+
+
+def connect_timeout(kwargs: Dict[str, Any], response_timeout: float) -> float:
+    """The caller's connect time-out, at most the response time-out."""
+    theirs = kwargs.get("socket_connect_timeout")
+    return response_timeout if theirs is None else min(theirs, response_timeout)
 
 
 def no_maintenance_notifications(kwargs: Dict[str, Any]) -> None:
@@ -68,18 +78,18 @@ def _base(pool: Any) -> Any:
 class Pools(NamedTuple):
     server: str  # how errors name the server
     waits: Any  # a redis-py client (sync or asyncio) for WAITs: no read time-out
-    cmds: Any  # the same for short commands: `command_timeout`
+    cmds: Any  # the same for short commands: `response_timeout`
     dog_pool: Any  # the watchdog's own pool: read time-out at most 1 s
 
 
 def open_pools(redis_client: Any, redis_class: Any, retry: Any,
-               command_timeout: float) -> Pools:
+               response_timeout: float) -> Pools:
     """The package's pools, derived from the caller's client (sync or asyncio classes)."""
     pool = redis_client.connection_pool
-    wait_kwargs, server = derive(pool, retry, None)
-    cmd_kwargs, _ = derive(pool, retry, command_timeout)
+    wait_kwargs, server = derive(pool, retry, None, response_timeout)
+    cmd_kwargs, _ = derive(pool, retry, response_timeout, response_timeout)
     # The watchdog must notice a server that hangs well within a lease.
-    dog_kwargs, _ = derive(pool, retry, min(command_timeout, 1.0))
+    dog_kwargs, _ = derive(pool, retry, min(response_timeout, 1.0), response_timeout)
     return Pools(server, redis_class(connection_pool=new_pool(pool, wait_kwargs)),
                  redis_class(connection_pool=new_pool(pool, cmd_kwargs)),
                  new_pool(pool, dog_kwargs))

@@ -21,6 +21,7 @@ from .errors import (
     DlockError,
     ModuleNotLoadedError,
     NotSupportedError,
+    ResponseTimeoutError,
     ServerConnectionError,
     WrongTypeError,
 )
@@ -47,14 +48,29 @@ def to_ms(seconds: float, what: str, positive: bool = False,
     :class:`ConfigError`) where the server would refuse it."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
         raise ConfigError(f"{what} must be a number of seconds, got {seconds!r}")
-    if math.isnan(seconds) or seconds < 0 or (positive and seconds <= 0):
-        raise ConfigError(f"{what} must be {'positive' if positive else 'at least 0'}, "
-                          f"got {seconds}")
+    check_seconds(seconds, what, positive)
     ms = math.ceil(seconds * 1000)
     most = _limit("max_ms") if most_ms is None else most_ms
     if ms > most:
         raise ConfigError(f"{what} must be at most {most / 1000:g} s, got {seconds}")
     return ms
+
+
+def check_seconds(seconds: float, what: str, positive: bool = False) -> float:
+    """A number of seconds: finite, at least 0 (above 0 where `positive`); else a
+    :class:`ConfigError` naming `what`."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ConfigError(f"{what} must be a number of seconds, got {seconds!r}")
+    if not math.isfinite(seconds) or seconds < 0 or (positive and seconds <= 0):
+        raise ConfigError(f"{what} must be a finite number of seconds "
+                          f"{'above' if positive else 'from'} 0, got {seconds}")
+    return seconds
+
+
+def check_timeout(timeout: Optional[float]) -> Optional[float]:
+    """An acquire's time-out: None (no limit) or finite seconds >= 0; a negative, NaN or
+    infinite one is refused where it is given, before anything is sent."""
+    return None if timeout is None else check_seconds(timeout, "timeout")
 
 
 def lease_ms(lease: float) -> int:
@@ -150,7 +166,7 @@ def rwlock_request(name: str, lease: float, fence: bool, lock_delay: Optional[fl
     return Request("write", _name(name), lease_ms(lease), fence, _delay_ms(lock_delay))
 
 
-def check_count(count: int, what: str) -> int:
+def check_count(count: Optional[int], what: str) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or not \
             1 <= count <= _limit("max_capacity"):
         raise ConfigError(f"{what} must be an int from 1 to {_limit('max_capacity')}, "
@@ -158,7 +174,7 @@ def check_count(count: int, what: str) -> int:
     return count
 
 
-def semaphore_request(name: str, capacity: int, lease: float) -> Request:
+def semaphore_request(name: str, capacity: Optional[int], lease: float) -> Request:
     return Request("semaphore", _name(name), lease_ms(lease),
                    capacity=check_count(capacity, "capacity"))
 
@@ -203,7 +219,9 @@ def translate(error: BaseException, server: str) -> BaseException:
         return error
     text = str(error)
     out: DlockError
-    if isinstance(error, (rexc.ConnectionError, rexc.TimeoutError)):
+    if isinstance(error, rexc.TimeoutError):
+        out = ResponseTimeoutError(f"no answer from {server} in time: {text}", server)
+    elif isinstance(error, rexc.ConnectionError):
         out = ServerConnectionError(f"cannot reach {server}: {text}", server)
     elif isinstance(error, rexc.ResponseError):
         if is_module_missing(error):

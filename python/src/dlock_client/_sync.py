@@ -10,7 +10,7 @@ import itertools
 import math
 import threading
 import time
-from typing import Any, List, Optional, TypeVar
+from typing import Any, List, Optional, Set, TypeVar, overload
 
 import redis
 import redis.cluster
@@ -18,7 +18,7 @@ import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._core import Backend
+from ._core import DEFAULT_RESPONSE_TIMEOUT, Backend, check_client
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -26,13 +26,16 @@ from ._common import (
     DogConnectionBase,
     HeldBase,
     ReadWriteLockBase,
+    renamed_timeout,
 )
 from ._cluster import ClusterShell
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
                        Subscribe, Unsubscribe)
 from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter
+from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
+from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
+from .errors import ClientClosedError, DlockError, NotHeldError
 
 T = TypeVar("T")
 
@@ -72,19 +75,32 @@ class Held(HeldBase):
         self._client = client
         self.lost = Lost()
 
+    lost: Lost
+
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
-        False when it still holds the key, or held nothing any more (lost). Idempotent."""
+        False when the owner still holds the key (reentered). Raises
+        :class:`~dlock_client.NotHeldError` when the hold is no longer held (released
+        already, or lost), as redis-py's ``Lock.release()`` raises ``LockNotOwnedError``."""
+        client = self._client
+        client._check_open()
         if self._released:
-            return False
+            raise self._not_held(client.server)
+        try:
+            released = client._run(client._core.release(self, self._request))
+        except NotHeldError:
+            self._released = True
+            raise
         self._released = True
-        return self._client._run(self._client._core.release(self, self._request))
+        return released
 
     def renew(self) -> bool:
-        """Sets the lease again now (the watchdog does it by itself); False when the hold is
-        lost or released."""
+        """Sets the lease again now (the watchdog does it by itself): True;
+        :class:`~dlock_client.NotHeldError` when the hold is no longer held (lost or
+        released), as :meth:`release`."""
+        self._client._check_open()
         if self._released:
-            return False
+            raise self._not_held(self._client.server)
         return self._client._run(self._client._core.renew(self))
 
     def __enter__(self) -> "Held":
@@ -122,10 +138,20 @@ class Acquirable(AcquirableBase):
         super().__init__(client, request)
         self._entered = threading.local()
 
-    def acquire(self, timeout: Optional[float] = None) -> Optional[Held]:
+    @overload
+    def acquire(self, timeout: None = None, *, cancel: Optional[CancelLike] = None) -> Held: ...
+
+    @overload
+    def acquire(self, timeout: Optional[float], *,
+                cancel: Optional[CancelLike] = None) -> Optional[Held]: ...
+
+    def acquire(self, timeout: Optional[float] = None, *,
+                cancel: Optional[CancelLike] = None) -> Optional[Held]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
-        `timeout` seconds. The hold, or None when the time ran out."""
-        return self._client._acquire(self._request, timeout)
+        `timeout` seconds. The hold, or None when the time ran out. `cancel`: a
+        :class:`threading.Event`; setting it (from any thread) ends the wait with
+        :class:`~dlock_client.AcquireCancelledError`, leaving nothing held or queued."""
+        return self._client._acquire(self._request, check_timeout(timeout), cancel)
 
     def __call__(self, timeout: Optional[float] = None) -> Bounded:
         """``with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
@@ -133,7 +159,6 @@ class Acquirable(AcquirableBase):
 
     def __enter__(self) -> Held:
         held = self.acquire(None)
-        assert held is not None  # a wait without limit ends in a grant or an exception
         self._stack().append(held)
         return held
 
@@ -160,8 +185,19 @@ class ReadWriteLock(ReadWriteLockBase[Acquirable]):
 class Semaphore(Acquirable):
     """``client.semaphore(name, capacity)``: permits, each holder with its own lease."""
 
-    def acquire(self, timeout: Optional[float] = None, count: int = 1) -> Optional[Held]:
-        return self._client._acquire(self._request.with_count(count), timeout)
+    @overload
+    def acquire(self, timeout: None = None, count: int = 1, *,
+                cancel: Optional[CancelLike] = None) -> Held: ...
+
+    @overload
+    def acquire(self, timeout: Optional[float], count: int = 1, *,
+                cancel: Optional[CancelLike] = None) -> Optional[Held]: ...
+
+    def acquire(self, timeout: Optional[float] = None, count: int = 1, *,
+                cancel: Optional[CancelLike] = None) -> Optional[Held]:
+        """`count` permits (see :meth:`Acquirable.acquire`)."""
+        return self._client._acquire(self._request.with_count(count), check_timeout(timeout),
+                                     cancel)
 
     def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
         return Bounded(self, timeout, count)
@@ -189,35 +225,43 @@ class _DogConnection(DogConnectionBase):
             return self._replies(values)
 
     def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.disconnect()
+        """Closes the connection, also under a renewal reading on it (which then fails)."""
+        if self._conn is not None:
+            self._conn.disconnect()
 
 
 class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
-    grace in seconds for a crashed process's holds; ``command_timeout``: the read time-out of
-    short commands; ``backend``: ``"auto"``, ``"native"`` or ``"script"``; all explained in
-    ``dlock_client._common.ClientBase``)."""
+    grace in seconds for a crashed process's holds; ``response_timeout``: how long the server
+    may take to answer, default 5 s; ``backend``: ``"auto"``, ``"native"`` or ``"script"``;
+    all explained in ``dlock_client._common.ClientBase``). ``command_timeout`` is the former
+    name of ``response_timeout``."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
-                 bind: Optional[float] = MODULE_BIND_MS / 1000, command_timeout: float = 5.0,
-                 backend: Backend = "auto") -> None:
+                 bind: Optional[float] = MODULE_BIND_MS / 1000,
+                 response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
+                 backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
+        response_timeout = renamed_timeout(response_timeout, command_timeout)
+        check_client(bind, response_timeout, backend)  # before anything is opened
         retry = Retry(NoBackoff(), 0)
         self._cluster: Optional[ClusterShell] = None
         if isinstance(redis_client, redis.cluster.RedisCluster):
-            self._cluster = ClusterShell(redis_client, retry, command_timeout, _DogConnection)
+            self._cluster = ClusterShell(redis_client, retry, response_timeout, _DogConnection)
         super().__init__(
-            open_pools(redis_client, redis.Redis, retry, command_timeout)
-            if self._cluster is None else self._cluster.nodes.pools(), bind, backend)
+            open_pools(redis_client, redis.Redis, retry, response_timeout)
+            if self._cluster is None else self._cluster.nodes.pools(), bind, backend,
+            response_timeout)
         self._core.cluster = self._cluster is not None
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
-        self._closed = threading.Event()
         self._dog_lock = threading.Lock()
         self._dog_conn = _DogConnection(self._dog_pool)
+        # Flows in flight (close waits for them) and open subscriptions (close ends them).
+        self._state = threading.Condition()
+        self._running = 0
+        self._pubsubs: Set[Any] = set()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "Client":
@@ -238,32 +282,52 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     def native_backend(self) -> bool:
         """True when the dlock module serves this client, False for the script backend (asks
         the server the first time, with ``backend="auto"``)."""
+        self._check_open()
         return self._run(self._core.translating(self._core.detect()))
 
     def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
         """``DLOCK.WAITERS``: who waits on `name`, in FIFO order (native backend)."""
+        self._check_open()
         return self._run(self._core.waiters(name, count))
 
     def info(self, name: str) -> LockInfo:
         """``DLOCK.INFO``: kind, holders, waiters, last fencing token (native backend)."""
+        self._check_open()
         return self._run(self._core.info(name))
 
     def close(self) -> None:
-        """Stops the watchdog and closes the connections. Holds not released are freed by the
-        server when their lease ends, or after the bind grace where the module has BIND."""
-        self._closed.set()
+        """Stops the watchdog and closes every connection of the client, within one response
+        time-out: waits in flight raise :class:`~dlock_client.ClientClosedError` (nothing
+        left queued), holds not released are lost (``reason == "closed"``) and freed by the
+        server when their lease ends, or after the bind grace where the module has BIND.
+        Every later call raises ``ClientClosedError``; closing again does nothing."""
+        with self._state:
+            if self._closed:
+                return
+            self._closed = True
+        end = time.monotonic() + self._core.response_timeout
+        self._core.close()
         self._dog_wake.set()
+        self._disconnect()  # what is in flight fails now
+        with self._state:
+            while self._running and time.monotonic() < end:
+                self._state.wait(max(0.0, end - time.monotonic()))
         if self._dog is not None and self._dog is not threading.current_thread():
-            self._dog.join()
+            self._dog.join(max(0.0, end - time.monotonic()))
+        self._disconnect()  # what reconnected meanwhile
+
+    def _disconnect(self) -> None:
+        with self._state:
+            pubsubs = list(self._pubsubs)
+        for ps in pubsubs:
+            if ps.connection is not None:
+                ps.connection.disconnect()
+        self._dog_conn.close()
         if self._cluster is not None:
             self._cluster.close()
             return
-        self._waits.close()
-        self._cmds.close()
-        self._waits.connection_pool.disconnect()
-        self._cmds.connection_pool.disconnect()
-        self._dog_conn.close()
-        self._dog_pool.disconnect()
+        for pool in (self._waits.connection_pool, self._cmds.connection_pool, self._dog_pool):
+            pool.disconnect()
 
     def __enter__(self) -> "Client":
         return self
@@ -273,19 +337,30 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     # -- the shell: running flows -----------------------------------------------------
 
-    def _acquire(self, request: Request, timeout: Optional[float]) -> Optional[Held]:
-        held = self._run(self._core.acquire(request, self.owner(), timeout, self._make_held))
+    def _acquire(self, request: Request, timeout: Optional[float],
+                 cancel: Optional[CancelLike] = None) -> Optional[Held]:
+        self._check_open()
+        held = self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
+                         cancel)
         if held is not None:
             self._start_watchdog(self._core.wake_for(held))
         return held
 
-    def _run(self, flow: Flow[T]) -> T:
-        """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
+    def _run(self, flow: Flow[T], cancel: Optional[CancelLike] = None) -> T:
+        """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
+        that fails because the client closed meanwhile raises ``ClientClosedError``."""
+        with self._state:
+            if self._closed:
+                flow.close()
+                raise self._closed_error()
+            self._running += 1
+        interrupt = Interrupt(cancel, self._check_open, self.server)
+        calm = Interrupt(None, self._check_open, self.server)  # a clean-up is not cancelled
         try:
             op = next(flow)
             while True:
                 try:
-                    result = self._do(op)
+                    result = self._do(op, calm if getattr(op, "cleanup", False) else interrupt)
                 except BaseException as error:
                     op = flow.throw(error)
                 else:
@@ -293,33 +368,54 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         except StopIteration as stop:
             value: T = stop.value
             return value
+        except Exception as error:
+            if self._closed and not isinstance(error, ClientClosedError):
+                raise self._closed_error() from error
+            raise
+        finally:
+            with self._state:
+                self._running -= 1
+                self._state.notify_all()
 
-    def _do(self, op: Op) -> Any:
+    def _do(self, op: Op, interrupt: Interrupt) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
+        if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
+            self._unsubscribe(op.handle)
+            return None
+        interrupt.check()
         if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
-            return self._cluster.do(op)
+            return self._cluster.do(op, interrupt)
         if isinstance(op, Refresh):
             return None
         if isinstance(op, Call):
-            conn = self._waits if op.role is Role.WAIT else self._cmds
-            return conn.execute_command(*op.args)
+            if op.role is Role.WAIT:
+                return wait_call(self._waits, op.args, op.reply_within, interrupt)
+            return self._cmds.execute_command(*op.args)
         if isinstance(op, Pipe):
             return self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
             # On a cluster, on the node serving the key (a PUBLISH reaches every node).
             waits = self._waits if self._cluster is None else self._cluster.waits_for(op.key)
             ps = waits.pubsub()
-            ps.subscribe(op.channel)
+            with self._state:
+                self._pubsubs.add(ps)
+            try:
+                ps.subscribe(op.channel)
+            except BaseException:
+                self._unsubscribe(ps)
+                raise
             return ps
         if isinstance(op, Listen):
-            return op.handle.get_message(timeout=op.timeout)
-        if isinstance(op, Unsubscribe):
-            op.handle.close()
-            return None
+            return listen(op.handle, op.timeout, interrupt)
         if isinstance(op, Sleep):
-            time.sleep(op.seconds)
+            sleep(op.seconds, interrupt)
             return None
         raise TypeError(op)
+
+    def _unsubscribe(self, ps: Any) -> None:
+        with self._state:
+            self._pubsubs.discard(ps)
+        ps.close()
 
     # -- the watchdog -----------------------------------------------------------------
 
@@ -329,20 +425,24 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if self._dog is not None:
             return
         with self._dog_lock:
-            if self._dog is None and not self._closed.is_set():
+            if self._dog is None and not self._closed:
                 self._dog = threading.Thread(target=self._watch, name="dlock-watchdog",
                                              daemon=True)
                 self._dog.start()
 
     def _watch(self) -> None:
         core = self._core
-        while not self._closed.is_set():
+        while not self._closed:
             core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
             now = time.monotonic()
             wake = core.next_wake(now)
             core.dog_sleeps_until = math.inf if wake is None else now + wake
             self._dog_wake.wait(timeout=wake)
             self._dog_wake.clear()
-            if self._closed.is_set():
+            if self._closed:
                 break
-            self._run(core.watch_round())
+            try:
+                self._run(core.watch_round())
+            except DlockError:
+                break  # closed meanwhile
+

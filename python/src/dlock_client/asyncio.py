@@ -28,7 +28,7 @@ import itertools
 import math
 import time
 import weakref
-from typing import Any, Coroutine, List, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Coroutine, List, Optional, Set, Tuple, TypeVar, overload
 
 import redis.asyncio as aredis
 import redis.asyncio.cluster
@@ -36,7 +36,7 @@ import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from ._core import Backend
+from ._core import DEFAULT_RESPONSE_TIMEOUT, Backend, check_client
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -44,13 +44,15 @@ from ._common import (
     DogConnectionBase,
     HeldBase,
     ReadWriteLockBase,
+    renamed_timeout,
 )
 from ._cluster import AsyncClusterShell
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
                        Subscribe, Unsubscribe)
 from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter
+from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
+from .errors import ClientClosedError, NotHeldError
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -93,18 +95,30 @@ class Held(HeldBase):
         self._client = client
         self.lost = Lost()
 
+    lost: Lost
+
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
-        or held nothing any more (lost). Idempotent."""
+        (reentered); :class:`~dlock_client.NotHeldError` when it is no longer held (released
+        already, or lost). See :meth:`dlock_client.Held.release`."""
+        client = self._client
+        client._check_open()
         if self._released:
-            return False
+            raise self._not_held(client.server)
+        try:
+            released = await client._run(client._core.release(self, self._request))
+        except NotHeldError:
+            self._released = True
+            raise
         self._released = True
-        return await self._client._run(self._client._core.release(self, self._request))
+        return released
 
     async def renew(self) -> bool:
-        """Sets the lease again now; False when the hold is lost or released."""
+        """Sets the lease again now: True; :class:`~dlock_client.NotHeldError` when the hold
+        is no longer held (lost or released)."""
+        self._client._check_open()
         if self._released:
-            return False
+            raise self._not_held(self._client.server)
         return await self._client._run(self._client._core.renew(self))
 
     async def __aenter__(self) -> "Held":
@@ -142,13 +156,20 @@ class Acquirable(AcquirableBase):
         self._entered: "weakref.WeakKeyDictionary[asyncio.Task[Any], List[Held]]" = (
             weakref.WeakKeyDictionary())
 
+    @overload
+    def acquire(self, timeout: None = None) -> Coroutine[Any, Any, Held]: ...
+
+    @overload
+    def acquire(self, timeout: Optional[float]) -> Coroutine[Any, Any, Optional[Held]]: ...
+
     def acquire(self, timeout: Optional[float] = None
                 ) -> Coroutine[Any, Any, Optional[Held]]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out. The owner is the task
         that calls this (not the one that awaits it). Cancelling the call leaves nothing held
-        and nothing queued."""
-        return self._client._acquire(self._request, timeout, self._client._caller_owner())
+        and nothing queued. A bad `timeout` raises ConfigError here, not when awaited."""
+        return self._client._acquire(self._request, check_timeout(timeout),
+                                     self._client._caller_owner())
 
     def __call__(self, timeout: Optional[float] = None) -> Bounded:
         """``async with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
@@ -156,7 +177,6 @@ class Acquirable(AcquirableBase):
 
     async def __aenter__(self) -> Held:
         held = await self.acquire(None)
-        assert held is not None
         self._stack().append(held)
         return held
 
@@ -178,9 +198,16 @@ class ReadWriteLock(ReadWriteLockBase[Acquirable]):
 
 
 class Semaphore(Acquirable):
+    @overload
+    def acquire(self, timeout: None = None, count: int = 1) -> Coroutine[Any, Any, Held]: ...
+
+    @overload
+    def acquire(self, timeout: Optional[float], count: int = 1
+                ) -> Coroutine[Any, Any, Optional[Held]]: ...
+
     def acquire(self, timeout: Optional[float] = None, count: int = 1
                 ) -> Coroutine[Any, Any, Optional[Held]]:
-        return self._client._acquire(self._request.with_count(count), timeout,
+        return self._client._acquire(self._request.with_count(count), check_timeout(timeout),
                                      self._client._caller_owner())
 
     def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
@@ -221,20 +248,27 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
-                 bind: Optional[float] = MODULE_BIND_MS / 1000, command_timeout: float = 5.0,
-                 backend: Backend = "auto") -> None:
+                 bind: Optional[float] = MODULE_BIND_MS / 1000,
+                 response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
+                 backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
+        response_timeout = renamed_timeout(response_timeout, command_timeout)
+        check_client(bind, response_timeout, backend)  # before anything is opened
         retry = Retry(NoBackoff(), 0)
         self._cluster: Optional[AsyncClusterShell] = None
         if isinstance(redis_client, aredis.cluster.RedisCluster):
-            self._cluster = AsyncClusterShell(redis_client, retry, command_timeout,
+            self._cluster = AsyncClusterShell(redis_client, retry, response_timeout,
                                               _DogConnection)
         super().__init__(
-            open_pools(redis_client, aredis.Redis, retry, command_timeout)
-            if self._cluster is None else self._cluster.nodes.pools(), bind, backend)
+            open_pools(redis_client, aredis.Redis, retry, response_timeout)
+            if self._cluster is None else self._cluster.nodes.pools(), bind, backend,
+            response_timeout)
         self._core.cluster = self._cluster is not None
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
         self._dog_conn = _DogConnection(self._dog_pool)
+        # I/O in flight (aclose cancels it) and open subscriptions (aclose ends them).
+        self._inflight: "Set[asyncio.Future[Any]]" = set()
+        self._pubsubs: Set[Any] = set()
 
     @classmethod
     def from_url(cls, url: str, **kwargs: Any) -> "Client":
@@ -262,20 +296,35 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def native_backend(self) -> bool:
         """See :meth:`dlock_client.Client.native_backend`."""
+        self._check_open()
         return await self._run(self._core.translating(self._core.detect()))
 
     async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
+        self._check_open()
         return await self._run(self._core.waiters(name, count))
 
     async def info(self, name: str) -> LockInfo:
+        self._check_open()
         return await self._run(self._core.info(name))
 
     async def aclose(self) -> None:
-        """Stops the watchdog and closes the connections. Holds not released are freed by the
-        server when their lease ends, or after the bind grace where the module has BIND."""
-        if self._dog is not None:
-            self._dog.cancel()
-            await asyncio.gather(self._dog, return_exceptions=True)
+        """Stops the watchdog and closes every connection of the client, within one response
+        time-out: calls in flight raise :class:`~dlock_client.ClientClosedError` (a waiting
+        acquire leaves nothing queued), holds not released are lost (``reason == "closed"``)
+        and freed by the server when their lease ends, or after the bind grace where the
+        module has BIND. Every later call raises ``ClientClosedError``; closing again does
+        nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        self._core.close()
+        pending = [t for t in [*self._inflight, self._dog] if t is not None]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=self._core.response_timeout)
+        for ps in list(self._pubsubs):
+            await _quietly(ps.aclose())
         if self._cluster is not None:
             await self._cluster.close()
             return
@@ -298,6 +347,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def _acquire(self, request: Request, timeout: Optional[float],
                        owner: Optional[str]) -> Optional[Held]:
+        self._check_open()
         held = await self._run(self._core.acquire(
             request, owner if owner is not None else self.owner(), timeout, self._make_held))
         if held is not None:
@@ -305,7 +355,11 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         return held
 
     async def _run(self, flow: Flow[T]) -> T:
-        """Runs a flow of the core: each request it yields is served by :meth:`_do`."""
+        """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
+        that fails because the client closed meanwhile raises ``ClientClosedError``."""
+        if self._closed:
+            flow.close()
+            raise self._closed_error()
         try:
             op = next(flow)
             while True:
@@ -318,19 +372,27 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         except StopIteration as stop:
             value: T = stop.value
             return value
+        except Exception as error:
+            if self._closed and not isinstance(error, ClientClosedError):
+                raise self._closed_error() from error
+            raise
 
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
-            work = self._cluster.do(op)
-            return await (_uninterrupted(work) if isinstance(op, Call) and op.cleanup else work)
+        if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
+            await self._unsubscribe(op.handle)
+            return None
+        self._check_open()
+        # Short commands answer within the response time-out by themselves (and fail at once
+        # when aclose disconnects their connection); what waits longer is a task of its own.
+        if isinstance(op, Call):
+            if op.role is Role.WAIT or op.cleanup:
+                return await self._io(self._call(op), op.reply_within, op.cleanup)
+            return await self._call(op)
+        if self._cluster is not None and isinstance(op, (Pipe, Refresh)):
+            return await self._cluster.do(op)
         if isinstance(op, Refresh):
             return None
-        if isinstance(op, Call):
-            conn = self._waits if op.role is Role.WAIT else self._cmds
-            if op.cleanup:
-                return await _uninterrupted(conn.execute_command(*op.args))
-            return await conn.execute_command(*op.args)
         if isinstance(op, Pipe):
             return await self._dog_conn.pipe([list(c) for c in op.commands])
         if isinstance(op, Subscribe):
@@ -338,25 +400,60 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             waits = (self._waits if self._cluster is None
                      else await self._cluster.waits_for(op.key))
             ps = waits.pubsub()
-            await ps.subscribe(op.channel)
+            self._pubsubs.add(ps)
+            try:
+                await self._io(ps.subscribe(op.channel))
+            except BaseException:
+                await self._unsubscribe(ps)
+                raise
             return ps
         if isinstance(op, Listen):
-            return await op.handle.get_message(timeout=op.timeout)
-        if isinstance(op, Unsubscribe):
-            await _uninterrupted(op.handle.aclose())
-            return None
+            return await self._io(op.handle.get_message(timeout=op.timeout))
         if isinstance(op, Sleep):
-            sleep = asyncio.sleep(op.seconds)
-            await (_uninterrupted(sleep) if op.cleanup else sleep)
-            return None
+            return await self._io(asyncio.sleep(op.seconds), cleanup=op.cleanup)
         raise TypeError(op)
+
+    async def _unsubscribe(self, ps: Any) -> None:
+        self._pubsubs.discard(ps)
+        await _uninterrupted(ps.aclose())
+
+    def _call(self, op: Call) -> Awaitable[Any]:
+        if self._cluster is not None:
+            return self._cluster.do(op)
+        conn = self._waits if op.role is Role.WAIT else self._cmds
+        sent: Awaitable[Any] = conn.execute_command(*op.args)
+        return sent
+
+    async def _io(self, aw: Awaitable[Any], within: Optional[float] = None,
+                  cleanup: bool = False) -> Any:
+        """Awaits one request's I/O that may wait long (a WAIT, a subscription, a sleep) as a
+        task :meth:`aclose` can cancel; at most `within`
+        seconds (then redis-py's ``TimeoutError``: redis-py closed the connection, which
+        drops a waiter). A clean-up is not interrupted by a second cancellation."""
+        task = asyncio.ensure_future(aw)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        try:
+            if cleanup:
+                return await _uninterrupted(task)
+            if within is None:
+                return await task
+            try:
+                return await asyncio.wait_for(task, within)
+            except asyncio.TimeoutError:
+                raise rexc.TimeoutError(
+                    f"no reply from {self.server} within {within:.3f} s") from None
+        except asyncio.CancelledError:
+            if self._closed and task.cancelled() and not _cancelling():
+                raise self._closed_error() from None
+            raise
 
     # -- the watchdog -----------------------------------------------------------------
 
     def _start_watchdog(self, wake: bool) -> None:
         if wake:
             self._dog_wake.set()
-        if self._dog is None or self._dog.done():
+        if not self._closed and (self._dog is None or self._dog.done()):
             # Its own context: the watchdog is no owner's task.
             self._dog = contextvars.Context().run(
                 asyncio.get_running_loop().create_task, self._watch())
@@ -374,6 +471,19 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 pass
             self._dog_wake.clear()
             await self._run(core.watch_round())
+
+
+def _cancelling() -> bool:
+    """Whether the current task itself is being cancelled (not only what it awaited)."""
+    task = asyncio.current_task()
+    return task is not None and bool(getattr(task, "cancelling", lambda: 0)())
+
+
+async def _quietly(aw: Awaitable[Any]) -> None:
+    try:
+        await aw
+    except Exception:
+        pass
 
 
 async def _uninterrupted(aw: Any) -> Any:

@@ -8,17 +8,23 @@ its ``__cause__``.
 
 from __future__ import annotations
 
+import concurrent.futures
+
 import redis.exceptions as rexc
 
 __all__ = [
+    "AcquireCancelledError",
     "AcquireTimeoutError",
+    "ClientClosedError",
     "CommandError",
     "ConfigError",
     "DeadlockError",
     "DlockError",
     "ModuleNotLoadedError",
+    "NotHeldError",
     "NotSupportedError",
     "RedirectedError",
+    "ResponseTimeoutError",
     "ServerConnectionError",
     "WrongTypeError",
 ]
@@ -42,6 +48,31 @@ class ModuleNotLoadedError(DlockError):
 class ServerConnectionError(DlockError, rexc.ConnectionError, ConnectionError):
     """The server cannot be reached (refused, reset, timed out): also redis-py's
     ``ConnectionError`` and the built-in one."""
+
+
+class ResponseTimeoutError(ServerConnectionError, rexc.TimeoutError, TimeoutError):
+    """The server did not answer within the client's ``response_timeout`` (stopped, hung, or
+    unreachable without a reset): also redis-py's :class:`~redis.exceptions.TimeoutError` and
+    the built-in :class:`TimeoutError`, and a :class:`ServerConnectionError` (which it was
+    before it had a class of its own)."""
+
+
+class ClientClosedError(DlockError):
+    """A call on a client that was closed (``close()`` / ``aclose()``), or a call that was in
+    flight when it was closed (a waiting ``acquire()``)."""
+
+
+class NotHeldError(DlockError, rexc.LockNotOwnedError):
+    """``release()`` of a hold that is no longer held: released already, or lost (the server
+    says the owner does not hold it, or its lease ran out). Also redis-py's
+    :class:`~redis.exceptions.LockNotOwnedError`, which redis-py's ``Lock.release()`` raises
+    for the same mistake."""
+
+
+class AcquireCancelledError(DlockError, concurrent.futures.CancelledError):
+    """The sync API: a waiting ``acquire(cancel=...)`` whose `cancel` event was set (from any
+    thread); nothing is left held or queued. Also a :class:`concurrent.futures.CancelledError`.
+    (Under asyncio, cancelling the task raises :class:`asyncio.CancelledError` as usual.)"""
 
 
 class WrongTypeError(DlockError):
