@@ -33,20 +33,23 @@ export class DeadlockError extends DlockError {
   }
 }
 
-/** Why a hold is no longer held: the `reason` of a {@link LostError}. */
+/**
+ * Why a hold is no longer held: the `reason` of a {@link LostError}. The values are the
+ * conformance suite's names, the same in every dlock client (docs/CLIENTS.md).
+ */
 export type LostReason =
   /** The server says this owner does not hold it (a renewal or release answered 0/nil). */
-  | 'not-held'
+  | 'not_held'
   /** No renewal was confirmed before the lease ran out (counted from its send time). */
-  | 'lease-expired'
+  | 'lease_expired'
   /** The connection the hold is bound to (BIND) was not known open within the grace. */
-  | 'bind-grace-passed'
+  | 'bind_grace_passed'
   /** This hold was released already (`release()` called twice). */
   | 'released'
   /** The client was closed. */
-  | 'client-closed';
+  | 'closed';
 
-/** A hold that is no longer held: the `reason` of `held.lost`, and what `release()` rejects with. */
+/** A hold that is no longer held: the `reason` of `held.lost`. */
 export class LostError extends DlockError {
   readonly reason: LostReason;
   readonly key: string;
@@ -56,6 +59,26 @@ export class LostError extends DlockError {
     this.key = key;
   }
 }
+
+/**
+ * `release()` or `renew()` of a hold that is no longer held: released already (`reason`
+ * `'released'`) or lost (the loss's reason). As redis-py's `LockNotOwnedError` and Redisson's
+ * `IllegalMonitorStateException`; a {@link LostError}, so code written for 0.1's
+ * `LostError` still catches it.
+ */
+export class NotHeldError extends LostError {}
+
+/**
+ * The client was closed: every call after `close()`, and every wait or command still pending
+ * when it was called (as node-redis's `ClientClosedError`).
+ */
+export class ClosedError extends DlockError {}
+
+/**
+ * A command got no answer within the client's `responseTimeout` (the server hangs, or the
+ * network dropped without a reset). A {@link ServerConnectionError}.
+ */
+export class ResponseTimeoutError extends ServerConnectionError {}
 
 /** An option this backend or module does not have (e.g. `lockDelay` on the script backend). */
 export class NotSupportedError extends DlockError {}
