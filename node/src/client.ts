@@ -144,7 +144,7 @@ export class Client {
    * Bad options are refused before anything is opened; the whole call (connecting and asking
    * the server for the module) ends within `responseTimeout`.
    */
-  static connect(url: string, opts: ClientOptions = {}): Promise<Client> {
+  static async connect(url: string, opts: ClientOptions = {}): Promise<Client> {
     const s = settings(opts);
     // Reconnects after a drop; while disconnected, commands fail at once instead of queueing
     // (a queued RELEASE re-sent later, or a renewal answered too late, helps nobody).
@@ -160,7 +160,7 @@ export class Client {
   }
 
   /** Connect to a Redis Cluster through any of its nodes (`redis://host:port` each). */
-  static connectCluster(rootNodes: string[], opts: ClientOptions = {}): Promise<Client> {
+  static async connectCluster(rootNodes: string[], opts: ClientOptions = {}): Promise<Client> {
     const s = settings(opts);
     const cluster = createCluster({ rootNodes: rootNodes.map((url) => ({ url })), defaults: { disableOfflineQueue: true } }) as unknown as NodeRedisCluster;
     checkClusterClient(cluster); // before connecting: nothing to close
@@ -169,7 +169,7 @@ export class Client {
   }
 
   /** Connect to the master a Sentinel service names (`sentinels`: `host:port` each). */
-  static connectSentinel(sentinels: string[], service: string, opts: ClientOptions = {}): Promise<Client> {
+  static async connectSentinel(sentinels: string[], service: string, opts: ClientOptions = {}): Promise<Client> {
     const s = settings(opts);
     const sentinelRootNodes = sentinels.map((x) => {
       const at = x.lastIndexOf(':');
@@ -266,18 +266,15 @@ export class Client {
   }
 
   lock(name: string, opts: LockOptions = {}): Lock {
-    this.#throwIfClosed();
     return new Lock(this, makeRequest('lock', name, { ...opts, lease: opts.lease ?? LEASE_DEFAULT_MS }));
   }
 
   rwlock(name: string, opts: LockOptions = {}): ReadWriteLock {
-    this.#throwIfClosed();
     return new ReadWriteLock(this, name, opts);
   }
 
   /** A semaphore of `capacity` permits (required: a `ConfigError` without it). */
   semaphore(name: string, opts: SemaphoreOptions): Semaphore {
-    this.#throwIfClosed();
     const o: Partial<SemaphoreOptions> = opts ?? {};
     return new Semaphore(this, makeRequest('semaphore', name, { ...o, lease: o.lease ?? LEASE_DEFAULT_MS }));
   }

@@ -38,15 +38,17 @@ export class DeadlockError extends DlockError {
  * conformance suite's names, the same in every dlock client (docs/CLIENTS.md).
  */
 export type LostReason =
-  /** The server says this owner does not hold it (a renewal or release answered 0/nil). */
+  /** The server says this owner does not hold it (a renewal or release answered 0/nil, WRONGTYPE). */
   | 'not_held'
-  /** No renewal was confirmed before the lease ran out (counted from its send time). */
+  /**
+   * The client's deadline passed: no renewal was confirmed before the lease ran out (counted
+   * from its send time), or the connection the hold is bound to (BIND) was not known open
+   * within the grace.
+   */
   | 'lease_expired'
-  /** The connection the hold is bound to (BIND) was not known open within the grace. */
-  | 'bind_grace_passed'
-  /** This hold was released already (`release()` called twice). */
+  /** This hold was released (`release()`): what a second release rejects with. */
   | 'released'
-  /** The client was closed. */
+  /** The client was closed while it held it (close releases nothing; nothing renews it). */
   | 'closed';
 
 /** A hold that is no longer held: the `reason` of `held.lost`. */

@@ -1,7 +1,7 @@
 /**
  * What the watchdog keeps per held (key, owner, kind): the lease it last set and when, the
  * connection the hold is bound to, and the {@link Held} objects it stands for. The contract's
- * deadline rule lives in {@link Entry.deadline}.
+ * deadline rule lives in {@link Entry.deadlineAt}.
  */
 import { LostError, LostReason } from './errors.js';
 import type { Link } from './link.js';
@@ -36,16 +36,10 @@ export class Entry {
   ) {}
 
   /**
-   * The moment after which the server may have ended this hold: the earlier of the lease
-   * deadline and, for a bound hold, the last moment its connection was known open plus the
-   * grace. With the reason the hold would be lost for.
+   * The moment after which the server may have ended this hold (then it is lost,
+   * `lease_expired`): the earlier of the lease deadline and, for a bound hold, the last
+   * moment its connection was known open plus the grace.
    */
-  deadline(): { at: number; reason: LostReason } {
-    const at = this.deadlineAt();
-    return { at, reason: at < this.leaseDeadline ? 'bind_grace_passed' : 'lease_expired' };
-  }
-
-  /** {@link deadline}'s moment alone (the watchdog's hot path: no object). */
   deadlineAt(): number {
     const b = this.bound;
     return b ? Math.min(this.leaseDeadline, b.link.knownOpen(b.epoch) + b.graceMs) : this.leaseDeadline;
@@ -135,8 +129,12 @@ export class Held {
     return this.#why !== null;
   }
 
-  /** Why the hold was lost (checked against the clock), or null while it is held or once released. */
+  /**
+   * Why the hold is no longer held, checked against the clock: `'released'` once released,
+   * else the loss's reason; null while it is held.
+   */
   get lostReason(): LostReason | null {
+    if (this.released) return 'released';
     return this.isLost ? this.#why!.reason : null;
   }
 

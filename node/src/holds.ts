@@ -63,7 +63,7 @@ export class Holds implements HoldOwner {
 
   checkDeadline(e: Entry): void {
     if (e.gone || e.deadlineAt() > now()) return;
-    this.lose(e, e.deadline().reason);
+    this.lose(e, 'lease_expired');
   }
 
   lose(e: Entry, reason: LostReason, cause?: unknown): void {
@@ -82,7 +82,6 @@ export class Holds implements HoldOwner {
   /** A hold's owner can no longer use it: why, as the error `release()` / `renew()` reject with. */
   private unusable(h: Held): Error | null {
     if (this.closedBy) return this.closedBy();
-    if (h.released) return new NotHeldError(h.key, 'released', h.server);
     const reason = h.lostReason;
     return reason === null ? null : new NotHeldError(h.key, reason, h.server);
   }

@@ -54,7 +54,7 @@ export class Watchdog {
     const pings = new Map<Link, number>();
     for (const e of [...this.holds.all()]) {
       if (t >= e.deadlineAt()) {
-        this.holds.lose(e, e.deadline().reason);
+        this.holds.lose(e, 'lease_expired');
         continue;
       }
       // A bound connection that closed since: renew now, which rebinds the hold to the
