@@ -1,7 +1,7 @@
 /**
- * What the watchdog keeps per held (key, owner, kind): the lease it last set and when, the
- * connection the hold is bound to, and the {@link Held} objects it stands for. The contract's
- * deadline rule lives in {@link Entry.deadlineAt}.
+ * A hold as users get it ({@link Held}), and, internal, what the watchdog keeps per held
+ * (key, owner, kind): the lease it last set and when, the connection the hold is bound to,
+ * and the holds it stands for. The contract's deadline rule lives in `deadlineAt()`.
  */
 import { LostError, LostReason } from './errors.js';
 import type { Link } from './link.js';

@@ -131,7 +131,9 @@ const ops = {
   },
 
   async held(r) {
-    const reason = holds.get(r.hold).held.lostReason;
+    const h = holds.get(r.hold);
+    if (!h) return { held: false }; // never granted (a wait that ended without a hold)
+    const reason = h.held.lostReason;
     return reason === null ? { held: true } : { held: false, reason };
   },
 
