@@ -186,23 +186,35 @@ impl Driver {
         let _ = self.wait_said(Duration::from_secs(2), |s| s.gone.then_some(()));
     }
 
-    /// Ask the driver to close (`close`), give it a moment, then kill it.
+    /// Close the driver's stdin (the end of its requests) and wait up to `patience` for the
+    /// process to exit by itself: its exit status, or `None` when it is still running.
+    pub fn close_stdin_and_wait(&mut self, patience: Duration) -> Result<Option<i32>, String> {
+        self.stdin = None;
+        let end = Instant::now() + patience;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => return Ok(Some(status.code().unwrap_or(-1))),
+                Ok(None) if Instant::now() >= end => return Ok(None),
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(e) => return Err(format!("driver {}: {e}", self.actor)),
+            }
+        }
+    }
+
+    /// Ask the driver to close (`close`), close its stdin, give it a moment to exit, then
+    /// kill it.
     pub fn finish(&mut self) {
         if !self.killed {
             if self.stopped {
                 let _ = self.cont();
             }
-            let mut req = Map::new();
-            req.insert("op".into(), "close".into());
-            let id = self.send(req);
-            let _ = self.reply(id, Duration::from_secs(2));
-            let end = Instant::now() + Duration::from_millis(500);
-            while Instant::now() < end {
-                if let Ok(Some(_)) = self.child.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
+            if self.stdin.is_some() {
+                let mut req = Map::new();
+                req.insert("op".into(), "close".into());
+                let id = self.send(req);
+                let _ = self.reply(id, Duration::from_secs(2));
             }
+            let _ = self.close_stdin_and_wait(Duration::from_secs(2));
         }
         self.kill();
     }

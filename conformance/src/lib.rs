@@ -7,13 +7,20 @@
 //! - [`driver`]: a driver process, its requests, replies and events;
 //! - [`servers`]: the topologies a scenario names, and the faults applied to them;
 //! - [`history`]: the held intervals and their check;
-//! - [`run`]: one scenario, step by step, and a whole run's summary.
+//! - [`expect`]: a step's expectations;
+//! - [`run`]: one scenario, step by step;
+//! - [`suite`]: the scenario files and a whole run;
+//! - [`summary`]: a run's result and report.
 #![forbid(unsafe_code)]
 
 pub mod clock;
 pub mod driver;
+mod expect;
 pub mod history;
 pub mod run;
 pub mod servers;
+pub mod suite;
+pub mod summary;
 
-pub use run::{run_files, scenario_files, Options, Summary};
+pub use suite::{run_files, scenario_files, Options};
+pub use summary::Summary;

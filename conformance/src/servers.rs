@@ -6,6 +6,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use dlock_testutil::{sync_replicas, wait_for, Cluster, ReplicaSet, Sentinels, Server};
+pub use rustix::process::Signal;
+use rustix::process::{kill_process, Pid};
 use serde_json::{json, Map, Value};
 
 /// How long a failover or a restart may take on a loaded machine.
@@ -170,6 +172,31 @@ impl Topology {
         }
     }
 
+    /// The PIDs of the key's master (`key`) or of every data server (`None`): what
+    /// `hang_server` stops.
+    pub fn server_pids(&self, key: Option<&str>) -> Vec<u32> {
+        match key {
+            Some(k) => vec![self.key_owner(k).pid()],
+            None => self.servers().iter().map(|s| s.pid()).collect(),
+        }
+    }
+
+    /// How many connections each data server lists (`CLIENT LIST`), the asking one not
+    /// counted.
+    pub fn client_counts(&self) -> Result<Vec<usize>, String> {
+        self.servers()
+            .iter()
+            .map(|s| {
+                let mut c = s.try_connection_pub()?;
+                let list: String = redis::cmd("CLIENT")
+                    .arg("LIST")
+                    .query(&mut c)
+                    .map_err(|e| format!("CLIENT LIST on {}: {e}", s.port()))?;
+                Ok(list.lines().count().saturating_sub(1))
+            })
+            .collect()
+    }
+
     /// `CLIENT KILL ADDR` of every connection process `pid` has open to a data server.
     /// Answers how many were closed.
     pub fn close_connections(&self, pid: u32) -> Result<usize, String> {
@@ -280,6 +307,23 @@ impl Topology {
         });
         Ok(())
     }
+}
+
+/// Send `sig` to each process of `pids` (servers this crate started): all of them are
+/// tried; the first failure is answered.
+pub fn signal_all(pids: &[u32], sig: Signal) -> Result<(), String> {
+    let mut first = Ok(());
+    for &pid in pids {
+        let r = Pid::from_raw(pid as i32)
+            .ok_or_else(|| format!("no pid {pid}"))
+            .and_then(|p| {
+                kill_process(p, sig).map_err(|e| format!("{sig:?} to server {pid}: {e}"))
+            });
+        if first.is_ok() {
+            first = r;
+        }
+    }
+    first
 }
 
 /// A connection to `s`, as an error string when it fails.
