@@ -134,7 +134,7 @@ export class Native implements Backend {
     let reply: unknown;
     let cut: unknown = undefined;
     try {
-      const late = (): Error => new ResponseTimeoutError(`no answer from ${link.name} within ${rt} ms after the wait's end (responseTimeout)`, link.name);
+      const late = (): Error => ResponseTimeoutError.of(link.name, 'answer after the wait', rt);
       reply = await cutShort(conn.sendCommand(acquireCommand(a.req, a.owner, waitMs, this.bindMs)), [a.signal, a.closed], a.deadline + rt, late, (why) => {
         cut = why;
         pool.drop(conn); // closing the connection takes the waiter out of the server's queue

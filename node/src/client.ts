@@ -198,7 +198,7 @@ export class Client {
       await c.ready();
       return c;
     };
-    const late = (): Error => new ResponseTimeoutError(`cannot connect to ${name} within ${s.responseMs} ms (responseTimeout)`, name);
+    const late = (): Error => ResponseTimeoutError.of(name, 'connect', s.responseMs);
     try {
       return await within(start(), s.responseMs, late, () => destroy(redis));
     } catch (err) {

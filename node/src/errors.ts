@@ -80,7 +80,13 @@ export class ClosedError extends DlockError {}
  * A command got no answer within the client's `responseTimeout` (the server hangs, or the
  * network dropped without a reset). A {@link ServerConnectionError}.
  */
-export class ResponseTimeoutError extends ServerConnectionError {}
+export class ResponseTimeoutError extends ServerConnectionError {
+  /** `server` did not answer `what` within `ms` (the client's `responseTimeout`). */
+  static of(server: string, what: 'connect' | 'answer' | 'answer after the wait', ms: number): ResponseTimeoutError {
+    const did = what === 'connect' ? `cannot connect to ${server}` : `no answer from ${server}`;
+    return new ResponseTimeoutError(`${did} within ${ms} ms${what === 'answer after the wait' ? " after the wait's end" : ''} (responseTimeout)`, server);
+  }
+}
 
 /** An option this backend or module does not have (e.g. `lockDelay` on the script backend). */
 export class NotSupportedError extends DlockError {}

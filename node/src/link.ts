@@ -184,7 +184,7 @@ export class Link {
     for (const f of this.inflight) {
       if (f.at > t) return this.arm(f.at);
       this.inflight.delete(f);
-      f.fail(new ResponseTimeoutError(`no answer from ${this.name} within ${this.responseMs} ms (responseTimeout)`, this.name));
+      f.fail(ResponseTimeoutError.of(this.name, 'answer', this.responseMs));
     }
   };
 
@@ -218,7 +218,7 @@ export class WaitPool {
     conn.on('error', () => {}); // surfaces as the WAIT's rejection
     this.busy.add(conn);
     try {
-      await within(conn.connect(), ms, () => new ResponseTimeoutError(`cannot connect to ${this.name} within ${ms} ms (responseTimeout)`, this.name), () => destroy(conn));
+      await within(conn.connect(), ms, () => ResponseTimeoutError.of(this.name, 'connect', ms), () => destroy(conn));
     } catch (err) {
       this.busy.delete(conn);
       destroy(conn);

@@ -96,7 +96,7 @@ export abstract class Topology {
     c.on('error', () => {}); // surfaces as the failing command's error
     this.own.add(c);
     try {
-      await within(c.connect(), this.responseMs, () => new ResponseTimeoutError(`cannot connect to ${name} within ${this.responseMs} ms (responseTimeout)`, name), () => destroy(c));
+      await this.connecting(c, name, () => destroy(c));
     } catch (err) {
       this.own.delete(c);
       destroy(c);
@@ -131,9 +131,14 @@ export abstract class Topology {
     return this.sub.made;
   }
 
+  /** `c.connect()` within the response time-out (else `onTimeout`, and a {@link ResponseTimeoutError}). */
+  protected async connecting(c: { connect(): Promise<unknown> }, name: string, onTimeout?: () => void): Promise<void> {
+    await within(c.connect(), this.responseMs, () => ResponseTimeoutError.of(name, 'connect', this.responseMs), onTimeout);
+  }
+
   /** `sub`'s SUBSCRIBE and UNSUBSCRIBE, each answered within the response time-out. */
   protected bounded(sub: { subscribe?: Subscriber['subscribe']; unsubscribe?: Subscriber['unsubscribe'] }, name: string): Subscriber {
-    const late = (): Error => new ResponseTimeoutError(`no answer from ${name} within ${this.responseMs} ms (responseTimeout)`, name);
+    const late = (): Error => ResponseTimeoutError.of(name, 'answer', this.responseMs);
     return {
       subscribe: (ch, fn) => within(sub.subscribe!(ch, fn), this.responseMs, late),
       unsubscribe: (ch, fn) => within(sub.unsubscribe!(ch, fn), this.responseMs, late),
@@ -221,7 +226,7 @@ export class Standalone extends Topology {
   }
   async prepare(): Promise<void> {
     const c = this.shared.client;
-    if (!c.isOpen) await within(c.connect(), this.responseMs, () => new ResponseTimeoutError(`cannot connect to ${this.name} within ${this.responseMs} ms (responseTimeout)`, this.name));
+    if (!c.isOpen) await this.connecting(c, this.name);
   }
   async link(): Promise<Link> {
     return this.shared;
@@ -254,7 +259,7 @@ export class Cluster extends Topology {
     return l;
   }
   async prepare(): Promise<void> {
-    if (this.cluster.isOpen === false) await within(this.cluster.connect(), this.responseMs, () => new ResponseTimeoutError(`cannot connect to the cluster within ${this.responseMs} ms (responseTimeout)`, this.name));
+    if (this.cluster.isOpen === false) await this.connecting(this.cluster, this.name);
   }
   async link(key: string): Promise<Link> {
     return this.linkOf(await this.cluster.getNodeClientForKey(key, false));
@@ -296,7 +301,7 @@ export class Sentinel extends Topology {
     return this.sentinel;
   }
   async prepare(): Promise<void> {
-    if (this.sentinel.isOpen === false) await within(this.sentinel.connect(), this.responseMs, () => new ResponseTimeoutError(`cannot connect to ${this.name} within ${this.responseMs} ms (responseTimeout)`, this.name));
+    if (this.sentinel.isOpen === false) await this.connecting(this.sentinel, this.name);
   }
   link(): Promise<Link> {
     if (this.current?.client.isOpen) return Promise.resolve(this.current);
