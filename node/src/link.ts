@@ -137,37 +137,25 @@ export class Link {
    */
   send(args: readonly string[], sentAt = now()): Promise<Sent> {
     const epoch = this.epoch;
-    return this.bounded(this.client.sendCommand(args), sentAt).then(
-      (reply) => {
-        this.seen(epoch, sentAt);
-        return { reply, sentAt, epoch: this.epoch, link: this };
-      },
-      (err) => {
-        if (replyText(err) !== null) this.seen(epoch, sentAt);
-        noteServer(err, this.name);
-        throw err;
-      },
-    );
-  }
-
-  /**
-   * `reply`, or a {@link ResponseTimeoutError} when it has not come `responseMs` after
-   * `sentAt`. The connection stays: a late answer is dropped, and a server that was only slow
-   * (or stopped and resumed) goes on answering the next commands.
-   */
-  private bounded<T>(reply: Promise<T>, sentAt: number): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
+    const reply = this.client.sendCommand(args);
+    // The reply, or a ResponseTimeoutError when it has not come `responseMs` after `sentAt`.
+    // The connection stays: a late answer is dropped, and a server that was only slow (or
+    // stopped and resumed) goes on answering the next commands.
+    return new Promise<Sent>((resolve, reject) => {
       const f: InFlight = { at: sentAt + this.responseMs, fail: reject };
       this.inflight.add(f);
       if (!this.timer) this.arm(f.at);
       reply.then(
         (v) => {
           this.inflight.delete(f);
-          resolve(v);
+          this.seen(epoch, sentAt);
+          resolve({ reply: v, sentAt, epoch: this.epoch, link: this });
         },
-        (e) => {
+        (err) => {
           this.inflight.delete(f);
-          reject(e);
+          if (replyText(err) !== null) this.seen(epoch, sentAt);
+          noteServer(err, this.name);
+          reject(err);
         },
       );
     });
