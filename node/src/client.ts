@@ -39,7 +39,7 @@ export interface ClientOptions {
   /** The script backend's unlock channel prefix (Redisson's default). */
   channelPrefix?: string;
   /**
-   * How long (ms) a command, a connect or a close may go unanswered before it fails with a
+   * How long (ms) a command or a connect may go unanswered before it fails with a
    * `ResponseTimeoutError` (a wait: this long after its own time-out). Default 5000.
    */
   responseTimeout?: number;
@@ -318,16 +318,17 @@ export class Client {
 
   /**
    * Stop the watchdog and close every connection and timer this client opened (the
-   * node-redis client too when `Client.connect*` made it), within `responseTimeout`. Releases
-   * nothing: holds lapse (their `lost` aborts with reason `closed`). Pending acquires and
-   * commands reject with a `ClosedError`, and so does every call after.
+   * node-redis client too when `Client.connect*` made it), at once: nothing is sent, so a
+   * hung server cannot delay it. Releases nothing: holds lapse (their `lost` aborts with
+   * reason `closed`). Pending acquires and commands reject with a `ClosedError`, and so does
+   * every call after.
    */
   close(): Promise<void> {
     this.#closed ??= (async () => {
       const closed = (): ClosedError => new ClosedError(`client of ${this.server} is closed`, this.server);
       this.#closing.abort(closed());
       this.#holds.close(closed);
-      await this.#topo.close(this.#owned, closed());
+      this.#topo.close(this.#owned, closed());
     })();
     return this.#closed;
   }

@@ -14,6 +14,8 @@ import { Watchdog } from './watchdog.js';
 
 export class Holds implements HoldOwner {
   private readonly entries = new Map<string, Entry>();
+  /** Lost holds whose release gave them back already (it is sent once). */
+  private readonly givenBack = new WeakSet<Held>();
   readonly watchdog: Watchdog;
   /** Known once the client picked it (before any hold exists). */
   backend: Backend | null = null;
@@ -92,10 +94,11 @@ export class Holds implements HoldOwner {
   }
 
   async releaseHold(h: Held): Promise<boolean> {
-    // A lost hold sends nothing: its owner may hold the lock again by now (a new entry),
-    // and a RELEASE would take that hold.
     const refused = this.unusable(h);
-    if (refused) throw refused;
+    if (refused) {
+      if (refused instanceof NotHeldError && refused.reason === 'lease_expired') await this.giveBackLost(h);
+      throw refused;
+    }
     h.released = true;
     const e = h.entry;
     e.drop(h);
@@ -118,6 +121,19 @@ export class Holds implements HoldOwner {
       throw new NotHeldError(h.key, 'not_held', h.server);
     }
     return Number(reply) === 1;
+  }
+
+  /**
+   * A hold lost to its local deadline (`lease_expired`: the server could not be reached, or
+   * the process paused) may still be held on the server: its release gives it back, once
+   * (bounded by the response time-out; its answer changes nothing, the hold is lost). Not when
+   * its owner holds the lock again through this client (a newer entry): a RELEASE would take
+   * that hold.
+   */
+  private async giveBackLost(h: Held): Promise<void> {
+    if (this.givenBack.has(h) || this.entries.has(h.entry.id)) return;
+    this.givenBack.add(h);
+    await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, h.entry.leaseMs).catch(() => {});
   }
 
   async renewHold(h: Held): Promise<boolean> {

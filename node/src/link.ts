@@ -239,9 +239,10 @@ export class WaitPool {
 }
 
 /** Close `conn` now, whatever it is doing (connecting, waiting, closed already). */
-export function destroy(conn: { destroy?(): void }): void {
+export function destroy(conn: { destroy?(): unknown }): void {
   try {
-    conn.destroy?.();
+    const done = conn.destroy?.(); // a Sentinel client's is a promise
+    if (done instanceof Promise) done.catch(() => {});
   } catch {
     /* already gone */
   }

@@ -77,8 +77,8 @@ export abstract class Topology {
   abstract links(): Link[];
   /** A connection that can SUBSCRIBE (the script backend's unlock channel). */
   abstract subscriber(): Promise<Subscriber>;
-  /** What the user handed over (closed by `close(true)`). */
-  protected abstract readonly handed: { close?(): Promise<void>; quit?(): Promise<unknown>; destroy?(): void };
+  /** What the user handed over (destroyed by `close(true)`). */
+  protected abstract readonly handed: { destroy?(): unknown };
 
   pool(link: Link): WaitPool {
     let p = this.pools.get(link);
@@ -146,17 +146,16 @@ export abstract class Topology {
   }
 
   /**
-   * End everything: the wait connections (pending waits fail), this package's own
-   * connections, the links (commands still unanswered fail with `err`), and, when `owned`,
-   * what the user handed over (closed gracefully within the response time-out, else
-   * destroyed).
+   * End everything, sending nothing (a hung server cannot delay it): the wait connections
+   * (pending waits fail), this package's own connections, the links (commands still
+   * unanswered fail with `err`), and, when `owned`, what the user handed over.
    */
-  async close(owned: boolean, err: Error): Promise<void> {
+  close(owned: boolean, err: Error): void {
     this.closed = true;
     for (const p of this.pools.values()) p.close();
     for (const c of this.own) destroy(c);
     this.own.clear();
-    if (owned) await closeClient(this.handed, this.responseMs);
+    if (owned) destroy(this.handed);
     for (const l of this.links()) l.detach(err);
   }
 
@@ -325,15 +324,5 @@ export class Sentinel extends Topology {
   }
   subscriber(): Promise<Subscriber> {
     return this.ownSubscriber(() => this.newClient());
-  }
-}
-
-/** Close `c` gracefully (pending commands answered) within `ms`, else destroy it. */
-async function closeClient(c: { close?(): Promise<void>; quit?(): Promise<unknown>; destroy?(): void }, ms: number): Promise<void> {
-  try {
-    const closing = c.close ? c.close() : c.quit ? c.quit() : Promise.resolve(destroy(c));
-    await within(closing, ms, () => new Error('close timed out'));
-  } catch {
-    destroy(c);
   }
 }

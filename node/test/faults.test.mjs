@@ -260,6 +260,28 @@ describe('one answer per mistake', () => {
     for (let i = 0; i < 2; i++) await assert.rejects(lost.release(), (e) => e instanceof NotHeldError && e.reason === 'not_held');
   });
 
+  it('a hold lost to its local deadline is given back by its release, once, which still rejects', async () => {
+    const b = await Client.connect(server.url, { bind: 300 });
+    const raw = await server.redis();
+    try {
+      const k = key('giveback');
+      const held = await b.lock(k, { lease: 30_000 }).acquire();
+      const end = performance.now() + 700;
+      while (performance.now() < end); // the event loop stalls past the grace: no sign of life
+      assert.equal(held.lostReason, 'lease_expired');
+      assert.equal(await raw.exists(k), 1, 'the server still has it (its connection is open)');
+      await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'lease_expired');
+      assert.equal(await raw.exists(k), 0, 'given back');
+      const again = await b.lock(k).acquire({ owner: held.owner, timeout: 0 });
+      await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'lease_expired');
+      assert.equal(await raw.exists(k), 1, 'a second release sends nothing: the owner holds it again');
+      await again.release();
+    } finally {
+      raw.destroy();
+      await b.close();
+    }
+  });
+
   it('a negative, NaN or infinite time-out or lease is a ConfigError, and nothing is sent', async () => {
     const k = key('badtime');
     for (const timeout of [-1, NaN, Infinity, -Infinity]) {
