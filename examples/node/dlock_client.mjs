@@ -9,11 +9,12 @@ const client = await Client.connect(`redis://127.0.0.1:${PORT}`); // BIND (a 2 s
 const lock = client.lock(KEY, { lease: 30_000, fence: true }); // milliseconds; the watchdog renews
 
 const held = await lock.acquire({ timeout: 5_000 }); // FIFO wait in the server; null on time-out
+if (!held) throw new Error(`${KEY} not granted within 5 s`);
 console.log(`acquired token=${held.token}`);
 const other = await lock.acquire({ timeout: 300 }); // every acquire is its own owner
 console.log(`contender within 300 ms: ${other}`);
 
-const waiting = lock.acquire({ timeout: 5_000 }); // queued in the server
+const waiting = lock.acquire(); // queued in the server; no time-out: the hold, never null
 console.log(`released=${await held.release()}`);
 const next = await waiting; // handed over at the release
 console.log(`contender acquired token=${next.token} lost=${next.lost.aborted}`);
@@ -25,7 +26,7 @@ try {
   await cancelled;
 } catch (err) {
   // The waiting connection is closed: nothing is left queued or held.
-  console.log(`cancelled: ${err.name}; waiters=${(await client.waiters(KEY)).length}`);
+  console.log(`cancelled: ${err instanceof Error ? err.name : err}; waiters=${(await client.waiters(KEY)).length}`);
 }
 await next.release();
 

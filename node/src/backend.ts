@@ -4,7 +4,7 @@
  * try, then wait for the unlock message or the holder's lease, and try again).
  */
 import { now } from './clock.js';
-import { CommandError, noteServer, replyText, serverOf, translate } from './errors.js';
+import { CommandError, ResponseTimeoutError, noteServer, replyText, serverOf, translate } from './errors.js';
 import type { Entry } from './hold.js';
 import type { Link, Sent } from './link.js';
 import { Kind, Request, acquireCommand, infoMode, isUnknownOption, parseGrant, parseInfo, releaseCommand, renewCommand } from './protocol.js';
@@ -38,6 +38,8 @@ export interface Attempt {
   deadline: number;
   wait: boolean;
   signal: AbortSignal | undefined;
+  /** The client's: aborted (with a `ClosedError`) when the client is closed. */
+  closed: AbortSignal;
 }
 
 export interface Backend {
@@ -49,28 +51,50 @@ export interface Backend {
   readonly bindMs: number | null;
 }
 
-/** `promise`, or the signal's reason when it aborts first (then `onAbort` runs). */
-function raceAbort<T>(promise: Promise<T>, signal: AbortSignal | undefined, onAbort: () => void): Promise<T> {
-  if (!signal) return promise;
+/**
+ * `promise`, or a rejection when one of `signals` aborts first (with its reason) or when
+ * `until` (monotonic ms; Infinity: never) passes (with `late()`): `onCut(why)` runs first.
+ */
+function cutShort<T>(
+  promise: Promise<T>,
+  signals: readonly (AbortSignal | undefined)[],
+  until: number,
+  late: () => Error,
+  onCut: (why: unknown) => void,
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const abort = (): void => {
-      onAbort();
-      reject(signal.reason);
+    let timer: NodeJS.Timeout | undefined;
+    const done = (): void => {
+      clearTimeout(timer);
+      for (const s of signals) s?.removeEventListener('abort', abort);
     };
-    if (signal.aborted) return abort();
-    signal.addEventListener('abort', abort, { once: true });
+    const cut = (why: unknown): void => {
+      done();
+      onCut(why);
+      reject(why);
+    };
+    function abort(this: AbortSignal): void {
+      cut(this.reason);
+    }
+    for (const s of signals) {
+      if (s?.aborted) return cut(s.reason);
+      s?.addEventListener('abort', abort, { once: true });
+    }
+    if (until !== Infinity) timer = setTimeout(() => cut(late()), Math.max(0, until - now()));
     promise.then(
       (v) => {
-        signal.removeEventListener('abort', abort);
+        done();
         resolve(v);
       },
       (e) => {
-        signal.removeEventListener('abort', abort);
+        done();
         reject(e);
       },
     );
   });
 }
+
+const noLate = (): Error => new Error('unreachable: no deadline');
 
 export class Native implements Backend {
   readonly native = true;
@@ -87,37 +111,47 @@ export class Native implements Backend {
     return topo.routed(req.key, a.deadline, (link, asking) => this.waitOn(a, link, asking));
   }
 
-  /** One `WAIT` on a dedicated connection to `link`'s server, for what is left of the wait. */
+  /**
+   * One `WAIT` on a dedicated connection to `link`'s server, for what is left of the wait;
+   * its answer is awaited until the wait's deadline plus the response time-out.
+   */
   private async waitOn(a: Attempt, link: Link, asking: boolean): Promise<Grant | null> {
     const left = a.deadline - now();
     if (left <= 0) return null;
     const waitMs = a.deadline === Infinity ? 0 : Math.max(1, Math.ceil(left));
     a.signal?.throwIfAborted();
+    a.closed.throwIfAborted();
+    const rt = a.topo.responseMs;
     const pool = a.topo.pool(link);
-    const conn = await pool.take();
-    if (a.signal?.aborted) {
+    const conn = await pool.take(Math.min(rt, a.deadline + rt - now()));
+    if (a.signal?.aborted || a.closed.aborted) {
       pool.give(conn);
-      a.signal.throwIfAborted();
+      a.signal?.throwIfAborted();
+      a.closed.throwIfAborted();
     }
     const sentAt = now();
     if (asking) conn.sendCommand(['ASKING']).catch(() => {});
     let reply: unknown;
-    let failed = false;
+    let cut: unknown = undefined;
     try {
-      reply = await raceAbort(conn.sendCommand(acquireCommand(a.req, a.owner, waitMs, this.bindMs)), a.signal, () => {
-        failed = true;
+      const late = (): Error => ResponseTimeoutError.of(link.name, 'answer after the wait', rt);
+      reply = await cutShort(conn.sendCommand(acquireCommand(a.req, a.owner, waitMs, this.bindMs)), [a.signal, a.closed], a.deadline + rt, late, (why) => {
+        cut = why;
         pool.drop(conn); // closing the connection takes the waiter out of the server's queue
       });
     } catch (err) {
       noteServer(err, link.name);
-      if (!failed && replyText(err) === null) {
-        failed = true;
-        pool.drop(conn);
+      if (cut === undefined && replyText(err) !== null) {
+        pool.give(conn);
+        throw err;
       }
-      if (failed) {
-        // A grant may have been made just before the connection closed: give it back.
-        await giveBack(a, link).catch(() => {});
-      } else pool.give(conn);
+      if (cut === undefined) pool.drop(conn);
+      // A grant may have been made just before the connection closed: give it back. Not on a
+      // closed client (nothing is sent after close: the server cuts it), and not waited for
+      // after the time-out (it is the server that does not answer).
+      if (a.closed.aborted) throw a.closed.reason;
+      const back = giveBack(a, link).catch(() => {});
+      if (!(err instanceof ResponseTimeoutError)) await back;
       throw err;
     }
     pool.give(conn);
@@ -182,7 +216,7 @@ export class Script implements Backend {
         : req.kind === 'semaphore'
           ? ['sem_acquire', [owner, String(req.capacity), String(req.leaseMs), String(req.count)]]
           : ['rw_lock', [owner, req.kind, String(req.leaseMs)]];
-    const sent = await a.topo.routed(req.key, now() + 5000, (link) => evalScript(link, name, [req.key], args));
+    const sent = await a.topo.routed(req.key, now() + a.topo.responseMs, (link) => evalScript(link, name, [req.key], args));
     const grant = (count: number): Grant => ({ count, token: null, sentAt: sent.sentAt, link: null, epoch: 0, waited: false, server: sent.link.name });
     const r = sent.reply;
     if (r === null || r === undefined) return grant(a.before + 1); // the lock script answers nil on a grant
@@ -202,42 +236,42 @@ export class Script implements Backend {
     let wake: () => void = () => {};
     const notify = (): void => wake();
     const channel = channelName(this.prefix, a.req.key);
+    a.closed.throwIfAborted();
     const sub = await a.topo.subscriber().catch(() => null); // no pub/sub: poll
-    await sub?.subscribe(channel, notify);
+    const subscribed = await sub?.subscribe(channel, notify).then(
+      () => true,
+      () => false,
+    );
     try {
-      let ttl = first;
       for (;;) {
         const r = await this.tryOnce(a); // after subscribing: an unlock before it is not missed
         if (typeof r !== 'number') return r;
-        ttl = r;
-        const until = Math.min(a.deadline - now(), ttl >= 0 ? ttl : Infinity, a.req.kind === 'semaphore' || !sub ? SCRIPT_POLL_MS : Infinity);
+        const until = Math.min(a.deadline - now(), r >= 0 ? r : Infinity, a.req.kind === 'semaphore' || !subscribed ? SCRIPT_POLL_MS : Infinity);
         let timer: NodeJS.Timeout | undefined;
-        await raceAbort(
-          new Promise<void>((resolve) => {
-            wake = resolve;
-            if (until !== Infinity) timer = setTimeout(resolve, Math.max(0, until));
-          }),
-          a.signal,
-          () => {},
-        ).finally(() => clearTimeout(timer));
+        const pause = new Promise<void>((resolve) => {
+          wake = resolve;
+          if (until !== Infinity) timer = setTimeout(resolve, Math.max(0, until));
+        });
+        await cutShort(pause, [a.signal, a.closed], Infinity, noLate, () => {}).finally(() => clearTimeout(timer));
         if (now() >= a.deadline) {
           const last = await this.tryOnce(a); // one last try, as Redisson's loop does
           return typeof last === 'number' ? null : last;
         }
       }
     } finally {
-      await sub?.unsubscribe(channel, notify).catch(() => {});
+      // Not waited for: the wait is over whether or not the server answers.
+      if (subscribed) sub!.unsubscribe(channel, notify).catch(() => {});
     }
   }
 
   renew(topo: Topology, e: Entry): Promise<Sent> {
     const name: ScriptName = e.kind === 'lock' ? 'renew' : e.kind === 'semaphore' ? 'sem_renew' : 'rw_renew';
-    return topo.routed(e.key, now() + 5000, (link) => evalScript(link, name, [e.key], [String(e.leaseMs), e.owner]));
+    return topo.routed(e.key, now() + topo.responseMs, (link) => evalScript(link, name, [e.key], [String(e.leaseMs), e.owner]));
   }
 
   async release(topo: Topology, key: string, owner: string, kind: Kind, count: number, leaseMs: number): Promise<Sent> {
     const keys = [key, channelName(this.prefix, key)];
-    const sent = await topo.routed(key, now() + 5000, (link) =>
+    const sent = await topo.routed(key, now() + topo.responseMs, (link) =>
       kind === 'lock'
         ? evalScript(link, 'unlock', keys, [UNLOCK_MESSAGE, String(leaseMs), owner])
         : kind === 'semaphore'

@@ -33,20 +33,25 @@ export class DeadlockError extends DlockError {
   }
 }
 
-/** Why a hold is no longer held: the `reason` of a {@link LostError}. */
+/**
+ * Why a hold is no longer held: the `reason` of a {@link LostError}. The values are the
+ * conformance suite's names, the same in every dlock client (docs/CLIENTS.md).
+ */
 export type LostReason =
-  /** The server says this owner does not hold it (a renewal or release answered 0/nil). */
-  | 'not-held'
-  /** No renewal was confirmed before the lease ran out (counted from its send time). */
-  | 'lease-expired'
-  /** The connection the hold is bound to (BIND) was not known open within the grace. */
-  | 'bind-grace-passed'
-  /** This hold was released already (`release()` called twice). */
+  /** The server says this owner does not hold it (a renewal or release answered 0/nil, WRONGTYPE). */
+  | 'not_held'
+  /**
+   * The client's deadline passed: no renewal was confirmed before the lease ran out (counted
+   * from its send time), or the connection the hold is bound to (BIND) was not known open
+   * within the grace.
+   */
+  | 'lease_expired'
+  /** This hold was released (`release()`): what a second release rejects with. */
   | 'released'
-  /** The client was closed. */
-  | 'client-closed';
+  /** The client was closed while it held it (close releases nothing; nothing renews it). */
+  | 'closed';
 
-/** A hold that is no longer held: the `reason` of `held.lost`, and what `release()` rejects with. */
+/** A hold that is no longer held: the `reason` of `held.lost`. */
 export class LostError extends DlockError {
   readonly reason: LostReason;
   readonly key: string;
@@ -54,6 +59,32 @@ export class LostError extends DlockError {
     super(`lock ${JSON.stringify(key)} on ${server} is no longer held: ${reason}`, server, options);
     this.reason = reason;
     this.key = key;
+  }
+}
+
+/**
+ * `release()` or `renew()` of a hold that is no longer held: released already (`reason`
+ * `'released'`) or lost (the loss's reason). As redis-py's `LockNotOwnedError` and Redisson's
+ * `IllegalMonitorStateException`; a {@link LostError}, so code written for 0.1's
+ * `LostError` still catches it.
+ */
+export class NotHeldError extends LostError {}
+
+/**
+ * The client was closed: every call after `close()`, and every wait or command still pending
+ * when it was called (as node-redis's `ClientClosedError`).
+ */
+export class ClosedError extends DlockError {}
+
+/**
+ * A command got no answer within the client's `responseTimeout` (the server hangs, or the
+ * network dropped without a reset). A {@link ServerConnectionError}.
+ */
+export class ResponseTimeoutError extends ServerConnectionError {
+  /** `server` did not answer `what` within `ms` (the client's `responseTimeout`). */
+  static of(server: string, what: 'connect' | 'answer' | 'answer after the wait', ms: number): ResponseTimeoutError {
+    const did = what === 'connect' ? `cannot connect to ${server}` : `no answer from ${server}`;
+    return new ResponseTimeoutError(`${did} within ${ms} ms${what === 'answer after the wait' ? " after the wait's end" : ''} (responseTimeout)`, server);
   }
 }
 

@@ -1,18 +1,20 @@
 /**
- * What the watchdog keeps per held (key, owner, kind): the lease it last set and when, the
- * connection the hold is bound to, and the {@link Held} objects it stands for. The contract's
- * deadline rule lives in {@link Entry.deadline}.
+ * A hold as users get it ({@link Held}), and, internal, what the watchdog keeps per held
+ * (key, owner, kind): the lease it last set and when, the connection the hold is bound to,
+ * and the holds it stands for. The contract's deadline rule lives in `deadlineAt()`.
  */
 import { LostError, LostReason } from './errors.js';
 import type { Link } from './link.js';
 import type { Kind } from './protocol.js';
 
+/** @internal */
 export interface Binding {
   link: Link;
   epoch: number;
   graceMs: number;
 }
 
+/** @internal */
 export class Entry {
   /** Usually one (an array: a Set per hold costs more than it saves). */
   readonly holds: Held[] = [];
@@ -34,16 +36,10 @@ export class Entry {
   ) {}
 
   /**
-   * The moment after which the server may have ended this hold: the earlier of the lease
-   * deadline and, for a bound hold, the last moment its connection was known open plus the
-   * grace. With the reason the hold would be lost for.
+   * The moment after which the server may have ended this hold (then it is lost,
+   * `lease_expired`): the earlier of the lease deadline and, for a bound hold, the last
+   * moment its connection was known open plus the grace.
    */
-  deadline(): { at: number; reason: LostReason } {
-    const at = this.deadlineAt();
-    return { at, reason: at < this.leaseDeadline ? 'bind-grace-passed' : 'lease-expired' };
-  }
-
-  /** {@link deadline}'s moment alone (the watchdog's hot path: no object). */
   deadlineAt(): number {
     const b = this.bound;
     return b ? Math.min(this.leaseDeadline, b.link.knownOpen(b.epoch) + b.graceMs) : this.leaseDeadline;
@@ -66,7 +62,7 @@ export class Entry {
   }
 }
 
-/** What a {@link Held} needs of its client. */
+/** What a {@link Held} needs of its client. @internal */
 export interface HoldOwner {
   /** Lose the hold's entry now if its deadline has passed. */
   checkDeadline(entry: Entry): void;
@@ -84,25 +80,34 @@ export class Held {
   readonly key: string;
   readonly kind: Kind;
   readonly owner: string;
+  readonly #client: HoldOwner;
   /** Made when `lost` is first read (most holds are released without anyone asking). */
-  private ctrl: AbortController | null = null;
-  private why: { reason: LostReason; cause?: unknown } | null = null;
+  #ctrl: AbortController | null = null;
+  #why: { reason: LostReason; cause?: unknown } | null = null;
   /** @internal */
   released = false;
+  /** @internal */
+  readonly entry: Entry;
 
-  constructor(
-    private readonly client: HoldOwner,
-    /** @internal */
-    readonly entry: Entry,
+  private constructor(
+    client: HoldOwner,
+    entry: Entry,
     readonly count: number,
     readonly token: number | null,
     /** Permits this acquire took (semaphores), else 1. */
     readonly permits: number,
     readonly server: string,
   ) {
+    this.#client = client;
+    this.entry = entry;
     this.key = entry.key;
     this.kind = entry.kind;
     this.owner = entry.owner;
+  }
+
+  /** @internal the client's way to make one (the constructor is not part of the API). */
+  static make(client: HoldOwner, entry: Entry, count: number, token: number | null, permits: number, server: string): Held {
+    return new Held(client, entry, count, token, permits, server);
   }
 
   /**
@@ -110,18 +115,27 @@ export class Held {
    * not lost: its signal stays as it was.
    */
   get lost(): AbortSignal {
-    if (!this.why) this.client.checkDeadline(this.entry);
-    if (!this.ctrl) {
-      this.ctrl = new AbortController();
-      if (this.why) this.abort();
+    if (!this.#why) this.#client.checkDeadline(this.entry);
+    if (!this.#ctrl) {
+      this.#ctrl = new AbortController();
+      if (this.#why) this.#abort();
     }
-    return this.ctrl.signal;
+    return this.#ctrl.signal;
   }
 
   /** Whether the hold is lost now (`lost.aborted`, checked against the clock). */
   get isLost(): boolean {
-    if (!this.why) this.client.checkDeadline(this.entry);
-    return this.why !== null;
+    if (!this.#why) this.#client.checkDeadline(this.entry);
+    return this.#why !== null;
+  }
+
+  /**
+   * Why the hold is no longer held, checked against the clock: `'released'` once released,
+   * else the loss's reason; null while it is held.
+   */
+  get lostReason(): LostReason | null {
+    if (this.released) return 'released';
+    return this.isLost ? this.#why!.reason : null;
   }
 
   /** Monotonic ms (`performance.now()`) until which the hold is surely still held. */
@@ -129,34 +143,36 @@ export class Held {
     return this.isLost ? -Infinity : this.entry.deadlineAt();
   }
 
-  /** Give the hold back: true when the owner's last hold on the lock is gone. */
+  /**
+   * Give the hold back: true when the owner's last hold on the lock is gone. A hold that is
+   * no longer held (released already, or lost) rejects with a `NotHeldError`.
+   */
   release(): Promise<boolean> {
-    return this.client.releaseHold(this);
+    return this.#client.releaseHold(this);
   }
 
   /**
-   * Renew the lease now (the watchdog does it by itself): true, or a {@link LostError} when
-   * the hold is gone (the server said so, or it was lost or released before).
+   * Renew the lease now (the watchdog does it by itself): true, or a `NotHeldError`
+   * when the hold is gone (the server said so, or it was lost or released before).
    */
   renew(): Promise<boolean> {
-    return this.client.renewHold(this);
+    return this.#client.renewHold(this);
   }
 
   /** @internal */
   lose(reason: LostReason, cause?: unknown): void {
-    if (this.why || this.released) return;
-    this.why = cause === undefined ? { reason } : { reason, cause };
-    if (this.ctrl) this.abort();
+    if (this.#why || this.released) return;
+    this.#why = cause === undefined ? { reason } : { reason, cause };
+    if (this.#ctrl) this.#abort();
   }
 
-  private abort(): void {
-    const w = this.why!;
-    this.ctrl!.abort(new LostError(this.key, w.reason, this.server, 'cause' in w ? { cause: w.cause } : undefined));
+  #abort(): void {
+    const w = this.#why!;
+    this.#ctrl!.abort(new LostError(this.key, w.reason, this.server, 'cause' in w ? { cause: w.cause } : undefined));
   }
 
-  /** @internal used only for tests and logs */
+  /** For logs: what is held, by whom. */
   toString(): string {
     return `Held(${this.kind} ${JSON.stringify(this.key)} owner=${this.owner} count=${this.count} token=${this.token})`;
   }
 }
-

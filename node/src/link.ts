@@ -5,7 +5,7 @@
  * the server a grace after that connection closed).
  */
 import { now } from './clock.js';
-import { noteServer, replyText } from './errors.js';
+import { ResponseTimeoutError, noteServer, replyText } from './errors.js';
 
 /** What this package needs of a node-redis client (`createClient()` or a duplicate). */
 export interface NodeRedisClient {
@@ -49,6 +49,37 @@ export function addressOf(client: NodeRedisClient): string {
   return 'localhost:6379';
 }
 
+/** A command on its way: when it runs out of time, and how to fail it then. */
+interface InFlight {
+  at: number;
+  fail: (err: Error) => void;
+}
+
+/**
+ * `promise`, or `timedOut()`'s error once `ms` have passed (then `onTimeout` runs: close what
+ * hangs). For the calls that are not a command on a {@link Link}: connecting, subscribing,
+ * closing.
+ */
+export function within<T>(promise: Promise<T>, ms: number, timedOut: () => Error, onTimeout: () => void = () => {}): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      onTimeout();
+      reject(timedOut());
+    }, ms);
+    timer.unref();
+    promise.then(
+      (v) => {
+        clearTimeout(timer);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(timer);
+        reject(e);
+      },
+    );
+  });
+}
+
 export class Link {
   readonly name: string;
   /** Changes whenever the connection may have closed or been replaced. */
@@ -58,17 +89,29 @@ export class Link {
   private readonly past = new Map<number, number>();
   private readonly onChange = (): void => this.bump(-Infinity);
   private readonly onReady = (): void => this.bump(now());
+  /**
+   * Commands sent and not answered, oldest first. All have the same response time-out, so one
+   * timer (for the oldest) bounds them all: a command costs no timer of its own.
+   */
+  private readonly inflight = new Set<InFlight>();
+  private timer: NodeJS.Timeout | null = null;
 
-  constructor(readonly client: NodeRedisClient, name?: string) {
+  /** `responseMs`: how long a command may go unanswered (the client's `responseTimeout`). */
+  constructor(readonly client: NodeRedisClient, readonly responseMs: number, name?: string) {
     this.name = name ?? addressOf(client);
     this.lastOpen = client.isOpen ? now() : -Infinity;
     for (const ev of ['end', 'error', 'reconnecting']) client.on(ev, this.onChange);
     client.on('ready', this.onReady);
   }
 
-  detach(): void {
+  /** Stop watching the connection; what is still in flight fails with `err` (the client closed). */
+  detach(err: Error): void {
     for (const ev of ['end', 'error', 'reconnecting']) this.client.removeListener?.(ev, this.onChange);
     this.client.removeListener?.('ready', this.onReady);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    for (const f of this.inflight) f.fail(err);
+    this.inflight.clear();
   }
 
   private bump(open: number): void {
@@ -92,18 +135,46 @@ export class Link {
    * command was sent, unless the connection changed in between. `sentAt` (default: now) must
    * not be later than the send: a caller that has just read the clock passes that reading.
    */
-  async send(args: readonly string[], sentAt = now()): Promise<Sent> {
+  send(args: readonly string[], sentAt = now()): Promise<Sent> {
     const epoch = this.epoch;
-    try {
-      const reply = await this.client.sendCommand(args);
-      this.seen(epoch, sentAt);
-      return { reply, sentAt, epoch: this.epoch, link: this };
-    } catch (err) {
-      if (replyText(err) !== null) this.seen(epoch, sentAt);
-      noteServer(err, this.name);
-      throw err;
-    }
+    const reply = this.client.sendCommand(args);
+    // The reply, or a ResponseTimeoutError when it has not come `responseMs` after `sentAt`.
+    // The connection stays: a late answer is dropped, and a server that was only slow (or
+    // stopped and resumed) goes on answering the next commands.
+    return new Promise<Sent>((resolve, reject) => {
+      const f: InFlight = { at: sentAt + this.responseMs, fail: reject };
+      this.inflight.add(f);
+      if (!this.timer) this.arm(f.at);
+      reply.then(
+        (v) => {
+          this.inflight.delete(f);
+          this.seen(epoch, sentAt);
+          resolve({ reply: v, sentAt, epoch: this.epoch, link: this });
+        },
+        (err) => {
+          this.inflight.delete(f);
+          if (replyText(err) !== null) this.seen(epoch, sentAt);
+          noteServer(err, this.name);
+          reject(err);
+        },
+      );
+    });
   }
+
+  private arm(at: number): void {
+    this.timer = setTimeout(this.expire, Math.max(0, at - now()));
+    this.timer.unref();
+  }
+
+  private readonly expire = (): void => {
+    this.timer = null;
+    const t = now();
+    for (const f of this.inflight) {
+      if (f.at > t) return this.arm(f.at);
+      this.inflight.delete(f);
+      f.fail(ResponseTimeoutError.of(this.name, 'answer', this.responseMs));
+    }
+  };
 
   /** An answer to a command sent at `sentAt` on connection `epoch` came back. */
   private seen(epoch: number, sentAt: number): void {
@@ -121,9 +192,10 @@ export class WaitPool {
   private readonly busy = new Set<NodeRedisClient>();
   private closed = false;
 
-  constructor(private readonly base: NodeRedisClient, private readonly max = 16) {}
+  constructor(private readonly base: NodeRedisClient, private readonly name: string, private readonly max = 16) {}
 
-  async take(): Promise<NodeRedisClient> {
+  /** An open connection, made within `ms` when none is idle (a server that hangs: a {@link ResponseTimeoutError}). */
+  async take(ms: number): Promise<NodeRedisClient> {
     const ready = this.idle.pop();
     if (ready?.isOpen) {
       this.busy.add(ready);
@@ -134,10 +206,15 @@ export class WaitPool {
     conn.on('error', () => {}); // surfaces as the WAIT's rejection
     this.busy.add(conn);
     try {
-      await conn.connect();
+      await within(conn.connect(), ms, () => ResponseTimeoutError.of(this.name, 'connect', ms), () => destroy(conn));
     } catch (err) {
       this.busy.delete(conn);
+      destroy(conn);
       throw err;
+    }
+    if (this.closed) {
+      this.drop(conn);
+      throw new Error('closed'); // the caller reports the client closed
     }
     return conn;
   }
@@ -161,9 +238,11 @@ export class WaitPool {
   }
 }
 
-function destroy(conn: NodeRedisClient): void {
+/** Close `conn` now, whatever it is doing (connecting, waiting, closed already). */
+export function destroy(conn: { destroy?(): unknown }): void {
   try {
-    if (conn.isOpen) conn.destroy();
+    const done = conn.destroy?.(); // a Sentinel client's is a promise
+    if (done instanceof Promise) done.catch(() => {});
   } catch {
     /* already gone */
   }

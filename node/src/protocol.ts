@@ -12,6 +12,10 @@ export type Kind = 'lock' | 'read' | 'write' | 'semaphore';
 const MAX_MS = 315_360_000_000;
 const MAX_LOCK_DELAY_MS = 60_000;
 const MAX_PERMITS = 1_000_000;
+/** The lease when none is given (ms). */
+export const LEASE_DEFAULT_MS = 30_000;
+/** How long a command may go unanswered when `responseTimeout` is not given (ms): the Rust client's default. */
+export const RESPONSE_TIMEOUT_DEFAULT_MS = 5_000;
 
 /** One acquire's fixed part: everything but the owner and the wait. */
 export interface Request {
@@ -40,6 +44,10 @@ export function checkBind(ms: number | null): number | null {
   return ms === null ? null : checkInt(ms, 'bind', 0, MAX_MS);
 }
 
+export function checkResponseTimeout(ms: number): number {
+  return checkInt(ms, 'responseTimeout', 1, MAX_MS);
+}
+
 export function makeRequest(
   kind: Kind,
   key: string,
@@ -51,15 +59,21 @@ export function makeRequest(
   if (lockDelayMs !== undefined && (kind === 'read' || kind === 'semaphore')) {
     throw new ConfigError(`lockDelay is an option of locks and write locks, not of ${kind}`);
   }
+  if (kind === 'semaphore' && opts.capacity === undefined) throw new ConfigError(`semaphore ${JSON.stringify(key)} needs its capacity: client.semaphore(name, { capacity })`);
   const capacity = kind === 'semaphore' ? checkInt(opts.capacity ?? NaN, 'capacity', 1, MAX_PERMITS) : 0;
   const count = kind === 'semaphore' ? checkInt(opts.count ?? 1, 'count', 1, capacity) : 1;
   return { kind, key, leaseMs: checkLease(opts.lease), fence: opts.fence ?? false, lockDelayMs, capacity, count };
 }
 
-/** The WAIT argument: undefined (no wait) for 0, `0` (no limit) for no time-out. */
+/**
+ * The WAIT argument: undefined (no wait) for 0, `0` (no limit) for no time-out. A negative,
+ * NaN or infinite time-out is refused (leave it out to wait without limit).
+ */
 export function waitArg(timeout: number | undefined): number | undefined {
-  if (timeout === undefined || timeout === Infinity) return 0;
-  if (!(timeout >= 0)) throw new ConfigError(`timeout must be a number of milliseconds >= 0, got ${timeout}`);
+  if (timeout === undefined) return 0;
+  if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout < 0) {
+    throw new ConfigError(`timeout must be a finite number of milliseconds >= 0 (leave it out to wait without limit), got ${String(timeout)}`);
+  }
   return timeout === 0 ? undefined : Math.max(1, Math.min(Math.ceil(timeout), MAX_MS));
 }
 

@@ -5,8 +5,8 @@
  */
 import { createClient } from 'redis';
 import { now } from './clock.js';
-import { RedirectError, replyText, serverOf } from './errors.js';
-import { Link, NodeRedisClient, Sent, WaitPool } from './link.js';
+import { RedirectError, ResponseTimeoutError, replyText, serverOf } from './errors.js';
+import { Link, NodeRedisClient, Sent, WaitPool, destroy, within } from './link.js';
 import { redirectOf } from './protocol.js';
 
 /** What this package needs of a node-redis cluster (`createCluster()`). */
@@ -42,9 +42,21 @@ const TRYAGAIN_PAUSE_MS = 25;
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
+/** A connection that can SUBSCRIBE (the script backend's unlock channel). */
+export interface Subscriber {
+  subscribe(ch: string, fn: () => void): Promise<unknown>;
+  unsubscribe(ch: string, fn: () => void): Promise<unknown>;
+}
+
 export abstract class Topology {
   abstract readonly name: string;
   private readonly pools = new Map<Link, WaitPool>();
+  /** Connections this package made (Sentinel's master links, subscribers): close() ends them all. */
+  private readonly own = new Set<NodeRedisClient>();
+  private closed = false;
+
+  /** `responseMs`: the client's `responseTimeout`, the bound of every command and connect. */
+  constructor(readonly responseMs: number) {}
 
   /** Connect what the user handed over unconnected. */
   abstract prepare(): Promise<void>;
@@ -64,17 +76,87 @@ export abstract class Topology {
   /** Every link, for the sign-of-life pings and close(). */
   abstract links(): Link[];
   /** A connection that can SUBSCRIBE (the script backend's unlock channel). */
-  abstract subscriber(): Promise<{ subscribe(ch: string, fn: () => void): Promise<unknown>; unsubscribe(ch: string, fn: () => void): Promise<unknown> }>;
-  abstract closeShared(owned: boolean): Promise<void>;
+  abstract subscriber(): Promise<Subscriber>;
+  /** What the user handed over (destroyed by `close(true)`). */
+  protected abstract readonly handed: { destroy?(): unknown };
 
   pool(link: Link): WaitPool {
     let p = this.pools.get(link);
-    if (!p) this.pools.set(link, (p = new WaitPool(link.client)));
+    if (!p) this.pools.set(link, (p = new WaitPool(link.client, link.name)));
     return p;
   }
 
-  closePools(): void {
+  /**
+   * A connection of this package's own (made by `make`), connected within the response
+   * time-out, and closed by {@link close} whatever happens to it meanwhile.
+   */
+  protected async connectOwn(make: () => NodeRedisClient, name: string): Promise<NodeRedisClient> {
+    if (this.closed) throw new Error('closed');
+    const c = make();
+    c.on('error', () => {}); // surfaces as the failing command's error
+    this.own.add(c);
+    try {
+      await this.connecting(c, name, () => destroy(c));
+    } catch (err) {
+      this.own.delete(c);
+      destroy(c);
+      throw err;
+    }
+    return c;
+  }
+
+  private sub: { client: NodeRedisClient | null; made: Promise<Subscriber> } | null = null;
+
+  /**
+   * The one subscriber connection of this topology (made by `make`), shared by every wait:
+   * concurrent first waits share the connection being made, and one that closed (a failover)
+   * is made again.
+   */
+  protected ownSubscriber(make: () => NodeRedisClient): Promise<Subscriber> {
+    if (this.sub?.client && !this.sub.client.isOpen) this.sub = null;
+    if (!this.sub) {
+      const s: { client: NodeRedisClient | null; made: Promise<Subscriber> } = { client: null, made: Promise.resolve(null as never) };
+      s.made = this.connectOwn(make, this.name).then(
+        (c) => {
+          s.client = c;
+          return this.bounded(c, this.name);
+        },
+        (err) => {
+          if (this.sub === s) this.sub = null;
+          throw err;
+        },
+      );
+      this.sub = s;
+    }
+    return this.sub.made;
+  }
+
+  /** `c.connect()` within the response time-out (else `onTimeout`, and a {@link ResponseTimeoutError}). */
+  protected async connecting(c: { connect(): Promise<unknown> }, name: string, onTimeout?: () => void): Promise<void> {
+    await within(c.connect(), this.responseMs, () => ResponseTimeoutError.of(name, 'connect', this.responseMs), onTimeout);
+  }
+
+  /** `sub`'s SUBSCRIBE and UNSUBSCRIBE, each answered within the response time-out. */
+  protected bounded(sub: { subscribe?: Subscriber['subscribe']; unsubscribe?: Subscriber['unsubscribe'] }, name: string): Subscriber {
+    const late = (): Error => ResponseTimeoutError.of(name, 'answer', this.responseMs);
+    return {
+      subscribe: (ch, fn) => within(sub.subscribe!(ch, fn), this.responseMs, late),
+      unsubscribe: (ch, fn) => within(sub.unsubscribe!(ch, fn), this.responseMs, late),
+    };
+  }
+
+  /**
+   * End everything, sending nothing (a hung server cannot delay it): the wait connections
+   * (pending waits fail), this package's own connections, the links (commands still
+   * unanswered fail with `err`), and, when `owned`, what the user handed over.
+   */
+  close(owned: boolean, err: Error): void {
+    this.closed = true;
     for (const p of this.pools.values()) p.close();
+    for (const c of this.own) destroy(c);
+    this.own.clear();
+    if (owned) destroy(this.handed);
+    for (const l of this.links()) l.detach(err);
   }
 
   /**
@@ -111,14 +193,14 @@ export abstract class Topology {
   }
 
   /**
-   * A short command on the key's server, redirects followed (within 5 s). `sentAt`: a moment
+   * A short command on the key's server, redirects followed (within the response time-out). `sentAt`: a moment
    * taken just before (it must not be later than the send), to save reading the clock again.
    */
   send(key: string, args: readonly string[], sentAt?: number): Promise<Sent> {
     // Standalone: one connection and no redirects, so no routing (the uncontended path).
     const direct = this.linkNow(key);
     if (direct) return direct.send(args, sentAt);
-    return this.routed(key, now() + 5000, (link, asking) => sendAsking(link, asking, args));
+    return this.routed(key, now() + this.responseMs, (link, asking) => sendAsking(link, asking, args));
   }
 }
 
@@ -133,15 +215,17 @@ export function sendAsking(link: Link, asking: boolean, args: readonly string[])
 export class Standalone extends Topology {
   readonly name: string;
   private readonly shared: Link;
-  private sub: NodeRedisClient | null = null;
-
-  constructor(client: NodeRedisClient) {
-    super();
-    this.shared = new Link(client);
+  constructor(client: NodeRedisClient, responseMs: number) {
+    super(responseMs);
+    this.shared = new Link(client, responseMs);
     this.name = this.shared.name;
   }
+  protected get handed(): NodeRedisClient {
+    return this.shared.client;
+  }
   async prepare(): Promise<void> {
-    if (!this.shared.client.isOpen) await this.shared.client.connect();
+    const c = this.shared.client;
+    if (!c.isOpen) await this.connecting(c, this.name);
   }
   async link(): Promise<Link> {
     return this.shared;
@@ -152,23 +236,8 @@ export class Standalone extends Topology {
   links(): Link[] {
     return [this.shared];
   }
-  async subscriber() {
-    if (!this.sub) {
-      const sub = this.shared.client.duplicate();
-      sub.on('error', () => {});
-      await sub.connect();
-      this.sub = sub;
-    }
-    const sub = this.sub;
-    return {
-      subscribe: (ch: string, fn: () => void) => sub.subscribe!(ch, fn),
-      unsubscribe: (ch: string, fn: () => void) => sub.unsubscribe!(ch, fn),
-    };
-  }
-  async closeShared(owned: boolean): Promise<void> {
-    this.sub?.destroy();
-    this.shared.detach();
-    if (owned) await closeClient(this.shared.client);
+  subscriber(): Promise<Subscriber> {
+    return this.ownSubscriber(() => this.shared.client.duplicate());
   }
 }
 
@@ -176,17 +245,20 @@ export class Cluster extends Topology {
   readonly name: string;
   private readonly byClient = new Map<NodeRedisClient, Link>();
 
-  constructor(private readonly cluster: NodeRedisCluster) {
-    super();
+  constructor(private readonly cluster: NodeRedisCluster, responseMs: number) {
+    super(responseMs);
     this.name = 'cluster';
+  }
+  protected get handed(): NodeRedisCluster {
+    return this.cluster;
   }
   private linkOf(client: NodeRedisClient): Link {
     let l = this.byClient.get(client);
-    if (!l) this.byClient.set(client, (l = new Link(client)));
+    if (!l) this.byClient.set(client, (l = new Link(client, this.responseMs)));
     return l;
   }
   async prepare(): Promise<void> {
-    if (this.cluster.isOpen === false) await this.cluster.connect();
+    if (this.cluster.isOpen === false) await this.connecting(this.cluster, this.name);
   }
   async link(key: string): Promise<Link> {
     return this.linkOf(await this.cluster.getNodeClientForKey(key, false));
@@ -204,16 +276,8 @@ export class Cluster extends Topology {
   links(): Link[] {
     return [...this.byClient.values()];
   }
-  async subscriber() {
-    const c = this.cluster;
-    return {
-      subscribe: (ch: string, fn: () => void) => c.subscribe!(ch, fn),
-      unsubscribe: (ch: string, fn: () => void) => c.unsubscribe!(ch, fn),
-    };
-  }
-  async closeShared(owned: boolean): Promise<void> {
-    for (const l of this.byClient.values()) l.detach();
-    if (owned) await closeClient(this.cluster);
+  async subscriber(): Promise<Subscriber> {
+    return this.bounded(this.cluster, this.name);
   }
 }
 
@@ -227,14 +291,16 @@ export class Sentinel extends Topology {
   private current: Link | null = null;
   private pending: Promise<Link> | null = null;
   private readonly retired: Link[] = [];
-  private subClient: NodeRedisClient | null = null;
 
-  constructor(private readonly sentinel: NodeRedisSentinel, service: string) {
-    super();
+  constructor(private readonly sentinel: NodeRedisSentinel, service: string, responseMs: number) {
+    super(responseMs);
     this.name = `sentinel service ${service}`;
   }
+  protected get handed(): NodeRedisSentinel {
+    return this.sentinel;
+  }
   async prepare(): Promise<void> {
-    if (this.sentinel.isOpen === false) await this.sentinel.connect();
+    if (this.sentinel.isOpen === false) await this.connecting(this.sentinel, this.name);
   }
   link(): Promise<Link> {
     if (this.current?.client.isOpen) return Promise.resolve(this.current);
@@ -245,48 +311,18 @@ export class Sentinel extends Topology {
     const master = this.sentinel.getMasterNode();
     if (!master) throw new RedirectError(`${this.name}: no master known`, this.name);
     const base = this.sentinel.options?.nodeClientOptions ?? {};
-    const client = createClient({ ...base, socket: { ...(base.socket ?? {}), host: master.host, port: master.port, reconnectStrategy: false } }) as unknown as NodeRedisClient;
-    client.on('error', () => {});
-    return client;
+    return createClient({ ...base, socket: { ...(base.socket ?? {}), host: master.host, port: master.port, reconnectStrategy: false } }) as unknown as NodeRedisClient;
   }
   private async open(): Promise<Link> {
     if (this.current) this.retired.push(this.current);
-    const client = this.newClient();
-    await client.connect();
-    const link = new Link(client);
+    const link = new Link(await this.connectOwn(() => this.newClient(), this.name), this.responseMs);
     this.current = link;
     return link;
   }
   links(): Link[] {
-    return this.current ? [this.current] : [];
+    return [...this.retired, ...(this.current ? [this.current] : [])];
   }
-  async subscriber() {
-    if (!this.subClient?.isOpen) {
-      this.subClient = this.newClient();
-      await this.subClient.connect();
-    }
-    const sub = this.subClient;
-    return {
-      subscribe: (ch: string, fn: () => void) => sub.subscribe!(ch, fn),
-      unsubscribe: (ch: string, fn: () => void) => sub.unsubscribe!(ch, fn),
-    };
-  }
-  async closeShared(owned: boolean): Promise<void> {
-    for (const l of [...this.retired, ...(this.current ? [this.current] : [])]) {
-      l.detach();
-      l.client.destroy();
-    }
-    this.subClient?.destroy();
-    if (owned) await closeClient(this.sentinel);
-  }
-}
-
-async function closeClient(c: { close?(): Promise<void>; quit?(): Promise<unknown>; destroy?(): void }): Promise<void> {
-  try {
-    if (c.close) await c.close();
-    else if (c.quit) await c.quit();
-    else c.destroy?.();
-  } catch {
-    c.destroy?.();
+  subscriber(): Promise<Subscriber> {
+    return this.ownSubscriber(() => this.newClient());
   }
 }

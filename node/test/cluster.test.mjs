@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Client, LostError, WrongTypeError } from 'dlock-client';
+import { Client, NotHeldError, WrongTypeError } from 'dlock-client';
 import { Cluster, until } from './servers.mjs';
 
 let cl;
@@ -50,7 +50,7 @@ it("errors and holds name the node (host:port) the key's commands went to, not t
   assert.equal(held.server, node.address);
   await cl.cmd(cl.nodes.indexOf(node), ['DEL', key]); // taken away: the release finds nothing
   const lost = await held.release().catch((e) => e);
-  assert.ok(lost instanceof LostError && lost.reason === 'not-held', String(lost));
+  assert.ok(lost instanceof NotHeldError && lost.reason === 'not_held', String(lost));
   assert.equal(lost.server, node.address);
 });
 

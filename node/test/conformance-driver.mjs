@@ -1,7 +1,9 @@
 #!/usr/bin/env node
 // The conformance suite's driver for dlock-client (protocol: conformance/README.md): JSON
 // requests on stdin, one reply each on stdout, handled concurrently; plus the "lost" and
-// "alive" events from sampling `held.lost` every sample_ms.
+// "alive" events from sampling `held.lost` every sample_ms. It never forces its exit: after
+// stdin closes it closes the client and stops its own timers, and the process ends because
+// nothing the client opened keeps it alive (the runner checks that).
 import { createInterface } from 'node:readline';
 import { Client } from 'dlock-client';
 
@@ -10,8 +12,11 @@ const write = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 
 let client = null;
 let sampleMs = 2;
+const timers = [];
 const owners = new Map(); // label -> owner id
-const holds = new Map(); // hold name -> { held, lastHeldUs, lostSent }
+// hold name -> { held, lastHeldUs, lostSent, done }; kept after a release or a loss, so that
+// later requests ask the client about the same hold object (`done`: its interval has ended).
+const holds = new Map();
 const pending = new Map(); // request id -> AbortController of a pending acquire
 
 const ownerOf = (label = 'main') => {
@@ -19,12 +24,19 @@ const ownerOf = (label = 'main') => {
   return owners.get(label);
 };
 
-const REASONS = { 'not-held': 'not_held', 'lease-expired': 'lease_expired', 'bind-grace-passed': 'bind_grace_passed', released: 'released', 'client-closed': 'closed' };
+// JSON has no NaN or infinities: the scenarios spell them as strings.
+const NUMBERS = { nan: NaN, inf: Infinity, '-inf': -Infinity };
+const num = (v) => (typeof v === 'string' && v in NUMBERS ? NUMBERS[v] : v);
 
 function errorKind(e) {
   switch (e?.name) {
+    case 'NotHeldError':
     case 'LostError':
-      return e.reason === 'released' ? 'other' : 'not_held';
+      return 'not_held';
+    case 'ClosedError':
+      return 'closed';
+    case 'ResponseTimeoutError':
+      return 'timeout';
     case 'DeadlockError':
       return 'deadlock';
     case 'WrongTypeError':
@@ -49,7 +61,7 @@ function errorKind(e) {
 
 function sample() {
   for (const [name, h] of holds) {
-    if (h.lostSent) continue;
+    if (h.lostSent || h.done) continue;
     const a = nowUs();
     const lost = h.held.isLost;
     const b = nowUs();
@@ -57,33 +69,38 @@ function sample() {
     if (!lost) h.lastHeldUs = b;
     else {
       h.lostSent = true;
-      write({ event: 'lost', hold: name, t_us: b, last_held_us: h.lastHeldUs, reason: REASONS[h.held.lost.reason?.reason] ?? 'other' });
+      write({ event: 'lost', hold: name, t_us: b, last_held_us: h.lastHeldUs, reason: h.held.lostReason });
     }
   }
 }
 
 const ops = {
   async connect(r) {
-    const opts = { backend: r.backend ?? 'auto' };
+    const opts = { backend: r.backend ?? 'auto' }; // passed as given: a bad one is the client's to refuse
     if ('bind_ms' in r) opts.bind = r.bind_ms;
+    if ('response_timeout_ms' in r) opts.responseTimeout = r.response_timeout_ms;
     if (r.sample_ms) sampleMs = r.sample_ms;
     if (r.topology === 'cluster') client = await Client.connectCluster(r.nodes.map((n) => `redis://${n}`), opts);
     else if (r.topology === 'sentinel') client = await Client.connectSentinel(r.sentinels, r.service, opts);
     else client = await Client.connect(r.url, opts);
     await client.ready();
-    setInterval(sample, sampleMs);
-    setInterval(() => write({ event: 'alive', t_us: nowUs(), held: [...holds].filter(([, h]) => !h.lostSent).map(([n]) => n) }), 50);
+    if (timers.length === 0) {
+      timers.push(setInterval(sample, sampleMs));
+      timers.push(setInterval(() => write({ event: 'alive', t_us: nowUs(), held: [...holds].filter(([, h]) => !h.lostSent && !h.done).map(([n]) => n) }), 50));
+    }
     return { native: client.native };
   },
 
   async acquire(r) {
-    const opts = { lease: r.lease_ms ?? 30_000 };
+    const opts = { lease: num(r.lease_ms) ?? 30_000 };
     if (r.fence) opts.fence = true;
     if (r.lock_delay_ms !== undefined && r.lock_delay_ms !== null) opts.lockDelay = r.lock_delay_ms;
     const kind = r.kind ?? 'lock';
     const lock =
       kind === 'semaphore'
-        ? client.semaphore(r.key, { capacity: r.capacity, lease: opts.lease })
+        ? r.capacity === undefined
+          ? client.semaphore(r.key) // the mistake the scenario makes: the client refuses it
+          : client.semaphore(r.key, { capacity: r.capacity, lease: opts.lease })
         : kind === 'lock'
           ? client.lock(r.key, opts)
           : client.rwlock(r.key, opts)[kind]();
@@ -91,12 +108,12 @@ const ops = {
     pending.set(r.id, ctrl);
     const acq = { owner: ownerOf(r.owner), signal: ctrl.signal };
     // wait_ms: null = no limit; absent or 0 = no wait.
-    if (r.wait_ms !== null) acq.timeout = r.wait_ms ?? 0;
+    if (r.wait_ms !== null) acq.timeout = num(r.wait_ms) ?? 0;
     if (kind === 'semaphore' && r.count) acq.count = r.count;
     try {
       const held = await lock.acquire(acq);
       if (!held) return { granted: false };
-      holds.set(r.hold, { held, lastHeldUs: nowUs(), lostSent: false });
+      holds.set(r.hold, { held, lastHeldUs: nowUs(), lostSent: false, done: false });
       return { granted: true, count: held.count, token: held.token };
     } finally {
       pending.delete(r.id);
@@ -105,8 +122,7 @@ const ops = {
 
   async release(r) {
     const h = holds.get(r.hold);
-    if (!h) throw Object.assign(new Error(`no hold ${r.hold}`), { name: 'LostError', reason: 'not-held' });
-    holds.delete(r.hold); // its interval ends at this call
+    h.done = true; // its interval ends at this call
     return { released: await h.held.release() };
   },
 
@@ -116,9 +132,9 @@ const ops = {
 
   async held(r) {
     const h = holds.get(r.hold);
-    if (!h) return { held: false, reason: 'released' };
-    const lost = h.held.lost;
-    return lost.aborted ? { held: false, reason: REASONS[lost.reason?.reason] ?? 'other' } : { held: true };
+    if (!h) return { held: false }; // never granted (a wait that ended without a hold)
+    const reason = h.held.lostReason;
+    return reason === null ? { held: true } : { held: false, reason };
   },
 
   async cancel(r) {
@@ -140,8 +156,7 @@ const ops = {
   },
 
   async close() {
-    await client?.close();
-    setImmediate(() => process.exit(0));
+    await client?.close(); // releases nothing; later requests get the closed client's answers
     return {};
   },
 };
@@ -158,9 +173,11 @@ async function handle(r) {
   }
 }
 
-createInterface({ input: process.stdin }).on('line', (line) => {
-  if (line.trim()) handle(JSON.parse(line));
-}).on('close', async () => {
-  await client?.close();
-  process.exit(0);
-});
+createInterface({ input: process.stdin })
+  .on('line', (line) => {
+    if (line.trim()) handle(JSON.parse(line));
+  })
+  .on('close', async () => {
+    await client?.close();
+    for (const t of timers) clearInterval(t);
+  });

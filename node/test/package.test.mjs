@@ -1,9 +1,10 @@
 // The package as users get it: ESM and CommonJS entry points, type declarations checked by
-// tsc --strict on a consumer file (both module kinds), and `npm pack` installed into an
+// tsc --strict on a consumer file (both module kinds) and holding the public API only, and
+// `npm pack` of a clean copy of this folder (no dist: prepack builds it) installed into an
 // empty folder with nothing but its peer dependency.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -34,13 +35,36 @@ test('types: tsc --strict on a consumer file, ESM and CommonJS', () => {
   }
 });
 
-test('npm pack installs into an empty folder with only redis beside it', () => {
+test('the declarations hold the public API only (no internals, no source maps)', () => {
+  for (const build of ['esm', 'cjs']) {
+    const dir = join(PKG, 'dist', build);
+    const files = readdirSync(dir);
+    assert.deepEqual(files.filter((f) => f.endsWith('.map')), [], 'no source maps of unshipped sources');
+    const api = ['index', 'client', 'hold', 'locks', 'errors'].map((f) => readFileSync(join(dir, `${f}.d.ts`), 'utf8')).join('\n');
+    // Member declarations and types that are the package's own business.
+    for (const internal of [/\bclass Entry\b/, /\b(entry|released|topo|owned|request)\??\s*[:;]/, /\b(renewHold|releaseHold|acquireRequest|checkDeadline|lose|make)\(/, /\bHoldOwner\b/]) {
+      assert.ok(!internal.test(api), `${build}: the declarations have ${internal}: ${api.match(internal)?.[0]}`);
+    }
+  }
+});
+
+test('npm pack of a clean copy builds first, and installs into an empty folder with only redis beside it', () => {
   const dir = mkdtempSync(join(tmpdir(), 'dlock-pack-'));
   try {
-    const [{ filename, files }] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PKG, encoding: 'utf8' }));
+    // A clean checkout: the sources and manifest, no dist (node_modules linked: the dev tools).
+    const clean = join(dir, 'clean');
+    mkdirSync(clean);
+    for (const f of ['package.json', 'package-lock.json', 'README.md', 'CHANGELOG.md', 'tsconfig.json', 'tsconfig.esm.json', 'tsconfig.cjs.json', 'src', 'scripts']) {
+      if (existsSync(join(PKG, f))) cpSync(join(PKG, f), join(clean, f), { recursive: true });
+    }
+    rmSync(join(clean, 'src', 'scripts.generated.ts'), { force: true });
+    symlinkSync(join(PKG, 'node_modules'), join(clean, 'node_modules'));
+    const packed = execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: clean, encoding: 'utf8' });
+    const [{ filename, files }] = JSON.parse(packed.slice(packed.search(/^\[/m)));
     const paths = files.map((f) => f.path);
-    assert.ok(paths.includes('dist/esm/index.js') && paths.includes('dist/cjs/index.js') && paths.includes('dist/cjs/index.d.ts'));
+    assert.ok(paths.includes('dist/esm/index.js') && paths.includes('dist/cjs/index.js') && paths.includes('dist/cjs/index.d.ts'), paths.join(' '));
     assert.ok(!paths.some((p) => p.startsWith('src/') || p.startsWith('test/')), 'no sources or tests shipped');
+    assert.ok(!paths.some((p) => p.endsWith('.map')), 'no source maps');
     const redisVersion = JSON.parse(readFileSync(join(PKG, 'node_modules/redis/package.json'), 'utf8')).version;
     writeFileSync(join(dir, 'package.json'), '{"name":"consumer","private":true}');
     execFileSync('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', join(dir, filename), `redis@${redisVersion}`], { cwd: dir, encoding: 'utf8' });

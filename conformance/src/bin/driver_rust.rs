@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dlock_client::{
-    Backend, Client, Error, LockGuard, LostReason, LostSignal, Owner, SemaphoreGuard,
+    Backend, Client, ConnectReason, Error, LockGuard, LostReason, LostSignal, Owner,
+    SemaphoreGuard,
 };
 use dlock_conformance::clock::now_us;
 use serde_json::{json, Map, Value};
@@ -32,7 +33,11 @@ impl Guard {
 }
 
 struct Hold {
-    guard: Guard,
+    /// `None` once released (`release` consumes the guard: a second release cannot be
+    /// written in Rust, so the driver answers it `not_held`).
+    guard: Option<Guard>,
+    /// The hold's signal, kept after the release (`held` asks it).
+    lost: LostSignal,
     /// Set before a release, so the sampler does not report it as a loss.
     releasing: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -47,6 +52,8 @@ struct State {
     holds: HashMap<String, Hold>,
     pending: HashMap<u64, tokio::task::AbortHandle>,
     sample_ms: u64,
+    /// `close` was asked: later requests go to the closed clients (never a new one).
+    closed: bool,
 }
 
 struct Driver {
@@ -70,6 +77,7 @@ fn reason(r: LostReason) -> &'static str {
         LostReason::LeaseExpired => "lease_expired",
         LostReason::Released => "released",
         LostReason::NotReplicated => "not_replicated",
+        LostReason::Closed => "closed",
         _ => "other",
     }
 }
@@ -84,6 +92,12 @@ fn error_json(e: &Error) -> Value {
         Error::Config(_) => "config",
         Error::Unsupported(_) => "unsupported",
         Error::Redirected { .. } => "redirected",
+        Error::Closed => "closed",
+        Error::Timeout(_)
+        | Error::Connect {
+            reason: ConnectReason::Timeout,
+            ..
+        } => "timeout",
         e if e.is_connection() => "connection",
         _ => "other",
     };
@@ -106,6 +120,10 @@ impl Driver {
         let connect = {
             let st = self.state.lock().unwrap();
             if let Some(c) = st.clients.get(&lease_ms) {
+                return Ok(c.clone());
+            }
+            // Closed: the closed client answers (with Error::Closed), not a new one.
+            if let Some(c) = st.clients.values().next().filter(|_| st.closed) {
                 return Ok(c.clone());
             }
             st.connect
@@ -142,18 +160,24 @@ impl Driver {
             Some("cluster") => Client::cluster_builder(list("nodes")),
             _ => Client::builder(req["url"].as_str().unwrap_or("")),
         };
+        // Rust's types refuse what the protocol may send (an unknown backend, a negative
+        // duration): those answer `config` here, where a program would convert them.
         b = b
             .lease(Duration::from_millis(lease_ms))
             .owner_prefix(self.prefix.clone())
             .backend(match req.get("backend").and_then(Value::as_str) {
+                None | Some("auto") => Backend::Auto,
                 Some("native") => Backend::Native,
                 Some("script") => Backend::Script,
-                _ => Backend::Auto,
+                Some(other) => return Err(Error::Config(format!("unknown backend {other:?}"))),
             });
         match req.get("bind_ms") {
             Some(Value::Null) => b = b.no_bind(),
-            Some(v) => b = b.bind_grace(v.as_u64().map(Duration::from_millis)),
+            Some(v) => b = b.bind_grace(Some(duration(v, "bind_ms")?)),
             None => {}
+        }
+        if let Some(v) = req.get("response_timeout_ms") {
+            b = b.response_timeout(duration(v, "response_timeout_ms")?);
         }
         b.build().await
     }
@@ -185,13 +209,19 @@ impl Driver {
             }
             "acquire" => self.acquire(id, &req).await,
             "release" => {
-                let h = self.state.lock().unwrap().holds.remove(&hold);
-                let Some(h) = h else {
+                let (guard, lost) = {
+                    let mut st = self.state.lock().unwrap();
+                    let Some(h) = st.holds.get_mut(&hold) else {
+                        return Err(Error::NotHeld(hold));
+                    };
+                    h.releasing.store(true, std::sync::atomic::Ordering::SeqCst);
+                    (h.guard.take(), h.lost.clone())
+                };
+                // Released already: `release(self)` consumed the guard.
+                let Some(guard) = guard else {
                     return Err(Error::NotHeld(hold));
                 };
-                h.releasing.store(true, std::sync::atomic::Ordering::SeqCst);
-                let lost = h.guard.lost();
-                match h.guard {
+                match guard {
                     Guard::Lock(g) => g.release().await?,
                     Guard::Permits(g) => g.release().await?,
                 }
@@ -201,15 +231,20 @@ impl Driver {
             }
             "renew" => {
                 // Renew outside the state lock: take the guard out for the call.
-                let h = self.state.lock().unwrap().holds.remove(&hold);
-                let Some(h) = h else {
+                let guard = match self.state.lock().unwrap().holds.get_mut(&hold) {
+                    Some(h) => h.guard.take(),
+                    None => None,
+                };
+                let Some(guard) = guard else {
                     return Err(Error::NotHeld(hold));
                 };
-                let res = match &h.guard {
+                let res = match &guard {
                     Guard::Lock(g) => g.renew().await,
                     Guard::Permits(g) => g.renew().await,
                 };
-                self.state.lock().unwrap().holds.insert(hold, h);
+                if let Some(h) = self.state.lock().unwrap().holds.get_mut(&hold) {
+                    h.guard = Some(guard);
+                }
                 res?;
                 Ok(obj(json!({"renewed": true})))
             }
@@ -220,12 +255,12 @@ impl Driver {
                     .unwrap()
                     .holds
                     .get(&hold)
-                    .map(|h| h.guard.lost());
-                let r = match lost {
-                    Some(l) => l.check(),
-                    None => Some(LostReason::Released),
+                    .map(|h| h.lost.clone());
+                // Never granted (refused, timed out, cancelled).
+                let Some(lost) = lost else {
+                    return Ok(obj(json!({"held": false, "reason": "not_granted"})));
                 };
-                Ok(match r {
+                Ok(match lost.check() {
                     None => obj(json!({"held": true})),
                     Some(r) => obj(json!({"held": false, "reason": reason(r)})),
                 })
@@ -267,12 +302,16 @@ impl Driver {
                 Ok(obj(json!({"owner_id": self.owner(&c, &s("owner")).id()})))
             }
             "close" => {
-                let mut st = self.state.lock().unwrap();
-                // Releases nothing on purpose: the guards are forgotten with the process.
-                for (_, h) in st.holds.drain() {
-                    std::mem::forget(h.guard);
+                // Releases nothing (close never does); later requests get Error::Closed
+                // from these clients.
+                let clients: Vec<Client> = {
+                    let mut st = self.state.lock().unwrap();
+                    st.closed = true;
+                    st.clients.values().cloned().collect()
+                };
+                for c in clients {
+                    c.close().await;
                 }
-                st.clients.clear();
                 Ok(Map::new())
             }
             other => Err(Error::Config(format!("unknown op {other:?}"))),
@@ -282,7 +321,11 @@ impl Driver {
     async fn acquire(self: &Arc<Self>, _id: u64, req: &Map<String, Value>) -> Reply {
         let s = |k: &str| req.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let n = |k: &str| req.get(k).and_then(Value::as_u64);
-        let client = self.client(n("lease_ms")).await?;
+        let lease = match req.get("lease_ms") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(duration(v, "lease_ms")?.as_millis() as u64),
+        };
+        let client = self.client(lease).await?;
         let owner = self.owner(
             &client,
             req.get("owner").and_then(Value::as_str).unwrap_or("main"),
@@ -290,7 +333,7 @@ impl Driver {
         let key = s("key");
         let wait = match req.get("wait_ms") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(Duration::from_millis(v.as_u64().unwrap_or(0))),
+            Some(v) => Some(duration(v, "wait_ms")?),
         };
         let kind = req.get("kind").and_then(Value::as_str).unwrap_or("lock");
         let guard = if kind == "semaphore" {
@@ -330,12 +373,16 @@ impl Driver {
         };
         let hold = s("hold");
         let releasing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        self.sample(hold.clone(), guard.lost(), releasing.clone());
-        self.state
-            .lock()
-            .unwrap()
-            .holds
-            .insert(hold, Hold { guard, releasing });
+        let lost = guard.lost();
+        self.sample(hold.clone(), lost.clone(), releasing.clone());
+        self.state.lock().unwrap().holds.insert(
+            hold,
+            Hold {
+                guard: Some(guard),
+                lost,
+                releasing,
+            },
+        );
         Ok(obj(
             json!({"granted": true, "count": count, "token": token}),
         ))
@@ -374,6 +421,19 @@ impl Driver {
             }
         });
     }
+}
+
+/// A protocol duration in ms (a number, or `"nan"`, `"inf"`, `"-inf"`) as the `Duration` a
+/// program would convert it to: what `Duration` cannot hold (negative, NaN, infinite) is a
+/// config error.
+fn duration(v: &Value, field: &str) -> Result<Duration, Error> {
+    let ms = match v {
+        Value::Number(n) => n.as_f64().unwrap_or(f64::NAN),
+        Value::String(s) => s.parse::<f64>().unwrap_or(f64::NAN),
+        _ => f64::NAN,
+    };
+    Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|e| Error::Config(format!("{field} {v}: {e}")))
 }
 
 /// DLOCK.INFO's reply (a flat map) as `{kind, holders, waiters}`.
@@ -446,7 +506,7 @@ async fn main() {
                 .unwrap()
                 .holds
                 .iter()
-                .filter(|(_, h)| h.guard.lost().check().is_none())
+                .filter(|(_, h)| h.lost.check().is_none())
                 .map(|(k, _)| k.clone())
                 .collect();
             d.say(json!({"event": "alive", "t_us": now_us(), "held": held}));
@@ -459,7 +519,6 @@ async fn main() {
             _ => continue,
         };
         let id = req.get("id").and_then(Value::as_u64).unwrap_or(0);
-        let closing = req.get("op") == Some(&Value::String("close".into()));
         let d = driver.clone();
         let task = tokio::spawn(async move {
             let sent = now_us();
@@ -473,7 +532,7 @@ async fn main() {
             .pending
             .insert(id, task.abort_handle());
         let d = driver.clone();
-        let finish = tokio::spawn(async move {
+        tokio::spawn(async move {
             let sent_guess = now_us();
             let out = match task.await {
                 Ok((sent, Ok(mut m))) => {
@@ -493,12 +552,13 @@ async fn main() {
             d.state.lock().unwrap().pending.remove(&id);
             d.say(Value::Object(out));
         });
-        if closing {
-            let _ = finish.await;
-            break;
-        }
+    }
+    // End of the requests: close the clients (if `close` did not), then return; the
+    // runtime ends its tasks (the alive report, the samplers).
+    let clients: Vec<Client> = driver.state.lock().unwrap().clients.values().cloned().collect();
+    for c in clients {
+        c.close().await;
     }
     drop(driver);
     let _ = tokio::time::timeout(Duration::from_millis(200), writer).await;
-    std::process::exit(0);
 }

@@ -9,7 +9,19 @@ export async function demo(signal: AbortSignal): Promise<number | null> {
   const cluster = new Client(createCluster({ rootNodes: [{ url: 'redis://127.0.0.1:7000' }] }));
   const lock = client.lock('invoice:7', { lease: 30_000, fence: true });
   const held: Held | null = await lock.acquire({ timeout: 5_000, signal });
+  const waited: Held = await lock.acquire({ signal }); // no time-out: a hold, never null
+  const permits: Held = await client.semaphore('pool', { capacity: 3 }).acquire({ count: 2 });
+  // @ts-expect-error with a time-out the hold may be null
+  const maybe: Held = await lock.acquire({ timeout: 1 });
   if (!held) return null;
+  // @ts-expect-error internals are not in the declarations
+  held.released = true;
+  // @ts-expect-error internals are not in the declarations
+  held.entry;
+  // @ts-expect-error a hold is made by acquire(), not by hand
+  new Held();
+  const reason: 'not_held' | 'lease_expired' | 'released' | 'closed' | null = held.lostReason;
+  console.log(waited, permits, maybe, reason);
   const token: number | null = held.token;
   const count: number = held.count;
   const lost: AbortSignal = held.lost;
