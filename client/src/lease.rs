@@ -40,6 +40,9 @@ pub enum LostReason {
     /// [`ClientBuilder::min_replicas`](crate::ClientBuilder::min_replicas) asks for: a
     /// failover now could lose the lock.
     NotReplicated,
+    /// The client was closed while this was held: nothing renews it any more (close
+    /// releases nothing; the server lets the lease or the bind grace run out).
+    Closed,
 }
 
 /// Every lock this client holds, by key, then one entry per (owner, kind): what the
@@ -150,6 +153,14 @@ impl Registry {
     fn remove(map: &mut HashMap<Arc<str>, Vec<Arc<Entry>>>, e: &Arc<Entry>) {
         if let Some(v) = map.get_mut(&*e.key) {
             v.retain(|x| !Arc::ptr_eq(x, e));
+        }
+    }
+
+    /// The client was closed: every entry is lost ([`LostReason::Closed`]) and forgotten.
+    pub(crate) fn close_all(&self) {
+        let all: Vec<Arc<Entry>> = self.map().drain().flat_map(|(_, v)| v).collect();
+        for e in all {
+            e.mark(LostReason::Closed);
         }
     }
 

@@ -73,8 +73,9 @@ impl Native {
                 let end = req.started + d;
                 (end > Instant::now()).then_some(call::Limit::Until {
                     end,
-                    // The server answers a wait at its end: allow for the round trip.
-                    slack: inner.config.response_timeout.saturating_mul(2),
+                    // The server answers a wait at its end: allow for the round trip (the
+                    // contract's bound of a wait: its time-out plus one response time-out).
+                    slack: inner.config.response_timeout,
                 })
             }
             // No client-side time-out either: the request keeps its place in the server's

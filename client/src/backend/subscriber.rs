@@ -17,6 +17,10 @@ use super::lua;
 pub(crate) struct Subscribers {
     /// By node address.
     conns: tokio::sync::Mutex<HashMap<String, Arc<SubConn>>>,
+    /// The reader task of each pub/sub connection (aborting it ends the connection).
+    readers: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The client was closed: no new subscription.
+    closed: AtomicBool,
 }
 
 struct SubConn {
@@ -80,6 +84,22 @@ impl Drop for Subscription {
 }
 
 impl Subscribers {
+    /// The client is closing: end every pub/sub connection (their waiters are ended by the
+    /// close itself) and refuse new subscriptions.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        for r in self.readers.lock().unwrap().drain(..) {
+            r.abort();
+        }
+        // A subscribe in progress holds the map; it sees `closed` and ends its own.
+        if let Ok(mut conns) = self.conns.try_lock() {
+            for c in conns.values() {
+                c.alive.store(false, Ordering::Release);
+            }
+            conns.clear();
+        }
+    }
+
     /// Subscribe to `channel` and return once the server confirmed it. `None` when pub/sub
     /// is unavailable (the caller then polls).
     pub(crate) async fn subscribe(
@@ -91,6 +111,9 @@ impl Subscribers {
         let sc = {
             let addr = client.get_connection_info().addr.to_string();
             let mut g = self.conns.lock().await;
+            if self.closed.load(Ordering::Acquire) {
+                return None;
+            }
             match g.get(&addr) {
                 Some(c) if c.alive.load(Ordering::Acquire) => c.clone(),
                 _ => {
@@ -107,7 +130,7 @@ impl Subscribers {
                         op: tokio::sync::Mutex::new(()),
                     });
                     let reader = c.clone();
-                    rt.spawn(async move {
+                    let task = rt.spawn(async move {
                         let mut stream = stream;
                         while let Some(msg) = stream.next().await {
                             let payload: String = msg.get_payload().unwrap_or_default();
@@ -125,6 +148,7 @@ impl Subscribers {
                             e.sem.close();
                         }
                     });
+                    self.readers.lock().unwrap().push(task.abort_handle());
                     g.insert(addr, c.clone());
                     c
                 }

@@ -40,6 +40,8 @@ pub(crate) struct Single {
     next_link: AtomicU64,
     /// When the latest link was last known open.
     answered: Arc<Answered>,
+    /// The client was closed: the link is dropped and no new one is made.
+    shut: std::sync::atomic::AtomicBool,
 }
 
 /// Which link answered a command, and when the command was sent on it (read after the link
@@ -154,6 +156,7 @@ impl Single {
             finished: AtomicU64::new(0),
             next_link: AtomicU64::new(1),
             answered: Arc::new(Answered::new()),
+            shut: std::sync::atomic::AtomicBool::new(false),
         });
         match tokio::time::timeout(timeout, s.client.create_multiplexed_tokio_connection()).await {
             Ok(Ok((conn, driver))) => s.install(conn, driver),
@@ -188,14 +191,31 @@ impl Single {
         out
     }
 
+    /// Close the link (its requests fail) and make no new one; the monitor ends.
+    pub(crate) fn close(&self) {
+        self.shut.store(true, Relaxed);
+        let link = self.current.lock().unwrap().take();
+        drop(link);
+    }
+
+    fn is_shut(&self) -> bool {
+        self.shut.load(Relaxed)
+    }
+
     /// The current link, or a new one (with the retry policy's back-off between attempts).
     async fn link(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        if self.is_shut() {
+            return Err(closed_error());
+        }
         if let Some(l) = self.current.lock().unwrap().as_ref() {
             return Ok((l.id, l.conn.clone()));
         }
         let _one = self.connecting.lock().await;
         if let Some(l) = self.current.lock().unwrap().as_ref() {
             return Ok((l.id, l.conn.clone()));
+        }
+        if self.is_shut() {
+            return Err(closed_error());
         }
         let mut n = 0;
         loop {
@@ -205,6 +225,8 @@ impl Single {
             )
             .await;
             let err = match attempt {
+                // Closed while connecting: this link is not kept.
+                Ok(Ok(_)) if self.is_shut() => return Err(closed_error()),
                 Ok(Ok((conn, driver))) => return Ok(self.install(conn, driver)),
                 Ok(Err(e)) => e,
                 Err(_) => redis::RedisError::from(std::io::Error::new(
@@ -314,6 +336,11 @@ impl Single {
     }
 }
 
+/// What a request on a closed client's connection fails with.
+fn closed_error() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::ClientError, "the dlock client is closed"))
+}
+
 /// Every `every`: when nothing was answered since the last look although a request sent
 /// before it is still out, the link has been silent for at least `every` with work
 /// pending: close it (its requests fail with a connection error).
@@ -322,6 +349,9 @@ async fn monitor(weak: Weak<Single>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
         let Some(s) = weak.upgrade() else { return };
+        if s.is_shut() {
+            return;
+        }
         let (sent, finished) = (s.sent.load(Relaxed), s.finished.load(Relaxed));
         if finished == last_finished && finished < last_sent {
             let id = s.current.lock().unwrap().as_ref().map(|l| l.id);
