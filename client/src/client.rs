@@ -169,7 +169,7 @@ impl Client {
             h.abort();
         }
         self.inner.registry.close_all();
-        self.backend.close();
+        self.backend.close(self.inner.link.runtime());
         self.inner.link.close();
         // Let the tasks that were woken (calls in flight, connection drivers) end now.
         tokio::task::yield_now().await;

@@ -131,9 +131,9 @@ impl ActiveBackend {
 
     /// The client is closing: end the backend's own connections (the script backend's
     /// pub/sub connections).
-    pub(crate) fn close(&self) {
+    pub(crate) fn close(&self, rt: &tokio::runtime::Handle) {
         if let ActiveBackend::Script(s) = self {
-            s.close();
+            s.close(rt);
         }
     }
 

@@ -110,8 +110,8 @@ impl Script {
     }
 
     /// The client is closing: end the pub/sub connections.
-    pub(crate) fn close(&self) {
-        self.subscribers.close();
+    pub(crate) fn close(&self, rt: &tokio::runtime::Handle) {
+        self.subscribers.close(rt);
     }
 
     /// Redisson's `tryLock(waitTime, leaseTime)`: try; subscribe to the unlock channel;

@@ -16,9 +16,9 @@ use super::lua;
 #[derive(Default)]
 pub(crate) struct Subscribers {
     /// By node address.
-    conns: tokio::sync::Mutex<HashMap<String, Arc<SubConn>>>,
+    conns: Arc<tokio::sync::Mutex<HashMap<String, Arc<SubConn>>>>,
     /// The reader task of each pub/sub connection (aborting it ends the connection).
-    readers: Mutex<Vec<tokio::task::AbortHandle>>,
+    readers: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
     /// The client was closed: no new subscription.
     closed: AtomicBool,
 }
@@ -86,17 +86,26 @@ impl Drop for Subscription {
 impl Subscribers {
     /// The client is closing: end every pub/sub connection (their waiters are ended by the
     /// close itself) and refuse new subscriptions.
-    pub(crate) fn close(&self) {
+    pub(crate) fn close(&self, rt: &tokio::runtime::Handle) {
         self.closed.store(true, Ordering::Release);
-        for r in self.readers.lock().unwrap().drain(..) {
-            r.abort();
-        }
-        // A subscribe in progress holds the map; it sees `closed` and ends its own.
-        if let Ok(mut conns) = self.conns.try_lock() {
+        let (conns, readers) = (self.conns.clone(), self.readers.clone());
+        let end = move |conns: &mut HashMap<String, Arc<SubConn>>| {
+            for r in readers.lock().unwrap().drain(..) {
+                r.abort();
+            }
             for c in conns.values() {
                 c.alive.store(false, Ordering::Release);
             }
+            // The last handle of a connection's sink goes: the connection closes.
             conns.clear();
+        };
+        match self.conns.try_lock() {
+            Ok(mut g) => end(&mut g),
+            // A subscribe in progress holds the map (it may still add a connection, or be
+            // cancelled by the close): end everything once it is done.
+            Err(_) => {
+                rt.spawn(async move { end(&mut *conns.lock().await) });
+            }
         }
     }
 

@@ -42,6 +42,9 @@ pub(crate) struct Single {
     answered: Arc<Answered>,
     /// The client was closed: the link is dropped and no new one is made.
     shut: std::sync::atomic::AtomicBool,
+    /// The last link the monitor closed for silence: its requests failed for want of an
+    /// answer within the response time-out, and say so (a time-out, not a broken pipe).
+    silenced: AtomicU64,
 }
 
 /// Which link answered a command, and when the command was sent on it (read after the link
@@ -157,6 +160,7 @@ impl Single {
             next_link: AtomicU64::new(1),
             answered: Arc::new(Answered::new()),
             shut: std::sync::atomic::AtomicBool::new(false),
+            silenced: AtomicU64::new(0),
         });
         match tokio::time::timeout(timeout, s.client.create_multiplexed_tokio_connection()).await {
             Ok(Ok((conn, driver))) => s.install(conn, driver),
@@ -231,7 +235,7 @@ impl Single {
                 Ok(Err(e)) => e,
                 Err(_) => redis::RedisError::from(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("no connection within {:?}", self.timeout),
+                    format!("{}: no connection within {:?}", self.addr(), self.timeout),
                 )),
             };
             if n >= self.retry.attempts() {
@@ -322,13 +326,29 @@ impl Single {
         let sent = Instant::now();
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
-        let r = request(c).await;
+        let r = match request(c).await {
+            Err(e)
+                if self.silenced.load(Relaxed) == id
+                    && e.kind() != redis::ErrorKind::ResponseError =>
+            {
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{}: no answer within {:?}", self.addr(), self.timeout),
+                )))
+            }
+            r => r,
+        };
         self.after(id, sent, &r);
         let stamp = r.is_ok().then_some(Stamp {
             link: Some(id),
             sent,
         });
         (r, stamp)
+    }
+
+    /// `host:port`, for messages.
+    fn addr(&self) -> String {
+        self.client.get_connection_info().addr.to_string()
     }
 
     pub(crate) fn db(&self) -> i64 {
@@ -356,6 +376,7 @@ async fn monitor(weak: Weak<Single>, every: Duration) {
         if finished == last_finished && finished < last_sent {
             let id = s.current.lock().unwrap().as_ref().map(|l| l.id);
             if let Some(id) = id {
+                s.silenced.store(id, Relaxed);
                 s.drop_link(id);
             }
         }
