@@ -137,8 +137,12 @@ impl Native {
         };
         let grant = parse_grant(req.key, v)?;
         let mut at = sent;
-        if grant.is_some() && guard.is_some() {
-            // Granted on a dedicated connection (with its replication WAIT).
+        let lease = std::time::Duration::from_millis(req.lease_ms);
+        // Granted on a dedicated connection (with its replication WAIT), or answered so late
+        // that less than half the lease is left (a cluster connection tries `TRYAGAIN`
+        // again by itself, for seconds during a slot migration): confirmed, so the grant
+        // is not handed out already lost (the client contract's rule 2).
+        if grant.is_some() && (guard.is_some() || sent + lease / 2 <= Instant::now()) {
             (at, bound) = self.confirm(inner, req, sent).await?;
         }
         Ok(to_grant(grant, at, acks, bound))
