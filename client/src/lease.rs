@@ -326,15 +326,21 @@ impl Entry {
             self.changed.notify_waiters();
         }
     }
+    /// Lost now? A deadline found passed marks the entry lost: once reported lost it stays
+    /// lost (a renewal sent before the deadline and answered after it, e.g. by a server that
+    /// hung, does not bring it back: the client contract's rule 1).
     pub(crate) fn lost_now(&self) -> Option<LostReason> {
-        let s = self.status.lock().unwrap();
-        if let Some(r) = s.lost {
-            return Some(r);
+        {
+            let s = self.status.lock().unwrap();
+            if let Some(r) = s.lost {
+                return Some(r);
+            }
+            if Instant::now() < self.deadline_of(&s) {
+                return None;
+            }
         }
-        if Instant::now() >= self.deadline_of(&s) {
-            return Some(LostReason::LeaseExpired);
-        }
-        None
+        self.mark(LostReason::LeaseExpired);
+        self.status.lock().unwrap().lost
     }
 }
 
