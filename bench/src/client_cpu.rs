@@ -123,7 +123,7 @@ impl Task {
             key,
             lock,
             raw: raw.clone(),
-            manager: client.connection(),
+            manager: client.connection().expect("client open"),
         }
     }
 }

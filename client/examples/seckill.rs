@@ -156,7 +156,7 @@ async fn buy_through_checkout(
 }
 
 async fn run(client: &Client, url: &str, mode: Mode, buyers: u64, tasks: u64) -> Outcome {
-    let mut conn = client.connection();
+    let mut conn = client.connection().expect("client open");
     reset(&mut conn).await.expect("reset stock");
     let next = Arc::new(AtomicU64::new(0));
     let sold = Arc::new(AtomicU64::new(0));
@@ -173,7 +173,7 @@ async fn run(client: &Client, url: &str, mode: Mode, buyers: u64, tasks: u64) ->
         let (empty, inside, most_inside) = (empty.clone(), inside.clone(), most_inside.clone());
         let url = url.to_string();
         handles.push(tokio::spawn(async move {
-            let mut conn = client.connection();
+            let mut conn = client.connection().expect("client open");
             let owner = format!("{}:{task}", client.owner_prefix());
             let mut own_conn = match mode {
                 Mode::Semaphore => Some(
@@ -366,7 +366,7 @@ async fn main() {
             o.most_inside.map_or("-".to_string(), |n| n.to_string()),
         );
     }
-    let mut conn = client.connection();
+    let mut conn = client.connection().expect("client open");
     let mut pipe = redis::pipe();
     pipe.cmd("DEL").arg("seckill:stock").ignore();
     for i in 0..SEGMENTS {

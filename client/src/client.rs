@@ -106,8 +106,25 @@ impl Client {
         ClientBuilder::new(Target::Cluster(nodes.into_iter().map(Into::into).collect()))
     }
 
+    /// Connect within one response time-out (the contract's bound of a call that does not
+    /// wait): a server that accepts the connection but does not answer (stopped, hung)
+    /// answers [`Error::Connect`] with [`ConnectReason::Timeout`](crate::ConnectReason).
     async fn connect(target: Target, config: crate::Config) -> Result<Client> {
         let names = target.names()?;
+        let limit = config.response_timeout;
+        tokio::time::timeout(
+            limit,
+            Client::connect_unbounded(target, config, names.clone()),
+        )
+        .await
+        .map_err(|_| Error::connect_timeout(&names.1, limit))?
+    }
+
+    async fn connect_unbounded(
+        target: Target,
+        config: crate::Config,
+        names: (String, String),
+    ) -> Result<Client> {
         let link = Link::connect(&target, config.response_timeout, config.retry).await?;
         let backend = Arc::new({
             let grace = config.effective_bind_grace(link.shared().closed_signal().is_some());
@@ -124,6 +141,50 @@ impl Client {
         ));
         *inner.watchdog.lock().unwrap() = Some(task.abort_handle());
         Ok(Client { inner, backend })
+    }
+
+    /// Close the client: stop the watchdog, report every hold lost
+    /// ([`LostReason::Closed`](crate::LostReason::Closed); nothing is released, the server
+    /// lets each lease or bind grace run out), end every call in flight (a waiting acquire
+    /// answers [`Error::Closed`]) and close every connection the client opened (the shared
+    /// one, the one [`connection`](Self::connection) hands out, the wait and pub/sub
+    /// connections). Every call afterwards answers [`Error::Closed`]. Sends nothing, so it
+    /// returns at once even when the server hangs; closing twice is harmless. (Dropping
+    /// every clone of the client and its guards also ends everything, later.)
+    ///
+    /// ```no_run
+    /// # async fn demo() -> dlock_client::Result<()> {
+    /// let client = dlock_client::Client::open("redis://127.0.0.1:6379/").await?;
+    /// let g = client.lock("k").acquire().await?;
+    /// client.close().await;
+    /// assert!(matches!(client.lock("k").try_acquire().await, Err(dlock_client::Error::Closed)));
+    /// assert_eq!(g.lost().check(), Some(dlock_client::LostReason::Closed));
+    /// # Ok(()) }
+    /// ```
+    pub async fn close(&self) {
+        if !self.inner.set_closed() {
+            return;
+        }
+        if let Some(h) = self.inner.watchdog.lock().unwrap().take() {
+            h.abort();
+        }
+        self.inner.registry.close_all();
+        self.backend.close(self.inner.link.runtime());
+        self.inner.link.close();
+        // Let the tasks that were woken (calls in flight, connection drivers) end now.
+        tokio::task::yield_now().await;
+    }
+
+    /// True once [`close`](Self::close) was called.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: dlock_client::Client) {
+    /// client.close().await;
+    /// assert!(client.is_closed());
+    /// # }
+    /// ```
+    pub fn is_closed(&self) -> bool {
+        self.inner.check_open().is_err()
     }
 
     /// True when the client uses the dlock module's commands.
@@ -177,7 +238,7 @@ impl Client {
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {
     /// use redis::AsyncCommands;
-    /// let mut conn = client.connection();
+    /// let mut conn = client.connection()?;
     /// let _: () = conn.set("stock", 10).await.unwrap();
     /// # Ok(()) }
     /// ```
@@ -185,8 +246,10 @@ impl Client {
     /// For a Sentinel or Cluster client this is a connection to the master found at connect
     /// time / the first seed node, which does not follow failovers or redirections: use
     /// [`shared_connection`](Self::shared_connection) there.
-    pub fn connection(&self) -> ConnectionManager {
-        self.inner.link.manager()
+    ///
+    /// [`Error::Closed`] after [`close`](Self::close).
+    pub fn connection(&self) -> Result<ConnectionManager> {
+        self.inner.link.manager().ok_or(Error::Closed)
     }
 
     /// The connection the client's own commands use: single node, Sentinel master or
@@ -247,7 +310,9 @@ impl Client {
                 "waiters() needs the dlock module: plain Redis keeps no queue",
             ));
         }
-        waiters::query(&mut self.inner.link.shared().clone(), name).await
+        self.inner
+            .within_response_timeout(waiters::query(&mut self.inner.link.shared().clone(), name))
+            .await
     }
 }
 

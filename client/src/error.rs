@@ -97,6 +97,14 @@ pub enum Error {
     /// The server answered something this client did not expect.
     #[error("unexpected reply: {0}")]
     Protocol(String),
+    /// The client was closed ([`Client::close`](crate::Client::close)): every call after
+    /// it, and every call still in flight when it came (a waiting acquire), answers this.
+    ///
+    /// ```
+    /// assert!(!dlock_client::Error::Closed.is_connection());
+    /// ```
+    #[error("the dlock client is closed")]
+    Closed,
 }
 
 /// `Result` with this crate's [`Error`].

@@ -142,7 +142,14 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn renew(&self) -> Result<()> {
-        crate::watchdog::renew_now(&self.client.inner, &self.client.backend, &self.entry).await
+        let inner = &self.client.inner;
+        inner
+            .within_response_timeout(crate::watchdog::renew_now(
+                inner,
+                &self.client.backend,
+                &self.entry,
+            ))
+            .await
     }
 
     /// Release this hold: `Ok(())` when the owner still held the lock (the hold count went
@@ -178,8 +185,23 @@ impl Drop for LockGuard {
     }
 }
 
-/// Give back `count` holds of `entry` (1, or a semaphore guard's permits).
+/// Give back `count` holds of `entry` (1, or a semaphore guard's permits), within one
+/// response time-out. A hold the client already counts as lost is still given back on the
+/// server (it may not have ended there yet), and answers [`Error::NotHeld`] either way:
+/// one answer to releasing what is no longer held.
 async fn release(client: &Client, entry: &Arc<Entry>, count: u64) -> Result<()> {
+    let lost_before = entry.lost_now().is_some();
+    let r = client
+        .inner
+        .within_response_timeout(release_now(client, entry, count))
+        .await;
+    match r {
+        Ok(()) if lost_before => Err(Error::NotHeld(entry.key.to_string())),
+        r => r,
+    }
+}
+
+async fn release_now(client: &Client, entry: &Arc<Entry>, count: u64) -> Result<()> {
     let inner = &client.inner;
     let _flight = inner
         .in_flight

@@ -40,6 +40,9 @@ pub enum LostReason {
     /// [`ClientBuilder::min_replicas`](crate::ClientBuilder::min_replicas) asks for: a
     /// failover now could lose the lock.
     NotReplicated,
+    /// The client was closed while this was held: nothing renews it any more (close
+    /// releases nothing; the server lets the lease or the bind grace run out).
+    Closed,
 }
 
 /// Every lock this client holds, by key, then one entry per (owner, kind): what the
@@ -150,6 +153,14 @@ impl Registry {
     fn remove(map: &mut HashMap<Arc<str>, Vec<Arc<Entry>>>, e: &Arc<Entry>) {
         if let Some(v) = map.get_mut(&*e.key) {
             v.retain(|x| !Arc::ptr_eq(x, e));
+        }
+    }
+
+    /// The client was closed: every entry is lost ([`LostReason::Closed`]) and forgotten.
+    pub(crate) fn close_all(&self) {
+        let all: Vec<Arc<Entry>> = self.map().drain().flat_map(|(_, v)| v).collect();
+        for e in all {
+            e.mark(LostReason::Closed);
         }
     }
 
@@ -315,15 +326,21 @@ impl Entry {
             self.changed.notify_waiters();
         }
     }
+    /// Lost now? A deadline found passed marks the entry lost: once reported lost it stays
+    /// lost (a renewal sent before the deadline and answered after it, e.g. by a server that
+    /// hung, does not bring it back: the client contract's rule 1).
     pub(crate) fn lost_now(&self) -> Option<LostReason> {
-        let s = self.status.lock().unwrap();
-        if let Some(r) = s.lost {
-            return Some(r);
+        {
+            let s = self.status.lock().unwrap();
+            if let Some(r) = s.lost {
+                return Some(r);
+            }
+            if Instant::now() < self.deadline_of(&s) {
+                return None;
+            }
         }
-        if Instant::now() >= self.deadline_of(&s) {
-            return Some(LostReason::LeaseExpired);
-        }
-        None
+        self.mark(LostReason::LeaseExpired);
+        self.status.lock().unwrap().lost
     }
 }
 

@@ -288,9 +288,9 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool> {
-        self.client
-            .backend
-            .force_unlock(&self.client.inner, &self.name)
+        let inner = &self.client.inner;
+        inner
+            .within_response_timeout(self.client.backend.force_unlock(inner, &self.name))
             .await
     }
 
@@ -341,9 +341,14 @@ impl Lock {
     }
 
     async fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T> {
-        cmd.query_async(&mut self.client.inner.link.shared().clone())
+        let inner = &self.client.inner;
+        inner
+            .within_response_timeout(async {
+                cmd.query_async(&mut inner.link.shared().clone())
+                    .await
+                    .map_err(|e| Error::from_redis(&self.name, e))
+            })
             .await
-            .map_err(|e| Error::from_redis(&self.name, e))
     }
 
     /// Send one release for this handle's owner whether or not a guard exists (RedLock's
@@ -369,6 +374,7 @@ impl Lock {
     ) -> Result<Option<LockGuard>> {
         let inner = &self.client.inner;
         let backend = &self.client.backend;
+        inner.check_open()?;
         if self.fence {
             backend.check_fencing()?;
         }
@@ -400,7 +406,21 @@ impl Lock {
         // leaves the server's answer unknown: the abandon guard then checks and gives back
         // a grant nobody will use.
         let abandon = Abandon::arm(self, lease);
-        let grant = match backend.acquire(inner, &req).await {
+        // The contract's bound: a wait within its time-out plus one response time-out, a
+        // try within one; a wait without limit until granted. Any of them ends at close.
+        let call = backend.acquire(inner, &req);
+        let rt = inner.config.response_timeout;
+        let asked = match wait {
+            Wait::No => inner.bounded(rt, call).await,
+            Wait::For(d) => {
+                let end = req.started + d.saturating_add(rt);
+                inner
+                    .bounded(end.saturating_duration_since(Instant::now()), call)
+                    .await
+            }
+            Wait::Forever => inner.until_closed(call).await,
+        };
+        let grant = match asked {
             Ok(Some(g)) => g,
             Ok(None) => {
                 abandon.disarm();

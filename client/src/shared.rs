@@ -2,12 +2,16 @@
 //! backends: the [`Link`], the settings, the owner prefix, and the registry of held locks
 //! the watchdog renews.
 
+use std::future::Future;
 use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::sync::watch;
 
 use crate::conn::Link;
 use crate::inflight::InFlight;
 use crate::lease::Registry;
-use crate::Config;
+use crate::{Config, Error, Result};
 
 pub(crate) struct Inner {
     pub(crate) link: Link,
@@ -21,6 +25,8 @@ pub(crate) struct Inner {
     pub(crate) in_flight: InFlight,
     /// The watchdog task, stopped when the last handle goes.
     pub(crate) watchdog: Mutex<Option<tokio::task::AbortHandle>>,
+    /// True once [`Client::close`](crate::Client::close) was called.
+    closed: watch::Sender<bool>,
 }
 
 impl Inner {
@@ -38,7 +44,57 @@ impl Inner {
             registry: Registry::default(),
             in_flight: InFlight::default(),
             watchdog: Mutex::new(None),
+            closed: watch::Sender::new(false),
         }
+    }
+
+    /// Mark the client closed; true if it was open until now.
+    pub(crate) fn set_closed(&self) -> bool {
+        !self.closed.send_replace(true)
+    }
+
+    /// [`Error::Closed`] once the client is closed.
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if *self.closed.borrow() {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// `call`, unless the client is (or gets) closed first: then [`Error::Closed`] (and
+    /// `call` is dropped, as a cancelled call).
+    pub(crate) async fn until_closed<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
+        self.check_open()?;
+        let mut rx = self.closed.subscribe();
+        tokio::select! {
+            r = call => r,
+            _ = rx.wait_for(|c| *c) => Err(Error::Closed),
+        }
+    }
+
+    /// [`until_closed`](Self::until_closed), and within `limit` (the contract's bound of
+    /// a call: one response time-out, or a wait plus one): else [`Error::Timeout`] naming
+    /// the server.
+    pub(crate) async fn bounded<T>(
+        &self,
+        limit: Duration,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        match tokio::time::timeout(limit, self.until_closed(call)).await {
+            Ok(r) => r,
+            Err(_) => Err(Error::Timeout(format!(
+                "{}: no answer within {limit:?}",
+                self.names.1
+            ))),
+        }
+    }
+
+    /// One response time-out: the bound of every call that does not wait.
+    pub(crate) async fn within_response_timeout<T>(
+        &self,
+        call: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
+        self.bounded(self.config.response_timeout, call).await
     }
 }
 

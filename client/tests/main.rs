@@ -8,6 +8,7 @@
 mod support;
 
 mod blocking;
+mod close;
 mod cluster;
 mod cluster_reshard;
 mod config;

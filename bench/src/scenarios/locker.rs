@@ -83,7 +83,7 @@ impl Locker {
                     .expect("dlock client");
                 Locker::Client {
                     lock: client.lock(key),
-                    conn: Box::new(client.connection()),
+                    conn: Box::new(client.connection().expect("client open")),
                     _client: client,
                     guard: None,
                     counter: counter.to_string(),

@@ -129,6 +129,14 @@ impl ActiveBackend {
         matches!(self, ActiveBackend::Native(_))
     }
 
+    /// The client is closing: end the backend's own connections (the script backend's
+    /// pub/sub connections).
+    pub(crate) fn close(&self, rt: &tokio::runtime::Handle) {
+        if let ActiveBackend::Script(s) = self {
+            s.close(rt);
+        }
+    }
+
     /// Try (and with `req.wait`, wait) for the lock.
     pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {
         match self {

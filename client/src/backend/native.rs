@@ -73,8 +73,9 @@ impl Native {
                 let end = req.started + d;
                 (end > Instant::now()).then_some(call::Limit::Until {
                     end,
-                    // The server answers a wait at its end: allow for the round trip.
-                    slack: inner.config.response_timeout.saturating_mul(2),
+                    // The server answers a wait at its end: allow for the round trip (the
+                    // contract's bound of a wait: its time-out plus one response time-out).
+                    slack: inner.config.response_timeout,
                 })
             }
             // No client-side time-out either: the request keeps its place in the server's
@@ -136,8 +137,12 @@ impl Native {
         };
         let grant = parse_grant(req.key, v)?;
         let mut at = sent;
-        if grant.is_some() && guard.is_some() {
-            // Granted on a dedicated connection (with its replication WAIT).
+        let lease = std::time::Duration::from_millis(req.lease_ms);
+        // Granted on a dedicated connection (with its replication WAIT), or answered so late
+        // that less than half the lease is left (a cluster connection tries `TRYAGAIN`
+        // again by itself, for seconds during a slot migration): confirmed, so the grant
+        // is not handed out already lost (the client contract's rule 2).
+        if grant.is_some() && (guard.is_some() || sent + lease / 2 <= Instant::now()) {
             (at, bound) = self.confirm(inner, req, sent).await?;
         }
         Ok(to_grant(grant, at, acks, bound))

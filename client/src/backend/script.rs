@@ -109,6 +109,11 @@ impl Script {
         }
     }
 
+    /// The client is closing: end the pub/sub connections.
+    pub(crate) fn close(&self, rt: &tokio::runtime::Handle) {
+        self.subscribers.close(rt);
+    }
+
     /// Redisson's `tryLock(waitTime, leaseTime)`: try; subscribe to the unlock channel;
     /// retry on each unlock message or after min(PTTL, remaining wait).
     pub(crate) async fn acquire(&self, inner: &Inner, req: &Request<'_>) -> Result<Option<Grant>> {

@@ -16,7 +16,11 @@ use super::lua;
 #[derive(Default)]
 pub(crate) struct Subscribers {
     /// By node address.
-    conns: tokio::sync::Mutex<HashMap<String, Arc<SubConn>>>,
+    conns: Arc<tokio::sync::Mutex<HashMap<String, Arc<SubConn>>>>,
+    /// The reader task of each pub/sub connection (aborting it ends the connection).
+    readers: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+    /// The client was closed: no new subscription.
+    closed: AtomicBool,
 }
 
 struct SubConn {
@@ -80,6 +84,31 @@ impl Drop for Subscription {
 }
 
 impl Subscribers {
+    /// The client is closing: end every pub/sub connection (their waiters are ended by the
+    /// close itself) and refuse new subscriptions.
+    pub(crate) fn close(&self, rt: &tokio::runtime::Handle) {
+        self.closed.store(true, Ordering::Release);
+        let (conns, readers) = (self.conns.clone(), self.readers.clone());
+        let end = move |conns: &mut HashMap<String, Arc<SubConn>>| {
+            for r in readers.lock().unwrap().drain(..) {
+                r.abort();
+            }
+            for c in conns.values() {
+                c.alive.store(false, Ordering::Release);
+            }
+            // The last handle of a connection's sink goes: the connection closes.
+            conns.clear();
+        };
+        match self.conns.try_lock() {
+            Ok(mut g) => end(&mut g),
+            // A subscribe in progress holds the map (it may still add a connection, or be
+            // cancelled by the close): end everything once it is done.
+            Err(_) => {
+                rt.spawn(async move { end(&mut *conns.lock().await) });
+            }
+        }
+    }
+
     /// Subscribe to `channel` and return once the server confirmed it. `None` when pub/sub
     /// is unavailable (the caller then polls).
     pub(crate) async fn subscribe(
@@ -91,6 +120,9 @@ impl Subscribers {
         let sc = {
             let addr = client.get_connection_info().addr.to_string();
             let mut g = self.conns.lock().await;
+            if self.closed.load(Ordering::Acquire) {
+                return None;
+            }
             match g.get(&addr) {
                 Some(c) if c.alive.load(Ordering::Acquire) => c.clone(),
                 _ => {
@@ -107,7 +139,7 @@ impl Subscribers {
                         op: tokio::sync::Mutex::new(()),
                     });
                     let reader = c.clone();
-                    rt.spawn(async move {
+                    let task = rt.spawn(async move {
                         let mut stream = stream;
                         while let Some(msg) = stream.next().await {
                             let payload: String = msg.get_payload().unwrap_or_default();
@@ -125,6 +157,7 @@ impl Subscribers {
                             e.sem.close();
                         }
                     });
+                    self.readers.lock().unwrap().push(task.abort_handle());
                     g.insert(addr, c.clone());
                     c
                 }

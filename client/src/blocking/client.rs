@@ -39,6 +39,18 @@ impl Client {
         Ok(Client { inner, rt })
     }
 
+    /// Close the client (see [`crate::Client::close`]): every call afterwards answers
+    /// [`Error::Closed`](crate::Error::Closed), holds are reported lost, nothing is released.
+    /// ```no_run
+    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
+    /// client.close();
+    /// assert!(client.lock("k").try_acquire().is_err());
+    /// # Ok::<(), dlock_client::Error>(())
+    /// ```
+    pub fn close(&self) {
+        self.rt.block_on(self.inner.close());
+    }
+
     /// The async client underneath (shares connection and watchdog).
     /// ```no_run
     /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;

@@ -82,7 +82,9 @@ pub(crate) async fn node_call(
                 match tokio::time::timeout(within, reply).await {
                     Ok(r) => r.map_err(|e| Error::from_redis(key, e))?,
                     Err(_) => {
-                        return Err(Error::Timeout(format!("{key}: no reply within {within:?}")))
+                        return Err(Error::Timeout(format!(
+                            "{key}: no reply from {addr} within {within:?}"
+                        )))
                     }
                 }
             }

@@ -20,8 +20,9 @@ use crate::{Error, Result};
 pub(crate) struct Link {
     /// The single node, the master found at connect time, or the first cluster seed.
     seed: redis::Client,
-    /// What [`Client::connection`](crate::Client::connection) hands out.
-    manager: ConnectionManager,
+    /// What [`Client::connection`](crate::Client::connection) hands out (`None` once
+    /// closed).
+    manager: Mutex<Option<ConnectionManager>>,
     shared: Connection,
     pub(super) pool: WaitPool,
     runtime: tokio::runtime::Handle,
@@ -59,6 +60,7 @@ impl Link {
                     service: service.clone(),
                     current: Mutex::new(None),
                     timeout: response_timeout,
+                    shut: Default::default(),
                 });
                 let (c, _) = sc
                     .master()
@@ -105,7 +107,7 @@ impl Link {
         .map_err(|e| Error::connect(&addr, e))?;
         Ok(Link {
             seed,
-            manager,
+            manager: Mutex::new(Some(manager)),
             shared: Connection { kind },
             pool: WaitPool::default(),
             runtime: tokio::runtime::Handle::current(),
@@ -118,9 +120,25 @@ impl Link {
         &self.shared
     }
 
-    /// A reconnecting connection to the seed node, for the user's own commands.
-    pub(crate) fn manager(&self) -> ConnectionManager {
-        self.manager.clone()
+    /// A reconnecting connection to the seed node, for the user's own commands (`None`
+    /// once closed).
+    pub(crate) fn manager(&self) -> Option<ConnectionManager> {
+        self.manager.lock().unwrap().clone()
+    }
+
+    /// Close what this link opened: the shared connection (single node, Sentinel master;
+    /// a cluster's connections close when the last handle of the client goes), the
+    /// manager's (clones handed out to the user stay theirs) and the idle wait
+    /// connections. Sends nothing.
+    pub(crate) fn close(&self) {
+        let manager = self.manager.lock().unwrap().take();
+        drop(manager);
+        match &self.shared.kind {
+            ConnKind::Single(s) => s.close(),
+            ConnKind::Sentinel(s) => s.close(),
+            ConnKind::Cluster(..) => {}
+        }
+        self.pool.close();
     }
 
     /// The runtime the client was built on (background clean-ups run there).

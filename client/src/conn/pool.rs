@@ -10,6 +10,7 @@
 #![allow(deprecated)] // aio::Connection: see above.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ use crate::{Error, Result};
 #[derive(Default)]
 pub(crate) struct WaitPool {
     idle: Mutex<HashMap<String, Vec<PlainConnection>>>,
+    /// The client was closed: no new connection, none kept.
+    closed: AtomicBool,
 }
 
 /// At most this many idle connections are kept per node.
@@ -33,6 +36,9 @@ impl WaitPool {
         client: &redis::Client,
         connect_timeout: Duration,
     ) -> Result<PlainConnection> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
         if let Some(c) = self
             .idle
             .lock()
@@ -49,8 +55,17 @@ impl WaitPool {
         }
     }
 
+    /// Close every idle connection; later ones are closed when given back.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.idle.lock().unwrap().clear();
+    }
+
     pub(super) fn put(&self, addr: String, c: PlainConnection) {
         let mut idle = self.idle.lock().unwrap();
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
         let v = idle.entry(addr).or_default();
         if v.len() < IDLE_PER_NODE {
             v.push(c);

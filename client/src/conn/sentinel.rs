@@ -10,11 +10,16 @@ pub(crate) struct SentinelConn {
     pub(crate) service: String,
     pub(crate) current: std::sync::Mutex<Option<(redis::Client, MultiplexedConnection)>>,
     pub(crate) timeout: Duration,
+    /// The client was closed: no connection is made any more.
+    pub(crate) shut: std::sync::atomic::AtomicBool,
 }
 
 impl SentinelConn {
     /// The master's client and a connection to it (asking the sentinels when needed).
     pub(crate) async fn master(&self) -> RedisResult<(redis::Client, MultiplexedConnection)> {
+        if self.shut.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err((redis::ErrorKind::ClientError, "the dlock client is closed").into());
+        }
         if let Some(c) = self.current.lock().unwrap().clone() {
             return Ok(c);
         }
@@ -54,6 +59,13 @@ impl SentinelConn {
         }
         *self.current.lock().unwrap() = Some((client.clone(), conn.clone()));
         Ok((client, conn))
+    }
+
+    /// Close the connection to the master and make no new one.
+    pub(crate) fn close(&self) {
+        self.shut.store(true, std::sync::atomic::Ordering::Relaxed);
+        let current = self.current.lock().unwrap().take();
+        drop(current);
     }
 
     /// Forget the current master if `r` says it is gone or demoted.

@@ -40,6 +40,11 @@ pub(crate) struct Single {
     next_link: AtomicU64,
     /// When the latest link was last known open.
     answered: Arc<Answered>,
+    /// The client was closed: the link is dropped and no new one is made.
+    shut: std::sync::atomic::AtomicBool,
+    /// The last link the monitor closed for silence: its requests failed for want of an
+    /// answer within the response time-out, and say so (a time-out, not a broken pipe).
+    silenced: AtomicU64,
 }
 
 /// Which link answered a command, and when the command was sent on it (read after the link
@@ -154,6 +159,8 @@ impl Single {
             finished: AtomicU64::new(0),
             next_link: AtomicU64::new(1),
             answered: Arc::new(Answered::new()),
+            shut: std::sync::atomic::AtomicBool::new(false),
+            silenced: AtomicU64::new(0),
         });
         match tokio::time::timeout(timeout, s.client.create_multiplexed_tokio_connection()).await {
             Ok(Ok((conn, driver))) => s.install(conn, driver),
@@ -188,14 +195,31 @@ impl Single {
         out
     }
 
+    /// Close the link (its requests fail) and make no new one; the monitor ends.
+    pub(crate) fn close(&self) {
+        self.shut.store(true, Relaxed);
+        let link = self.current.lock().unwrap().take();
+        drop(link);
+    }
+
+    fn is_shut(&self) -> bool {
+        self.shut.load(Relaxed)
+    }
+
     /// The current link, or a new one (with the retry policy's back-off between attempts).
     async fn link(&self) -> RedisResult<(u64, MultiplexedConnection)> {
+        if self.is_shut() {
+            return Err(closed_error());
+        }
         if let Some(l) = self.current.lock().unwrap().as_ref() {
             return Ok((l.id, l.conn.clone()));
         }
         let _one = self.connecting.lock().await;
         if let Some(l) = self.current.lock().unwrap().as_ref() {
             return Ok((l.id, l.conn.clone()));
+        }
+        if self.is_shut() {
+            return Err(closed_error());
         }
         let mut n = 0;
         loop {
@@ -205,11 +229,13 @@ impl Single {
             )
             .await;
             let err = match attempt {
+                // Closed while connecting: this link is not kept.
+                Ok(Ok(_)) if self.is_shut() => return Err(closed_error()),
                 Ok(Ok((conn, driver))) => return Ok(self.install(conn, driver)),
                 Ok(Err(e)) => e,
                 Err(_) => redis::RedisError::from(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
-                    format!("no connection within {:?}", self.timeout),
+                    format!("{}: no connection within {:?}", self.addr(), self.timeout),
                 )),
             };
             if n >= self.retry.attempts() {
@@ -300,7 +326,18 @@ impl Single {
         let sent = Instant::now();
         self.sent.fetch_add(1, Relaxed);
         let _f = Finished(&self.finished);
-        let r = request(c).await;
+        let r = match request(c).await {
+            Err(e)
+                if self.silenced.load(Relaxed) == id
+                    && e.kind() != redis::ErrorKind::ResponseError =>
+            {
+                Err(redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{}: no answer within {:?}", self.addr(), self.timeout),
+                )))
+            }
+            r => r,
+        };
         self.after(id, sent, &r);
         let stamp = r.is_ok().then_some(Stamp {
             link: Some(id),
@@ -309,9 +346,19 @@ impl Single {
         (r, stamp)
     }
 
+    /// `host:port`, for messages.
+    fn addr(&self) -> String {
+        self.client.get_connection_info().addr.to_string()
+    }
+
     pub(crate) fn db(&self) -> i64 {
         self.client.get_connection_info().redis.db
     }
+}
+
+/// What a request on a closed client's connection fails with.
+fn closed_error() -> redis::RedisError {
+    redis::RedisError::from((redis::ErrorKind::ClientError, "the dlock client is closed"))
 }
 
 /// Every `every`: when nothing was answered since the last look although a request sent
@@ -322,10 +369,14 @@ async fn monitor(weak: Weak<Single>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
         let Some(s) = weak.upgrade() else { return };
+        if s.is_shut() {
+            return;
+        }
         let (sent, finished) = (s.sent.load(Relaxed), s.finished.load(Relaxed));
         if finished == last_finished && finished < last_sent {
             let id = s.current.lock().unwrap().as_ref().map(|l| l.id);
             if let Some(id) = id {
+                s.silenced.store(id, Relaxed);
                 s.drop_link(id);
             }
         }

@@ -9,8 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dlock_client::{
-    Backend, Client, ConnectReason, Error, LockGuard, LostReason, LostSignal, Owner,
-    SemaphoreGuard,
+    Backend, Client, ConnectReason, Error, LockGuard, LostReason, LostSignal, Owner, SemaphoreGuard,
 };
 use dlock_conformance::clock::now_us;
 use serde_json::{json, Map, Value};
@@ -432,8 +431,7 @@ fn duration(v: &Value, field: &str) -> Result<Duration, Error> {
         Value::String(s) => s.parse::<f64>().unwrap_or(f64::NAN),
         _ => f64::NAN,
     };
-    Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|e| Error::Config(format!("{field} {v}: {e}")))
+    Duration::try_from_secs_f64(ms / 1000.0).map_err(|e| Error::Config(format!("{field} {v}: {e}")))
 }
 
 /// DLOCK.INFO's reply (a flat map) as `{kind, holders, waiters}`.
@@ -555,7 +553,14 @@ async fn main() {
     }
     // End of the requests: close the clients (if `close` did not), then return; the
     // runtime ends its tasks (the alive report, the samplers).
-    let clients: Vec<Client> = driver.state.lock().unwrap().clients.values().cloned().collect();
+    let clients: Vec<Client> = driver
+        .state
+        .lock()
+        .unwrap()
+        .clients
+        .values()
+        .cloned()
+        .collect();
     for c in clients {
         c.close().await;
     }
