@@ -147,6 +147,15 @@ lint: setup python/.venv/installed
 		fi; \
 	fi
 
+# The Redisson versions the Java tests run (see test-java below) and whose lock scripts are
+# captured (see redisson-scripts below; 3.20.1 too: the only one whose unlock publishes
+# literally). Defined before the rules that list the captures as prerequisites.
+REDISSON_VERSIONS ?= 3.23.5 4.7.0
+REDISSON_ALL ?= 3.23.5 3.45.1 4.7.0
+REDISSON_BENCH ?= 4.7.0
+REDISSON_SCRIPT_VERSIONS ?= 3.20.1 $(REDISSON_ALL)
+REDISSON_CAPTURES = $(REDISSON_SCRIPT_VERSIONS:%=target/redisson/scripts-%.json)
+
 # The workspace's tests build the conformance runner and drivers too (conformance/tests/rust.rs
 # runs them): test-python and test-node use those (CONFORMANCE_BUILT=1). Their own
 # `cargo build -p dlock-conformance` unifies fewer features than the workspace's tests and would
@@ -165,7 +174,7 @@ lint: setup python/.venv/installed
 # servers (~15 s of CPU), so beside the other two it adds little to the total, where after the
 # rust lane it would add its whole length.
 test: BUILD_SCOPE = $(WORKSPACE_BUILD)
-test: lint build setup-examples
+test: lint build setup-examples $(REDISSON_CAPTURES)
 	@set -o pipefail; \
 	lane() { name=$$1; shift; "$$@" 2>&1 | sed -u "s/^/[$$name] /"; }; \
 	lane rust env DLOCK_EXAMPLES=required $(CARGO) test --release --workspace & rust=$$!; \
@@ -185,9 +194,6 @@ test: lint build setup-examples
 # publish by argument and no unlock latch, and the newest 4.x), `make test-matrix` all of
 # REDISSON_ALL (with a 3.4x before 3.46: unlock latch, EVAL with the text by default) on every
 # server. JAVA_TESTS=WakeUpTest runs one class; DLOCK_SERVER another server binary.
-REDISSON_VERSIONS ?= 3.23.5 4.7.0
-REDISSON_ALL ?= 3.23.5 3.45.1 4.7.0
-REDISSON_BENCH ?= 4.7.0
 test-java: build
 	REDISSON_VERSIONS="$(REDISSON_VERSIONS)" scripts/test-java.sh
 
@@ -269,12 +275,12 @@ test-long: build
 # examples are set up and required, as in `make test` (without them tests/examples.rs returns
 # early, and an example that fails on one server only would go unseen).
 test-matrix: BUILD_SCOPE = $(WORKSPACE_BUILD)
-test-matrix: build setup-examples
+test-matrix: build setup-examples $(REDISSON_CAPTURES)
 	DLOCK_EXAMPLES=required REDISSON_VERSIONS="$(REDISSON_ALL)" scripts/test-matrix.sh
 
 # The Valkey part of the matrix.
 test-valkey: BUILD_SCOPE = $(WORKSPACE_BUILD)
-test-valkey: build setup-examples
+test-valkey: build setup-examples $(REDISSON_CAPTURES)
 	DLOCK_EXAMPLES=required REDISSON_VERSIONS="$(REDISSON_ALL)" MATRIX="valkey-8.1 valkey-9.1" scripts/test-matrix.sh
 
 # Redisson's lock scripts as each Redisson version sends them, captured from the real client
@@ -282,13 +288,19 @@ test-valkey: build setup-examples
 # into target/redisson/scripts-<version>.json. Generated, never committed: the repository keeps
 # at most their SHA1s. The differential test (java/, RedissonScriptsDiffTest) reads them. 3.20.1
 # beside the three versions the tests run: the only one whose unlock publishes literally.
-REDISSON_SCRIPT_VERSIONS ?= 3.20.1 $(REDISSON_ALL)
 .PHONY: redisson-scripts
 redisson-scripts: setup
 	@for v in $(REDISSON_SCRIPT_VERSIONS); do \
 		(cd java && mvn -q -B -Dredisson.version=$$v -Ddlock.capture=force -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test) || exit 1; \
 		echo "target/redisson/scripts-$$v.json"; \
 	done
+
+# The captures the Rust tests and bench rows read (tests/redisson_native.rs, under CI a missing
+# one fails), made once when missing, before the test lanes start: the Rust lane must not read
+# a capture the Java lane is still writing. ~35 s a version on a fresh machine.
+target/redisson/scripts-%.json: | setup
+	cd java && mvn -q -B -Dredisson.version=$* -Dtest=ScriptCaptureTest -Dsurefire.failIfNoSpecifiedTests=false test
+	@test -s $@ || { echo "the capture of Redisson $* did not write $@" >&2; exit 1; }
 
 # Native commands against the Lua way, side by side (starts its own servers). The run's output
 # goes to target/bench/ (last-run.txt, and section.md for the docs); `make bench-docs` then puts
@@ -314,7 +326,7 @@ bench-docs: toolchain python/.venv/installed
 # The SET-with-waiters rows run on every supported server (INSTR_SERVERS, installed as
 # test-matrix does).
 INSTR_SERVERS ?= redis-7.0 redis-8.2 valkey-8.1 valkey-9.1
-bench-instr: build
+bench-instr: build $(REDISSON_CAPTURES)
 	@command -v valgrind >/dev/null || (export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq valgrind >/dev/null)
 	DLOCK_INSTR_SERVERS="$$(for s in $(INSTR_SERVERS); do echo "$$s=$$(scripts/server-binary.sh $$s)"; done)" \
 		$(CARGO) run --release -p dlock-bench -- --instr
