@@ -408,7 +408,10 @@ impl Lock {
         let abandon = Abandon::arm(self, lease);
         // The contract's bound: a wait within its time-out plus one response time-out, a
         // try within one; a wait without limit until granted. Any of them ends at close.
-        let call = backend.acquire(inner, &req);
+        // Boxed: the backend's future is deep, and without the box an application's `async fn`
+        // that awaits a semaphore or multi-lock acquire passed the compiler's default
+        // recursion limit while laying out its state machine (the doctests caught it).
+        let call = Box::pin(backend.acquire(inner, &req));
         let rt = inner.config.response_timeout;
         let asked = match wait {
             Wait::No => inner.bounded(rt, call).await,
