@@ -189,9 +189,17 @@ fn publish_auto_holds_the_message_back_while_nobody_subscribes() {
     // late by the next reading: either way the subscriber hears it.
     assert_eq!(acquire(&mut c, "k", "o", 10_000), Reply::Int(1));
     assert_eq!(release(&mut c, "k", "o"), Reply::Int(1));
-    let m = ps.get_message().expect("the unlock message");
-    assert_eq!(m.get_channel_name(), channel("k"));
-    assert_eq!(m.get_payload::<String>().unwrap(), "0");
+    // A loop key's message still held back may come first, sent late by the same look.
+    loop {
+        let m = ps.get_message().expect("the unlock message");
+        assert_eq!(m.get_payload::<String>().unwrap(), "0");
+        if m.get_channel_name() == channel("k") {
+            break;
+        }
+        assert!(m
+            .get_channel_name()
+            .starts_with(&channel("k").replace('}', "")));
+    }
 }
 
 #[test]
