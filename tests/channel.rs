@@ -211,6 +211,50 @@ fn publish_yes_always_publishes() {
     assert_eq!(held_back_and_late(&mut c), (0, 0), "publish yes");
 }
 
+/// One RESP3 connection that sends its commands in one pipeline (run by the server in one
+/// go, well within the 100 ms between two readings) and keeps all it reads.
+struct Pipelined {
+    s: TcpStream,
+    got: Vec<u8>,
+}
+
+impl Pipelined {
+    fn send(srv: &Server, cmds: &[String]) -> Pipelined {
+        let mut s = TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
+        s.set_read_timeout(Some(5 * SEC)).unwrap();
+        let mut pipeline = String::from("HELLO 3\r\n");
+        for cmd in cmds {
+            pipeline.push_str(cmd);
+            pipeline.push_str("\r\n");
+        }
+        s.write_all(pipeline.as_bytes()).unwrap();
+        Pipelined { s, got: Vec::new() }
+    }
+
+    /// Reads until `want` has come (5 s at most).
+    fn read_until(&mut self, want: &str) {
+        let mut buf = [0u8; 4096];
+        while !self.text().contains(want) {
+            let n = self.s.read(&mut buf).expect("the message within 5 s");
+            assert!(n > 0, "connection closed; got {:?}", self.text());
+            self.got.extend_from_slice(&buf[..n]);
+        }
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.got).into_owned()
+    }
+}
+
+/// A message on `chan` as a RESP3 push: `>3 message <chan> <payload>`.
+fn pushed(chan: &str, payload: &str) -> String {
+    format!(
+        "$7\r\nmessage\r\n${}\r\n{chan}\r\n${}\r\n{payload}\r\n",
+        chan.len(),
+        payload.len()
+    )
+}
+
 /// The one race of `publish auto`: a subscriber that comes after the server found none and
 /// before the lock it waits for is released. One RESP3 connection sends, in one pipeline
 /// (run by the server in one go, well within the 100 ms between two readings): a release
@@ -221,34 +265,18 @@ fn a_subscriber_that_comes_between_two_readings_gets_the_message_late() {
     let srv = Server::start();
     let mut c = srv.connection();
     let chan = channel("late");
-    let mut s = TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
-    s.set_read_timeout(Some(5 * SEC)).unwrap();
-    let mut pipeline = String::from("HELLO 3\r\n");
-    for cmd in [
-        "DLOCK.ACQUIRE first o 10000".to_string(),
-        "DLOCK.RELEASE first o".into(),
-        format!("SUBSCRIBE {chan}"),
-        "DLOCK.ACQUIRE late o 10000".into(),
-        "DLOCK.RELEASE late o".into(),
-    ] {
-        pipeline.push_str(&cmd);
-        pipeline.push_str("\r\n");
-    }
     let sent = std::time::Instant::now();
-    s.write_all(pipeline.as_bytes()).unwrap();
-    // The message as a RESP3 push: `>3 message <chan> 0`.
-    let want = format!("$7\r\nmessage\r\n${}\r\n{chan}\r\n$1\r\n0\r\n", chan.len());
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains(&want) {
-        let n = s.read(&mut buf).expect("the unlock message within 5 s");
-        assert!(
-            n > 0,
-            "connection closed; got {:?}",
-            String::from_utf8_lossy(&got)
-        );
-        got.extend_from_slice(&buf[..n]);
-    }
+    let mut p = Pipelined::send(
+        &srv,
+        &[
+            "DLOCK.ACQUIRE first o 10000".to_string(),
+            "DLOCK.RELEASE first o".into(),
+            format!("SUBSCRIBE {chan}"),
+            "DLOCK.ACQUIRE late o 10000".into(),
+            "DLOCK.RELEASE late o".into(),
+        ],
+    );
+    p.read_until(&pushed(&chan, "0"));
     let took = sent.elapsed();
     assert_eq!(
         held_back_and_late(&mut c),
@@ -269,42 +297,18 @@ fn a_name_freed_twice_before_the_look_is_sent_once() {
     let srv = Server::start();
     let mut c = srv.connection();
     let chan = channel("res");
-    let mut s = TcpStream::connect(("127.0.0.1", srv.port())).unwrap();
-    s.set_read_timeout(Some(5 * SEC)).unwrap();
-    let mut pipeline = String::from("HELLO 3\r\n");
-    for cmd in [
-        "DLOCK.ACQUIRE res o 10000".to_string(),
-        "DLOCK.RELEASE res o".into(),
-        "FLUSHALL".into(),
-        "DLOCK.ACQUIRE res o 10000".into(),
-        "DLOCK.RELEASE res o".into(),
-        format!("SUBSCRIBE {chan}"),
-    ] {
-        pipeline.push_str(&cmd);
-        pipeline.push_str("\r\n");
-    }
-    s.write_all(pipeline.as_bytes()).unwrap();
-    let message = |payload: &str| {
-        format!(
-            "$7\r\nmessage\r\n${}\r\n{chan}\r\n${}\r\n{payload}\r\n",
-            chan.len(),
-            payload.len()
-        )
-    };
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let mut read_until = |want: &str, got: &mut Vec<u8>| {
-        while !String::from_utf8_lossy(got).contains(want) {
-            let n = s.read(&mut buf).expect("the message within 5 s");
-            assert!(
-                n > 0,
-                "connection closed; got {:?}",
-                String::from_utf8_lossy(got)
-            );
-            got.extend_from_slice(&buf[..n]);
-        }
-    };
-    read_until(&message("0"), &mut got);
+    let mut p = Pipelined::send(
+        &srv,
+        &[
+            "DLOCK.ACQUIRE res o 10000".to_string(),
+            "DLOCK.RELEASE res o".into(),
+            "FLUSHALL".into(),
+            "DLOCK.ACQUIRE res o 10000".into(),
+            "DLOCK.RELEASE res o".into(),
+            format!("SUBSCRIBE {chan}"),
+        ],
+    );
+    p.read_until(&pushed(&chan, "0"));
     // Whatever the look sent came in one go, before this sentinel.
     let n: i64 = redis::cmd("PUBLISH")
         .arg(&chan)
@@ -312,10 +316,10 @@ fn a_name_freed_twice_before_the_look_is_sent_once() {
         .query(&mut c)
         .unwrap();
     assert_eq!(n, 1, "subscriber present");
-    read_until(&message("sentinel"), &mut got);
-    let text = String::from_utf8_lossy(&got);
+    p.read_until(&pushed(&chan, "sentinel"));
+    let text = p.text();
     assert_eq!(
-        text.matches(&message("0")).count(),
+        text.matches(&pushed(&chan, "0")).count(),
         1,
         "one message: {text:?}"
     );
