@@ -1,10 +1,11 @@
 /**
- * The two ways to take a lock: the dlock module's commands (native: one `WAIT` queued FIFO in
- * the server, on a dedicated connection) and Redisson's Lua scripts on plain Redis (script:
- * try, then wait for the unlock message or the holder's lease, and try again).
+ * The backend: the two ways to take a lock, and choosing one. The dlock module's commands
+ * (native: one `WAIT` queued FIFO in the server, on a dedicated connection) and Redisson's
+ * Lua scripts on plain Redis (script: try, then wait for the unlock message or the holder's
+ * lease, and try again); `auto` asks the server whether it has the module.
  */
 import { now } from './clock.js';
-import { CommandError, ResponseTimeoutError, noteServer, replyText, serverOf, translate } from './errors.js';
+import { CommandError, ModuleNotLoadedError, ResponseTimeoutError, noteServer, replyText, serverOf, translate } from './errors.js';
 import type { Entry } from './hold.js';
 import type { Link, Sent } from './link.js';
 import { Kind, Request, acquireCommand, infoMode, isUnknownOption, parseGrant, parseInfo, releaseCommand, renewCommand } from './protocol.js';
@@ -295,7 +296,7 @@ const PROBE_KEY = 'dlock:probe';
  * has: it answers 0 and changes nothing; a module older than BIND answers a syntax or arity
  * error). `server`: where the probe key's commands went.
  */
-export async function probeModule(topo: Topology, owner: string): Promise<{ module: boolean; bind: boolean; server: string }> {
+async function probeModule(topo: Topology, owner: string): Promise<{ module: boolean; bind: boolean; server: string }> {
   const [info, renew] = await Promise.allSettled([
     topo.send(PROBE_KEY, ['DLOCK.INFO', PROBE_KEY]),
     topo.send(PROBE_KEY, renewCommand(PROBE_KEY, owner, 1, 1)),
@@ -309,3 +310,43 @@ export async function probeModule(topo: Topology, owner: string): Promise<{ modu
   return { module: true, bind, server: info.status === 'fulfilled' ? info.value.link.name : serverOf(info.reason, topo.name) };
 }
 
+/** The `backend` option: `auto` picks native when the server has the module. */
+export type BackendChoice = 'auto' | 'native' | 'script';
+
+/**
+ * The backend `choice` means on `topo` (asking the server once unless `script`): native,
+ * binding holds with `bind` (none on a module older than BIND), else the scripts on
+ * `channelPrefix`. `owner`: a fresh owner id for the probe's renewal.
+ */
+export async function chooseBackend(
+  topo: Topology,
+  choice: { backend: BackendChoice; bind: number | null; channelPrefix: string | undefined },
+  owner: string,
+): Promise<Backend> {
+  const { backend, bind, channelPrefix } = choice;
+  if (backend === 'script') return new Script(channelPrefix);
+  const probe = await probeModule(topo, owner);
+  // A module older than BIND: holds are not bound (they last their lease after a crash).
+  if (probe.module) return new Native(probe.bind ? bind : null);
+  if (backend === 'native') {
+    throw new ModuleNotLoadedError(`dlock module not loaded on ${probe.server}`, probe.server);
+  }
+  reportFallback(probe.server);
+  return new Script(channelPrefix);
+}
+
+/**
+ * The first fallback to the scripts in this process is reported (once), as Node reports a
+ * deprecation.
+ */
+let fallbackReported = false;
+function reportFallback(server: string): void {
+  if (fallbackReported) return;
+  fallbackReported = true;
+  process.emitWarning(
+    `dlock module not loaded on ${server}: using the Lua script backend (no server-side FIFO ` +
+      `queue, fencing, BIND or lock-delay). Pass backend: 'script' to choose it, or 'native' ` +
+      `to refuse it.`,
+    { type: 'DlockWarning', code: 'DLOCK_SCRIPT_FALLBACK' },
+  );
+}

@@ -1,14 +1,14 @@
 /**
- * The client: connecting (standalone, Cluster, Sentinel), picking the backend, acquiring,
- * `waiters()` / `info()`, and close. Holds live in {@link Holds}, renewed by its watchdog.
+ * The client: its options, connecting (the topology is made in topology.ts), the backend
+ * (chosen in backend.ts), acquiring, `waiters()` / `info()`, and close. Holds live in
+ * {@link Holds}, renewed by its watchdog.
  */
-import { createClient, createCluster, createSentinel } from 'redis';
-import { Attempt, Backend, Grant, Native, Script, probeModule } from './backend.js';
+import { Attempt, Backend, BackendChoice, Grant, chooseBackend } from './backend.js';
 import { now } from './clock.js';
-import { AcquireTimeoutError, ClosedError, ConfigError, ModuleNotLoadedError, NotSupportedError, ResponseTimeoutError, translate } from './errors.js';
+import { AcquireTimeoutError, ClosedError, ConfigError, NotSupportedError, ResponseTimeoutError, translate } from './errors.js';
 import type { Held } from './hold.js';
 import { Holds } from './holds.js';
-import { addressOf, destroy, within, type NodeRedisClient } from './link.js';
+import { destroy, within } from './link.js';
 import { AcquireOptions, Lock, LockOptions, ReadWriteLock, Semaphore, SemaphoreOptions } from './locks.js';
 import {
   LEASE_DEFAULT_MS,
@@ -26,7 +26,7 @@ import {
   renewCommand,
   waitArg,
 } from './protocol.js';
-import { Cluster, NodeRedisCluster, NodeRedisSentinel, Sentinel, Standalone, Topology } from './topology.js';
+import { NodeRedis, Topology, Unconnected, topologyOf, unconnectedCluster, unconnectedSentinel, unconnectedSingle } from './topology.js';
 
 export interface ClientOptions {
   /**
@@ -47,7 +47,7 @@ export interface ClientOptions {
 
 /** The options, checked: what a client is made with. */
 interface Settings {
-  backend: 'auto' | 'native' | 'script';
+  backend: BackendChoice;
   bind: number | null;
   channelPrefix: string | undefined;
   responseMs: number;
@@ -70,44 +70,6 @@ function settings(opts: ClientOptions | undefined): Settings {
   };
 }
 
-/**
- * node-redis 6 gives every command a 5 s `timeout` by default (5.0 had no such option): an AbortSignal.timeout and
- * its listener per command, about half the client CPU of an uncontended acquire + release.
- * That timeout only covers the time a command waits in node-redis's write queue (it is removed
- * once the command is written, so it never bounds a reply), and the connections this package
- * makes do not queue (`disableOfflineQueue`): `connect()` turns it off (0 = none); replies are
- * bounded by `responseTimeout` instead. Clients you hand over, and the cluster's node clients,
- * keep node-redis's setting.
- */
-const NO_QUEUE_TIMEOUT = { timeout: 0 };
-/** `createClient`'s options; typed loosely since node-redis 5.0's command options had no `timeout` (it ignores it). */
-type ClientConfig = Parameters<typeof createClient>[0];
-
-type Redis = NodeRedisClient | NodeRedisCluster | NodeRedisSentinel;
-
-/**
- * A node-redis cluster client older than 6.1 has no `getNodeClientForKey` (the key's node
- * client, which waits and BIND need): refused with the version to use. Standalone and
- * Sentinel work from node-redis 5.0 (README, "Requirements").
- */
-function checkClusterClient(redis: unknown): void {
-  const r = redis as Record<string, unknown>;
-  if ('nodeByAddress' in r && typeof r['getNodeClientForKey'] !== 'function') {
-    throw new ConfigError('Redis Cluster needs node-redis (redis) 6.1 or later: this cluster client has no getNodeClientForKey()');
-  }
-}
-
-/** The first fallback to the scripts in this process is reported (once), as Node reports a deprecation. */
-let fallbackReported = false;
-function reportFallback(server: string): void {
-  if (fallbackReported) return;
-  fallbackReported = true;
-  process.emitWarning(
-    `dlock module not loaded on ${server}: using the Lua script backend (no server-side FIFO queue, fencing, BIND or lock-delay). Pass backend: 'script' to choose it, or 'native' to refuse it.`,
-    { type: 'DlockWarning', code: 'DLOCK_SCRIPT_FALLBACK' },
-  );
-}
-
 export class Client {
   readonly #topo: Topology;
   readonly #settings: Settings;
@@ -126,16 +88,9 @@ export class Client {
    * A client on a node-redis client (`createClient`), cluster (`createCluster`) or Sentinel
    * (`createSentinel`) that you created; `close()` leaves it open.
    */
-  constructor(redis: Redis, opts: ClientOptions = {}) {
-    const s = settings(opts);
-    this.#settings = s;
-    const r = redis as unknown as Record<string, unknown>;
-    checkClusterClient(redis);
-    if (typeof r['getNodeClientForKey'] === 'function') this.#topo = new Cluster(redis as NodeRedisCluster, s.responseMs);
-    else if (typeof r['getMasterNode'] === 'function') {
-      const sn = redis as NodeRedisSentinel;
-      this.#topo = new Sentinel(sn, String(sn.options?.name ?? '?'), s.responseMs);
-    } else this.#topo = new Standalone(redis as NodeRedisClient, s.responseMs);
+  constructor(redis: NodeRedis, opts: ClientOptions = {}) {
+    this.#settings = settings(opts);
+    this.#topo = topologyOf(redis, this.#settings.responseMs);
     this.#holds = new Holds(this.#topo);
   }
 
@@ -146,49 +101,31 @@ export class Client {
    */
   static async connect(url: string, opts: ClientOptions = {}): Promise<Client> {
     const s = settings(opts);
-    // Reconnects after a drop; while disconnected, commands fail at once instead of queueing
-    // (a queued RELEASE re-sent later, or a renewal answered too late, helps nobody).
-    // The first connection fails connect() at once; a dropped one is made again (up to 0.5 s
-    // apart) as node-redis does by default.
-    let ready = false;
-    const reconnectStrategy = (retries: number, cause: Error): number | Error => (ready ? Math.min(retries * 50, 500) : cause);
-    const config = { url, disableOfflineQueue: true, commandOptions: NO_QUEUE_TIMEOUT, socket: { reconnectStrategy } };
-    const redis = createClient(config as unknown as ClientConfig) as unknown as NodeRedisClient;
-    redis.on('ready', () => (ready = true));
-    redis.on('error', () => {}); // surfaces as the failing command's error
-    return Client.#owning(redis, addressOf(redis), opts, s, () => redis.connect());
+    return Client.#owning(unconnectedSingle(url), opts, s);
   }
 
   /** Connect to a Redis Cluster through any of its nodes (`redis://host:port` each). */
   static async connectCluster(rootNodes: string[], opts: ClientOptions = {}): Promise<Client> {
     const s = settings(opts);
-    const cluster = createCluster({ rootNodes: rootNodes.map((url) => ({ url })), defaults: { disableOfflineQueue: true } }) as unknown as NodeRedisCluster;
-    checkClusterClient(cluster); // before connecting: nothing to close
-    cluster.on('error', () => {});
-    return Client.#owning(cluster, 'cluster', opts, s, () => cluster.connect());
+    return Client.#owning(unconnectedCluster(rootNodes), opts, s);
   }
 
   /** Connect to the master a Sentinel service names (`sentinels`: `host:port` each). */
   static async connectSentinel(sentinels: string[], service: string, opts: ClientOptions = {}): Promise<Client> {
     const s = settings(opts);
-    const sentinelRootNodes = sentinels.map((x) => {
-      const at = x.lastIndexOf(':');
-      return { host: x.slice(0, at), port: Number(x.slice(at + 1)) };
-    });
-    const sentinel = createSentinel({ name: service, sentinelRootNodes }) as unknown as NodeRedisSentinel;
-    sentinel.on('error', () => {});
-    return Client.#owning(sentinel, `sentinel service ${service}`, opts, s, () => sentinel.connect());
+    return Client.#owning(unconnectedSentinel(sentinels, service), opts, s);
   }
 
   /**
    * A client owning `redis`: connected and its backend picked within the response time-out,
    * or everything closed again.
    */
-  static async #owning(redis: Redis, name: string, opts: ClientOptions, s: Settings, connect: () => Promise<unknown>): Promise<Client> {
+  static async #owning(u: Unconnected, opts: ClientOptions, s: Settings): Promise<Client> {
+    const { redis, name } = u;
     let made: Client | null = null;
     const start = async (): Promise<Client> => {
       try {
-        await connect();
+        await u.connect();
       } catch (err) {
         throw translate(err, name);
       }
@@ -249,14 +186,7 @@ export class Client {
 
   async #detect(): Promise<Backend> {
     await this.#topo.prepare();
-    const { backend, bind, channelPrefix } = this.#settings;
-    if (backend === 'script') return new Script(channelPrefix);
-    const probe = await probeModule(this.#topo, this.newOwner());
-    // A module older than BIND: holds are not bound (they last their lease after a crash).
-    if (probe.module) return new Native(probe.bind ? bind : null);
-    if (backend === 'native') throw new ModuleNotLoadedError(`dlock module not loaded on ${probe.server}`, probe.server);
-    reportFallback(probe.server);
-    return new Script(channelPrefix);
+    return chooseBackend(this.#topo, this.#settings, this.newOwner());
   }
 
   /** A new owner id, different from every other of this client (for `owner:`). */

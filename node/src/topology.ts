@@ -1,12 +1,14 @@
 /**
- * Where a key's commands go: one server (standalone), the key's master (Cluster: following
- * MOVED / ASK / TRYAGAIN), or the master a Sentinel service names. Each server connection is
- * a {@link Link}; each has its own pool of dedicated connections for waits.
+ * Where a key's commands go (the topology): one server (single), the key's master (cluster:
+ * following MOVED / ASK / TRYAGAIN), or the master a Sentinel service names. Each server
+ * connection is a {@link Link}; each has its own pool of dedicated connections for waits.
+ * Also the node-redis clients `Client.connect*` make, and which topology a handed-over
+ * node-redis client is.
  */
-import { createClient } from 'redis';
+import { createClient, createCluster, createSentinel } from 'redis';
 import { now } from './clock.js';
-import { RedirectError, ResponseTimeoutError, replyText, serverOf } from './errors.js';
-import { Link, NodeRedisClient, Sent, WaitPool, destroy, within } from './link.js';
+import { ConfigError, RedirectError, ResponseTimeoutError, replyText, serverOf } from './errors.js';
+import { Link, NodeRedisClient, Sent, WaitPool, addressOf, destroy, within } from './link.js';
 import { redirectOf } from './protocol.js';
 
 /** What this package needs of a node-redis cluster (`createCluster()`). */
@@ -62,7 +64,7 @@ export abstract class Topology {
   abstract prepare(): Promise<void>;
   /** The shared connection of the server that has `key`. */
   abstract link(key: string): Promise<Link>;
-  /** That connection when it is known without asking (standalone), else null: saves the
+  /** That connection when it is known without asking (single), else null: saves the
    * uncontended path a promise per command. */
   protected linkNow(_key: string): Link | null {
     return null;
@@ -197,7 +199,7 @@ export abstract class Topology {
    * taken just before (it must not be later than the send), to save reading the clock again.
    */
   send(key: string, args: readonly string[], sentAt?: number): Promise<Sent> {
-    // Standalone: one connection and no redirects, so no routing (the uncontended path).
+    // Single: one connection and no redirects, so no routing (the uncontended path).
     const direct = this.linkNow(key);
     if (direct) return direct.send(args, sentAt);
     return this.routed(key, now() + this.responseMs, (link, asking) => sendAsking(link, asking, args));
@@ -212,7 +214,7 @@ export function sendAsking(link: Link, asking: boolean, args: readonly string[])
   return link.send(args);
 }
 
-export class Standalone extends Topology {
+export class Single extends Topology {
   readonly name: string;
   private readonly shared: Link;
   constructor(client: NodeRedisClient, responseMs: number) {
@@ -325,4 +327,105 @@ export class Sentinel extends Topology {
   subscriber(): Promise<Subscriber> {
     return this.ownSubscriber(() => this.newClient());
   }
+}
+
+/** What a client can be made on: a node-redis client, cluster or Sentinel client. */
+export type NodeRedis = NodeRedisClient | NodeRedisCluster | NodeRedisSentinel;
+
+/**
+ * A node-redis cluster client older than 6.1 has no `getNodeClientForKey` (the key's node
+ * client, which waits and BIND need): refused with the version to use. Single servers and
+ * Sentinel work from node-redis 5.0 (README, "Requirements").
+ */
+function checkClusterClient(redis: unknown): void {
+  const r = redis as Record<string, unknown>;
+  if ('nodeByAddress' in r && typeof r['getNodeClientForKey'] !== 'function') {
+    throw new ConfigError(
+      'Redis Cluster needs node-redis (redis) 6.1 or later: ' +
+        'this cluster client has no getNodeClientForKey()',
+    );
+  }
+}
+
+/** The topology of a node-redis client, cluster or Sentinel client (told apart by their methods). */
+export function topologyOf(redis: NodeRedis, responseMs: number): Topology {
+  const r = redis as unknown as Record<string, unknown>;
+  checkClusterClient(redis);
+  if (typeof r['getNodeClientForKey'] === 'function') {
+    return new Cluster(redis as NodeRedisCluster, responseMs);
+  }
+  if (typeof r['getMasterNode'] === 'function') {
+    const sn = redis as NodeRedisSentinel;
+    return new Sentinel(sn, String(sn.options?.name ?? '?'), responseMs);
+  }
+  return new Single(redis as NodeRedisClient, responseMs);
+}
+
+/** A node-redis client `Client.connect*` made, not connected yet; `name` as errors say it. */
+export interface Unconnected {
+  redis: NodeRedis;
+  name: string;
+  connect(): Promise<unknown>;
+}
+
+/**
+ * node-redis 6 gives every command a 5 s `timeout` by default (5.0 had no such option): an
+ * AbortSignal.timeout and its listener per command, about half the client CPU of an
+ * uncontended acquire + release. That timeout only covers the time a command waits in
+ * node-redis's write queue (it is removed once the command is written, so it never bounds a
+ * reply), and the connections this package makes do not queue (`disableOfflineQueue`):
+ * `connect()` turns it off (0 = none); replies are bounded by `responseTimeout` instead.
+ * Clients you hand over, and the cluster's node clients, keep node-redis's setting.
+ */
+const NO_QUEUE_TIMEOUT = { timeout: 0 };
+/**
+ * `createClient`'s options; typed loosely since node-redis 5.0's command options had no
+ * `timeout` (it ignores it).
+ */
+type ClientConfig = Parameters<typeof createClient>[0];
+
+/** A client of one server (`redis://host:port/db`). */
+export function unconnectedSingle(url: string): Unconnected {
+  // Reconnects after a drop; while disconnected, commands fail at once instead of queueing
+  // (a queued RELEASE re-sent later, or a renewal answered too late, helps nobody).
+  // The first connection fails connect() at once; a dropped one is made again (up to 0.5 s
+  // apart) as node-redis does by default.
+  let ready = false;
+  const reconnectStrategy = (retries: number, cause: Error): number | Error =>
+    ready ? Math.min(retries * 50, 500) : cause;
+  const config = {
+    url,
+    disableOfflineQueue: true,
+    commandOptions: NO_QUEUE_TIMEOUT,
+    socket: { reconnectStrategy },
+  };
+  const redis = createClient(config as unknown as ClientConfig) as unknown as NodeRedisClient;
+  redis.on('ready', () => (ready = true));
+  redis.on('error', () => {}); // surfaces as the failing command's error
+  return { redis, name: addressOf(redis), connect: () => redis.connect() };
+}
+
+/** A cluster client reaching the cluster through any of `rootNodes` (`redis://host:port` each). */
+export function unconnectedCluster(rootNodes: string[]): Unconnected {
+  const cluster = createCluster({
+    rootNodes: rootNodes.map((url) => ({ url })),
+    defaults: { disableOfflineQueue: true },
+  }) as unknown as NodeRedisCluster;
+  checkClusterClient(cluster); // before connecting: nothing to close
+  cluster.on('error', () => {});
+  return { redis: cluster, name: 'cluster', connect: () => cluster.connect() };
+}
+
+/** A Sentinel client of `service` (`sentinels`: `host:port` each). */
+export function unconnectedSentinel(sentinels: string[], service: string): Unconnected {
+  const sentinelRootNodes = sentinels.map((x) => {
+    const at = x.lastIndexOf(':');
+    return { host: x.slice(0, at), port: Number(x.slice(at + 1)) };
+  });
+  const sentinel = createSentinel({
+    name: service,
+    sentinelRootNodes,
+  }) as unknown as NodeRedisSentinel;
+  sentinel.on('error', () => {});
+  return { redis: sentinel, name: `sentinel service ${service}`, connect: () => sentinel.connect() };
 }
