@@ -128,7 +128,9 @@ run: build
 # The house rules, checked before any test runs (seconds on a warm build): Rust formatting,
 # clippy with every warning an error and the unsafe lints on for the whole workspace (the
 # module also denies them itself, src/lib.rs; the other crates forbid unsafe code), mypy
-# --strict for the Python package, and the Node package's type check once node/ exists. After
+# --strict for the Python package, and the Node package's type check and lint once node/
+# exists (`npm run lint`: ESLint with typescript-eslint's recommended rules and 100 columns,
+# then Prettier's layout, node/eslint.config.mjs; `npm run format` lays the code out). After
 # `setup`: the module's build script needs libclang even to be checked.
 lint: setup python/.venv/installed
 	$(CARGO) fmt --all -- --check
@@ -139,12 +141,13 @@ lint: setup python/.venv/installed
 		echo "lint: no node/package.json: the Node package's type check skipped"; \
 	else \
 		set -e; \
-		[ -d node/node_modules ] || (cd node && npm ci --no-audit --no-fund --loglevel=error); \
+		$(MAKE) --no-print-directory node/node_modules/installed; \
 		if (cd node && npm pkg get scripts.typecheck | grep -qv '^{}$$'); then \
 			echo "cd node && npm run --silent typecheck"; cd node && npm run --silent typecheck; \
 		else \
 			echo "cd node && npx --no-install tsc --noEmit -p ."; cd node && npx --no-install tsc --noEmit -p .; \
 		fi; \
+		echo "cd node && npm run --silent lint"; npm run --silent lint; \
 	fi
 
 # The Redisson versions the Java tests run (see test-java below) and whose lock scripts are

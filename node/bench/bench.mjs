@@ -46,7 +46,10 @@ function p99(xs) {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))] ?? NaN;
 }
-const load = () => loadavg().map((x) => x.toFixed(2)).join(' ');
+const load = () =>
+  loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ');
 
 /**
  * Uncontended CPU per cycle of each entry of `makers` (name -> make), in turns: after a
@@ -150,7 +153,9 @@ const BASELINE = flag('--baseline', null);
 /** Each library as `make(key)`: a contender on `key` ({ cycle(onGranted?), close() }). */
 const libraries = [
   ['dlock-client (node-redis 6.3)', dlockClient({ Client })],
-  ...(BASELINE ? [[`dlock-client baseline ${BASELINE}`, dlockClient(await import(`${BASELINE}/index.js`))]] : []),
+  ...(BASELINE
+    ? [[`dlock-client baseline ${BASELINE}`, dlockClient(await import(`${BASELINE}/index.js`))]]
+    : []),
   [
     'redlock 4.2 (ioredis 6.0)',
     async (key) => {
@@ -190,7 +195,11 @@ const bare = [
   [
     'bare SET+DEL, node-redis 6.3 (as dlock-client connects)',
     async (key) => {
-      const c = createClient({ url: server.url, disableOfflineQueue: true, commandOptions: { timeout: 0 } });
+      const c = createClient({
+        url: server.url,
+        disableOfflineQueue: true,
+        commandOptions: { timeout: 0 },
+      });
       await c.connect();
       return {
         async cycle() {
@@ -231,9 +240,13 @@ const dl = libraries[0][0];
 console.log(
   `Node clients on one redis-server (${new Date().toISOString().slice(0, 16)}Z; load average ${loadBefore} before, ${load()} after)`,
 );
-console.log(`Uncontended: ${CYCLES} cycles in ${ROUNDS} interleaved rounds, median µs (range); contended: ${CONTENDERS} contenders, ${ROUNDS} interleaved rounds of ${SECONDS} s, median (range).`);
+console.log(
+  `Uncontended: ${CYCLES} cycles in ${ROUNDS} interleaved rounds, median µs (range); contended: ${CONTENDERS} contenders, ${ROUNDS} interleaved rounds of ${SECONDS} s, median (range).`,
+);
 console.log('');
-console.log('| client | client CPU per acquire+release | hand-offs/s (4 contenders) | acquires/s | p99 wait, all acquires | p99 wait, hand-offs | connections opened |');
+console.log(
+  '| client | client CPU per acquire+release | hand-offs/s (4 contenders) | acquires/s | p99 wait, all acquires | p99 wait, hand-offs | connections opened |',
+);
 console.log('|---|---|---|---|---|---|---|');
 for (const [name] of libraries) {
   const c = cpu.get(name);
@@ -251,11 +264,17 @@ for (const [name] of bare) {
 console.log('');
 for (const [name] of libraries.slice(1)) {
   const parts = [];
-  if (cpu.size) parts.push(`${(median(cpu.get(dl)) / median(cpu.get(name))).toFixed(2)}× the CPU per cycle`);
-  if (hot.size) parts.push(`${(median(hot.get(dl).rates) / median(hot.get(name).rates)).toFixed(1)}× the hand-offs/s`);
+  if (cpu.size)
+    parts.push(`${(median(cpu.get(dl)) / median(cpu.get(name))).toFixed(2)}× the CPU per cycle`);
+  if (hot.size)
+    parts.push(
+      `${(median(hot.get(dl).rates) / median(hot.get(name).rates)).toFixed(1)}× the hand-offs/s`,
+    );
   console.log(`dlock-client against ${name}: ${parts.join(', ')}`);
 }
 if (cpu.size) {
   const [nr, io] = bare.map(([n]) => median(cpu.get(n)));
-  console.log(`node-redis against ioredis, bare SET+DEL: ${(nr / io).toFixed(2)}× (${(nr - io).toFixed(1)} µs per cycle)`);
+  console.log(
+    `node-redis against ioredis, bare SET+DEL: ${(nr / io).toFixed(2)}× (${(nr - io).toFixed(1)} µs per cycle)`,
+  );
 }

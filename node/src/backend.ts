@@ -5,12 +5,37 @@
  * lease, and try again); `auto` asks the server whether it has the module.
  */
 import { now } from './clock.js';
-import { CommandError, ModuleNotLoadedError, ResponseTimeoutError, noteServer, replyText, serverOf, translate } from './errors.js';
+import {
+  CommandError,
+  ModuleNotLoadedError,
+  ResponseTimeoutError,
+  noteServer,
+  replyText,
+  serverOf,
+  translate,
+} from './errors.js';
 import type { Entry } from './hold.js';
 import type { Link, Sent } from './link.js';
-import { Kind, Request, acquireCommand, infoMode, isUnknownOption, parseGrant, parseInfo, releaseCommand, renewCommand } from './protocol.js';
-import { DEFAULT_CHANNEL_PREFIX, ScriptName, UNLOCK_MESSAGE, channelName, scriptSha, scriptText } from './scripts.js';
-import { Topology, sleep } from './topology.js';
+import {
+  Kind,
+  Request,
+  acquireCommand,
+  infoMode,
+  isUnknownOption,
+  parseGrant,
+  parseInfo,
+  releaseCommand,
+  renewCommand,
+} from './protocol.js';
+import {
+  DEFAULT_CHANNEL_PREFIX,
+  ScriptName,
+  UNLOCK_MESSAGE,
+  channelName,
+  scriptSha,
+  scriptText,
+} from './scripts.js';
+import { Topology } from './topology.js';
 
 /** A grant: what the server answered and when the command that set the lease was sent. */
 export interface Grant {
@@ -47,7 +72,14 @@ export interface Backend {
   readonly native: boolean;
   acquire(a: Attempt): Promise<Grant | null>;
   renew(topo: Topology, e: Entry): Promise<Sent>;
-  release(topo: Topology, key: string, owner: string, kind: Kind, count: number, leaseMs: number): Promise<Sent>;
+  release(
+    topo: Topology,
+    key: string,
+    owner: string,
+    kind: Kind,
+    count: number,
+    leaseMs: number,
+  ): Promise<Sent>;
   /** The BIND grace this backend sends (null: none). */
   readonly bindMs: number | null;
 }
@@ -105,9 +137,22 @@ export class Native implements Backend {
     const { topo, req, owner } = a;
     // First a try without WAIT on the shared connection: an uncontended acquire costs one
     // pipelined round trip and no dedicated connection.
-    const first = await topo.send(req.key, acquireCommand(req, owner, undefined, this.bindMs), a.start);
+    const first = await topo.send(
+      req.key,
+      acquireCommand(req, owner, undefined, this.bindMs),
+      a.start,
+    );
     const g = parseGrant(req, first.reply);
-    if (g) return { count: g.count, token: g.token, sentAt: first.sentAt, link: this.bindMs === null ? null : first.link, epoch: first.epoch, waited: false, server: first.link.name };
+    if (g)
+      return {
+        count: g.count,
+        token: g.token,
+        sentAt: first.sentAt,
+        link: this.bindMs === null ? null : first.link,
+        epoch: first.epoch,
+        waited: false,
+        server: first.link.name,
+      };
     if (!a.wait) return null;
     return topo.routed(req.key, a.deadline, (link, asking) => this.waitOn(a, link, asking));
   }
@@ -136,10 +181,16 @@ export class Native implements Backend {
     let cut: unknown = undefined;
     try {
       const late = (): Error => ResponseTimeoutError.of(link.name, 'answer after the wait', rt);
-      reply = await cutShort(conn.sendCommand(acquireCommand(a.req, a.owner, waitMs, this.bindMs)), [a.signal, a.closed], a.deadline + rt, late, (why) => {
-        cut = why;
-        pool.drop(conn); // closing the connection takes the waiter out of the server's queue
-      });
+      reply = await cutShort(
+        conn.sendCommand(acquireCommand(a.req, a.owner, waitMs, this.bindMs)),
+        [a.signal, a.closed],
+        a.deadline + rt,
+        late,
+        (why) => {
+          cut = why;
+          pool.drop(conn); // closing the connection takes the waiter out of the server's queue
+        },
+      );
     } catch (err) {
       noteServer(err, link.name);
       if (cut === undefined && replyText(err) !== null) {
@@ -183,14 +234,23 @@ async function giveBack(a: Attempt, link: Link): Promise<void> {
   }
   const info = parseInfo((await link.send(['DLOCK.INFO', req.key])).reply);
   const mode = infoMode(req.kind);
-  const excess = info.holders.filter((h) => h.owner === owner && h.mode === mode).reduce((n, h) => n + h.count, 0) - a.before;
+  const excess =
+    info.holders
+      .filter((h) => h.owner === owner && h.mode === mode)
+      .reduce((n, h) => n + h.count, 0) - a.before;
   if (excess <= 0) return;
   if (req.kind === 'semaphore') await link.send(releaseCommand(req.key, owner, req.kind, excess));
-  else for (let i = 0; i < excess; i++) await link.send(releaseCommand(req.key, owner, req.kind, 1));
+  else
+    for (let i = 0; i < excess; i++) await link.send(releaseCommand(req.key, owner, req.kind, 1));
 }
 
 /** EVALSHA, or EVAL when the server does not have the script yet (NOSCRIPT). */
-async function evalScript(link: Link, name: ScriptName, keys: string[], args: string[]): Promise<Sent> {
+async function evalScript(
+  link: Link,
+  name: ScriptName,
+  keys: string[],
+  args: string[],
+): Promise<Sent> {
   try {
     return await link.send(['EVALSHA', scriptSha(name), String(keys.length), ...keys, ...args]);
   } catch (err) {
@@ -217,15 +277,29 @@ export class Script implements Backend {
         : req.kind === 'semaphore'
           ? ['sem_acquire', [owner, String(req.capacity), String(req.leaseMs), String(req.count)]]
           : ['rw_lock', [owner, req.kind, String(req.leaseMs)]];
-    const sent = await a.topo.routed(req.key, now() + a.topo.responseMs, (link) => evalScript(link, name, [req.key], args));
-    const grant = (count: number): Grant => ({ count, token: null, sentAt: sent.sentAt, link: null, epoch: 0, waited: false, server: sent.link.name });
+    const sent = await a.topo.routed(req.key, now() + a.topo.responseMs, (link) =>
+      evalScript(link, name, [req.key], args),
+    );
+    const grant = (count: number): Grant => ({
+      count,
+      token: null,
+      sentAt: sent.sentAt,
+      link: null,
+      epoch: 0,
+      waited: false,
+      server: sent.link.name,
+    });
     const r = sent.reply;
-    if (r === null || r === undefined) return grant(a.before + 1); // the lock script answers nil on a grant
+    // The lock script answers nil on a grant.
+    if (r === null || r === undefined) return grant(a.before + 1);
     if (typeof r === 'number') return r;
     const [flag, n] = (r as unknown[]).map(Number) as [number, number];
     if (flag === 1) return grant(n);
     if (flag === -1) {
-      throw new CommandError(`${sent.link.name}: ERR semaphore capacity is ${n}, not ${req.capacity}`, sent.link.name);
+      throw new CommandError(
+        `${sent.link.name}: ERR semaphore capacity is ${n}, not ${req.capacity}`,
+        sent.link.name,
+      );
     }
     return n;
   }
@@ -247,13 +321,19 @@ export class Script implements Backend {
       for (;;) {
         const r = await this.tryOnce(a); // after subscribing: an unlock before it is not missed
         if (typeof r !== 'number') return r;
-        const until = Math.min(a.deadline - now(), r >= 0 ? r : Infinity, a.req.kind === 'semaphore' || !subscribed ? SCRIPT_POLL_MS : Infinity);
+        const until = Math.min(
+          a.deadline - now(),
+          r >= 0 ? r : Infinity,
+          a.req.kind === 'semaphore' || !subscribed ? SCRIPT_POLL_MS : Infinity,
+        );
         let timer: NodeJS.Timeout | undefined;
         const pause = new Promise<void>((resolve) => {
           wake = resolve;
           if (until !== Infinity) timer = setTimeout(resolve, Math.max(0, until));
         });
-        await cutShort(pause, [a.signal, a.closed], Infinity, noLate, () => {}).finally(() => clearTimeout(timer));
+        await cutShort(pause, [a.signal, a.closed], Infinity, noLate, () => {}).finally(() =>
+          clearTimeout(timer),
+        );
         if (now() >= a.deadline) {
           const last = await this.tryOnce(a); // one last try, as Redisson's loop does
           return typeof last === 'number' ? null : last;
@@ -266,11 +346,21 @@ export class Script implements Backend {
   }
 
   renew(topo: Topology, e: Entry): Promise<Sent> {
-    const name: ScriptName = e.kind === 'lock' ? 'renew' : e.kind === 'semaphore' ? 'sem_renew' : 'rw_renew';
-    return topo.routed(e.key, now() + topo.responseMs, (link) => evalScript(link, name, [e.key], [String(e.leaseMs), e.owner]));
+    const name: ScriptName =
+      e.kind === 'lock' ? 'renew' : e.kind === 'semaphore' ? 'sem_renew' : 'rw_renew';
+    return topo.routed(e.key, now() + topo.responseMs, (link) =>
+      evalScript(link, name, [e.key], [String(e.leaseMs), e.owner]),
+    );
   }
 
-  async release(topo: Topology, key: string, owner: string, kind: Kind, count: number, leaseMs: number): Promise<Sent> {
+  async release(
+    topo: Topology,
+    key: string,
+    owner: string,
+    kind: Kind,
+    count: number,
+    leaseMs: number,
+  ): Promise<Sent> {
     const keys = [key, channelName(this.prefix, key)];
     const sent = await topo.routed(key, now() + topo.responseMs, (link) =>
       kind === 'lock'
@@ -280,7 +370,11 @@ export class Script implements Backend {
           : evalScript(link, 'rw_unlock', keys, [owner, kind, UNLOCK_MESSAGE]),
     );
     if (Array.isArray(sent.reply) && Number(sent.reply[0]) === -1) {
-      throw new CommandError(`${sent.link.name}: ERR COUNT ${count} is more than the ${sent.reply[1]} permits the owner holds`, sent.link.name);
+      throw new CommandError(
+        `${sent.link.name}: ERR COUNT ${count} is more than the ${sent.reply[1]} permits ` +
+          'the owner holds',
+        sent.link.name,
+      );
     }
     return sent;
   }
@@ -296,7 +390,10 @@ const PROBE_KEY = 'dlock:probe';
  * has: it answers 0 and changes nothing; a module older than BIND answers a syntax or arity
  * error). `server`: where the probe key's commands went.
  */
-async function probeModule(topo: Topology, owner: string): Promise<{ module: boolean; bind: boolean; server: string }> {
+async function probeModule(
+  topo: Topology,
+  owner: string,
+): Promise<{ module: boolean; bind: boolean; server: string }> {
   const [info, renew] = await Promise.allSettled([
     topo.send(PROBE_KEY, ['DLOCK.INFO', PROBE_KEY]),
     topo.send(PROBE_KEY, renewCommand(PROBE_KEY, owner, 1, 1)),
@@ -304,10 +401,15 @@ async function probeModule(topo: Topology, owner: string): Promise<{ module: boo
   if (info.status === 'rejected') {
     const text = replyText(info.reason);
     if (text === null) throw translate(info.reason, topo.name);
-    if (/unknown command/i.test(text)) return { module: false, bind: false, server: serverOf(info.reason, topo.name) };
+    if (/unknown command/i.test(text))
+      return { module: false, bind: false, server: serverOf(info.reason, topo.name) };
   }
   const bind = renew.status === 'fulfilled' || !isUnknownOption(replyText(renew.reason));
-  return { module: true, bind, server: info.status === 'fulfilled' ? info.value.link.name : serverOf(info.reason, topo.name) };
+  return {
+    module: true,
+    bind,
+    server: info.status === 'fulfilled' ? info.value.link.name : serverOf(info.reason, topo.name),
+  };
 }
 
 /** The `backend` option: `auto` picks native when the server has the module. */

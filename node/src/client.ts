@@ -5,11 +5,25 @@
  */
 import { Attempt, Backend, BackendChoice, Grant, chooseBackend } from './backend.js';
 import { now } from './clock.js';
-import { AcquireTimeoutError, ClosedError, ConfigError, NotSupportedError, ResponseTimeoutError, translate } from './errors.js';
+import {
+  AcquireTimeoutError,
+  ClosedError,
+  ConfigError,
+  NotSupportedError,
+  ResponseTimeoutError,
+  translate,
+} from './errors.js';
 import type { Held } from './hold.js';
 import { Holds } from './holds.js';
 import { destroy, within } from './link.js';
-import { AcquireOptions, Lock, LockOptions, ReadWriteLock, Semaphore, SemaphoreOptions } from './locks.js';
+import {
+  AcquireOptions,
+  Lock,
+  LockOptions,
+  ReadWriteLock,
+  Semaphore,
+  SemaphoreOptions,
+} from './locks.js';
 import {
   LEASE_DEFAULT_MS,
   LockInfo,
@@ -26,7 +40,15 @@ import {
   renewCommand,
   waitArg,
 } from './protocol.js';
-import { NodeRedis, Topology, Unconnected, topologyOf, unconnectedCluster, unconnectedSentinel, unconnectedSingle } from './topology.js';
+import {
+  NodeRedis,
+  Topology,
+  Unconnected,
+  topologyOf,
+  unconnectedCluster,
+  unconnectedSentinel,
+  unconnectedSingle,
+} from './topology.js';
 
 export interface ClientOptions {
   /**
@@ -58,9 +80,15 @@ function settings(opts: ClientOptions | undefined): Settings {
   const o = opts ?? {};
   if (typeof o !== 'object') throw new ConfigError(`options must be an object, got ${String(o)}`);
   const backend = o.backend ?? 'auto';
-  if (!['auto', 'native', 'script'].includes(backend)) throw new ConfigError(`backend must be auto, native or script, got ${String(backend)}`);
-  if (o.channelPrefix !== undefined && (typeof o.channelPrefix !== 'string' || o.channelPrefix === '')) {
-    throw new ConfigError(`channelPrefix must be a non-empty string, got ${String(o.channelPrefix)}`);
+  if (!['auto', 'native', 'script'].includes(backend))
+    throw new ConfigError(`backend must be auto, native or script, got ${String(backend)}`);
+  if (
+    o.channelPrefix !== undefined &&
+    (typeof o.channelPrefix !== 'string' || o.channelPrefix === '')
+  ) {
+    throw new ConfigError(
+      `channelPrefix must be a non-empty string, got ${String(o.channelPrefix)}`,
+    );
   }
   return {
     backend,
@@ -111,7 +139,11 @@ export class Client {
   }
 
   /** Connect to the master a Sentinel service names (`sentinels`: `host:port` each). */
-  static async connectSentinel(sentinels: string[], service: string, opts: ClientOptions = {}): Promise<Client> {
+  static async connectSentinel(
+    sentinels: string[],
+    service: string,
+    opts: ClientOptions = {},
+  ): Promise<Client> {
     const s = settings(opts);
     return Client.#owning(unconnectedSentinel(sentinels, service), opts, s);
   }
@@ -150,7 +182,10 @@ export class Client {
     return this.#topo.name;
   }
 
-  /** Whether the module's commands are used (false: the Lua script backend). Known after `ready()`. */
+  /**
+   * Whether the module's commands are used (false: the Lua script backend). Known after
+   * `ready()`.
+   */
   get native(): boolean | undefined {
     return this.#backend?.native;
   }
@@ -196,7 +231,10 @@ export class Client {
   }
 
   lock(name: string, opts: LockOptions = {}): Lock {
-    return new Lock(this, makeRequest('lock', name, { ...opts, lease: opts.lease ?? LEASE_DEFAULT_MS }));
+    return new Lock(
+      this,
+      makeRequest('lock', name, { ...opts, lease: opts.lease ?? LEASE_DEFAULT_MS }),
+    );
   }
 
   rwlock(name: string, opts: LockOptions = {}): ReadWriteLock {
@@ -206,7 +244,10 @@ export class Client {
   /** A semaphore of `capacity` permits (required: a `ConfigError` without it). */
   semaphore(name: string, opts: SemaphoreOptions): Semaphore {
     const o: Partial<SemaphoreOptions> = opts ?? {};
-    return new Semaphore(this, makeRequest('semaphore', name, { ...o, lease: o.lease ?? LEASE_DEFAULT_MS }));
+    return new Semaphore(
+      this,
+      makeRequest('semaphore', name, { ...o, lease: o.lease ?? LEASE_DEFAULT_MS }),
+    );
   }
 
   /**
@@ -214,14 +255,22 @@ export class Client {
    * {@link AcquireTimeoutError} when not granted within `timeout`, and with a
    * `NotHeldError` when `fn` returned but the hold was lost meanwhile.
    */
-  async using<T>(name: string, opts: LockOptions & AcquireOptions, fn: (held: Held) => Promise<T> | T): Promise<T> {
+  async using<T>(
+    name: string,
+    opts: LockOptions & AcquireOptions,
+    fn: (held: Held) => Promise<T> | T,
+  ): Promise<T> {
     const { timeout, signal, owner, ...lockOpts } = opts;
     const acq: AcquireOptions = {};
     if (timeout !== undefined) acq.timeout = timeout;
     if (signal !== undefined) acq.signal = signal;
     if (owner !== undefined) acq.owner = owner;
     const held = await this.lock(name, lockOpts).acquire(acq);
-    if (!held) throw new AcquireTimeoutError(`lock ${JSON.stringify(name)} not granted within ${timeout} ms on ${this.server}`, this.server);
+    if (!held)
+      throw new AcquireTimeoutError(
+        `lock ${JSON.stringify(name)} not granted within ${timeout} ms on ${this.server}`,
+        this.server,
+      );
     let result: T;
     try {
       result = await fn(held);
@@ -255,7 +304,8 @@ export class Client {
    */
   close(): Promise<void> {
     this.#closed ??= (async () => {
-      const closed = (): ClosedError => new ClosedError(`client of ${this.server} is closed`, this.server);
+      const closed = (): ClosedError =>
+        new ClosedError(`client of ${this.server} is closed`, this.server);
       this.#closing.abort(closed());
       this.#holds.close(closed);
       this.#topo.close(this.#owned, closed());
@@ -269,12 +319,18 @@ export class Client {
 
   /** A failed call's error: `ClosedError` once the client is closed, else the package's. */
   #failed(err: unknown): Error {
-    return this.#closing.signal.aborted ? (this.#closing.signal.reason as Error) : translate(err, this.server);
+    return this.#closing.signal.aborted
+      ? (this.#closing.signal.reason as Error)
+      : translate(err, this.server);
   }
 
   async #requireNative(what: string): Promise<void> {
     await this.ready();
-    if (!this.#backend!.native) throw new NotSupportedError(`${what} needs the dlock module (${this.server} uses the script backend)`, this.server);
+    if (!this.#backend!.native)
+      throw new NotSupportedError(
+        `${what} needs the dlock module (${this.server} uses the script backend)`,
+        this.server,
+      );
   }
 
   async #call(key: string, args: string[]) {
@@ -301,13 +357,31 @@ export class Client {
     try {
       if (!this.#backend) await this.ready(); // known after the first: no await per acquire
       const backend = this.#backend!;
-      if (!backend.native && req.fence) throw new NotSupportedError(`fencing tokens need the dlock module (${this.server} has none)`, this.server);
-      if (!backend.native && req.lockDelayMs !== undefined) throw new NotSupportedError(`lockDelay needs the dlock module (${this.server} has none)`, this.server);
+      if (!backend.native && req.fence)
+        throw new NotSupportedError(
+          `fencing tokens need the dlock module (${this.server} has none)`,
+          this.server,
+        );
+      if (!backend.native && req.lockDelayMs !== undefined)
+        throw new NotSupportedError(
+          `lockDelay needs the dlock module (${this.server} has none)`,
+          this.server,
+        );
       const deadline = wait === undefined ? start : wait === 0 ? Infinity : start + wait;
       const closed = this.#closing.signal;
       for (let at = start; ; at = now()) {
         const before = fresh ? 0 : this.#holds.heldCount(id);
-        const attempt: Attempt = { topo: this.#topo, req, owner, before, start: at, deadline, wait: wait !== undefined, signal, closed };
+        const attempt: Attempt = {
+          topo: this.#topo,
+          req,
+          owner,
+          before,
+          start: at,
+          deadline,
+          wait: wait !== undefined,
+          signal,
+          closed,
+        };
         const grant = await backend.acquire(attempt);
         // A wait without limit is never answered "not granted"; should it be, it waits on.
         if (!grant) {
@@ -337,11 +411,15 @@ export class Client {
    */
   async #confirm(req: Request, owner: string, grant: Grant, backend: Backend): Promise<boolean> {
     if (backend.bindMs === null && now() < grant.sentAt + req.leaseMs / 2) return true;
-    const sent = await this.#topo.send(req.key, renewCommand(req.key, owner, req.leaseMs, backend.bindMs)).catch((err) => {
-      // Given back without waiting: the call ends within its bound even when the server hangs.
-      backend.release(this.#topo, req.key, owner, req.kind, req.count, req.leaseMs).catch(() => {});
-      throw err;
-    });
+    const sent = await this.#topo
+      .send(req.key, renewCommand(req.key, owner, req.leaseMs, backend.bindMs))
+      .catch((err) => {
+        // Given back without waiting: the call ends within its bound even when the server hangs.
+        backend
+          .release(this.#topo, req.key, owner, req.kind, req.count, req.leaseMs)
+          .catch(() => {});
+        throw err;
+      });
     if (Number(sent.reply) !== 1) return false;
     grant.sentAt = sent.sentAt;
     grant.link = backend.bindMs === null ? null : sent.link;

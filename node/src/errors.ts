@@ -38,7 +38,10 @@ export class DeadlockError extends DlockError {
  * conformance suite's names, the same in every dlock client (docs/CLIENTS.md).
  */
 export type LostReason =
-  /** The server says this owner does not hold it (a renewal or release answered 0/nil, WRONGTYPE). */
+  /**
+   * The server says this owner does not hold it (a renewal or release answered 0/nil,
+   * WRONGTYPE).
+   */
   | 'not_held'
   /**
    * The client's deadline passed: no renewal was confirmed before the lease ran out (counted
@@ -82,9 +85,14 @@ export class ClosedError extends DlockError {}
  */
 export class ResponseTimeoutError extends ServerConnectionError {
   /** `server` did not answer `what` within `ms` (the client's `responseTimeout`). */
-  static of(server: string, what: 'connect' | 'answer' | 'answer after the wait', ms: number): ResponseTimeoutError {
+  static of(
+    server: string,
+    what: 'connect' | 'answer' | 'answer after the wait',
+    ms: number,
+  ): ResponseTimeoutError {
     const did = what === 'connect' ? `cannot connect to ${server}` : `no answer from ${server}`;
-    return new ResponseTimeoutError(`${did} within ${ms} ms${what === 'answer after the wait' ? " after the wait's end" : ''} (responseTimeout)`, server);
+    const after = what === 'answer after the wait' ? " after the wait's end" : '';
+    return new ResponseTimeoutError(`${did} within ${ms} ms${after} (responseTimeout)`, server);
   }
 }
 
@@ -111,7 +119,8 @@ export class CommandError extends DlockError {}
 export function replyText(err: unknown): string | null {
   if (err instanceof Error) {
     for (let c: object | null = Object.getPrototypeOf(err); c; c = Object.getPrototypeOf(c)) {
-      if ((c as { constructor?: { name?: string } }).constructor?.name === 'ErrorReply') return err.message;
+      if ((c as { constructor?: { name?: string } }).constructor?.name === 'ErrorReply')
+        return err.message;
     }
   }
   return null;
@@ -149,7 +158,9 @@ export function translate(err: unknown, fallback: string): DlockError {
   if (/^ERR unknown command/i.test(text) && /dlock\./i.test(text)) {
     return new ModuleNotLoadedError(`dlock module not loaded on ${server}`, server, { cause: err });
   }
-  if (text.startsWith('WRONGTYPE')) return new WrongTypeError(`${server}: ${text}`, server, { cause: err });
-  if (text.startsWith('DEADLOCK ')) return new DeadlockError(`${server}: ${text}`, server, { cause: err });
+  if (text.startsWith('WRONGTYPE'))
+    return new WrongTypeError(`${server}: ${text}`, server, { cause: err });
+  if (text.startsWith('DEADLOCK '))
+    return new DeadlockError(`${server}: ${text}`, server, { cause: err });
   return new CommandError(`${server}: ${text}`, server, { cause: err });
 }

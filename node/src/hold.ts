@@ -42,7 +42,9 @@ export class Entry {
    */
   deadlineAt(): number {
     const b = this.bound;
-    return b ? Math.min(this.leaseDeadline, b.link.knownOpen(b.epoch) + b.graceMs) : this.leaseDeadline;
+    return b
+      ? Math.min(this.leaseDeadline, b.link.knownOpen(b.epoch) + b.graceMs)
+      : this.leaseDeadline;
   }
 
   /** Take `h` out of the holds; whether it was there. */
@@ -106,7 +108,14 @@ export class Held {
   }
 
   /** @internal the client's way to make one (the constructor is not part of the API). */
-  static make(client: HoldOwner, entry: Entry, count: number, token: number | null, permits: number, server: string): Held {
+  static make(
+    client: HoldOwner,
+    entry: Entry,
+    count: number,
+    token: number | null,
+    permits: number,
+    server: string,
+  ): Held {
     return new Held(client, entry, count, token, permits, server);
   }
 
@@ -168,11 +177,14 @@ export class Held {
 
   #abort(): void {
     const w = this.#why!;
-    this.#ctrl!.abort(new LostError(this.key, w.reason, this.server, 'cause' in w ? { cause: w.cause } : undefined));
+    this.#ctrl!.abort(
+      new LostError(this.key, w.reason, this.server, 'cause' in w ? { cause: w.cause } : undefined),
+    );
   }
 
   /** For logs: what is held, by whom. */
   toString(): string {
-    return `Held(${this.kind} ${JSON.stringify(this.key)} owner=${this.owner} count=${this.count} token=${this.token})`;
+    const what = `${this.kind} ${JSON.stringify(this.key)}`;
+    return `Held(${what} owner=${this.owner} count=${this.count} token=${this.token})`;
   }
 }

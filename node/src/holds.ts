@@ -51,13 +51,22 @@ export class Holds implements HoldOwner {
       e = this.entries.get(id);
     }
     const bound: Binding | null =
-      grant.link && backend.bindMs !== null ? { link: grant.link, epoch: grant.epoch, graceMs: Math.min(backend.bindMs, req.leaseMs) } : null;
+      grant.link && backend.bindMs !== null
+        ? { link: grant.link, epoch: grant.epoch, graceMs: Math.min(backend.bindMs, req.leaseMs) }
+        : null;
     if (!e) {
       e = new Entry(id, req.key, owner, req.kind, req.leaseMs, 0, bound);
       this.entries.set(id, e);
     }
     e.set(grant.sentAt, req.leaseMs, bound);
-    const held = Held.make(this, e, grant.count, grant.token, req.kind === 'semaphore' ? req.count : 1, grant.server);
+    const held = Held.make(
+      this,
+      e,
+      grant.count,
+      grant.token,
+      req.kind === 'semaphore' ? req.count : 1,
+      grant.server,
+    );
     e.holds.push(held);
     this.watchdog.schedule(e);
     return held;
@@ -96,7 +105,8 @@ export class Holds implements HoldOwner {
   async releaseHold(h: Held): Promise<boolean> {
     const refused = this.unusable(h);
     if (refused) {
-      if (refused instanceof NotHeldError && refused.reason === 'lease_expired') await this.giveBackLost(h);
+      if (refused instanceof NotHeldError && refused.reason === 'lease_expired')
+        await this.giveBackLost(h);
       throw refused;
     }
     h.released = true;
@@ -110,7 +120,8 @@ export class Holds implements HoldOwner {
     }
     let reply: unknown;
     try {
-      reply = (await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, e.leaseMs)).reply;
+      reply = (await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, e.leaseMs))
+        .reply;
     } catch (err) {
       throw this.failed(err, h.server);
     }
@@ -133,7 +144,14 @@ export class Holds implements HoldOwner {
   private async giveBackLost(h: Held): Promise<void> {
     if (this.givenBack.has(h) || this.entries.has(h.entry.id)) return;
     this.givenBack.add(h);
-    await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, h.entry.leaseMs).catch(() => {});
+    await this.backend!.release(
+      this.topo,
+      h.key,
+      h.owner,
+      h.kind,
+      h.permits,
+      h.entry.leaseMs,
+    ).catch(() => {});
   }
 
   async renewHold(h: Held): Promise<boolean> {
@@ -158,7 +176,13 @@ export class Holds implements HoldOwner {
       return false;
     }
     const b = this.backend!.bindMs;
-    e.set(sent.sentAt, e.leaseMs, b === null ? undefined : { link: sent.link, epoch: sent.epoch, graceMs: Math.min(b, e.leaseMs) });
+    e.set(
+      sent.sentAt,
+      e.leaseMs,
+      b === null
+        ? undefined
+        : { link: sent.link, epoch: sent.epoch, graceMs: Math.min(b, e.leaseMs) },
+    );
     return true;
   }
 }

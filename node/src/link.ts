@@ -7,20 +7,28 @@
 import { now } from './clock.js';
 import { ResponseTimeoutError, noteServer, replyText } from './errors.js';
 
+/**
+ * A node-redis value this package passes through without looking inside (command options,
+ * event arguments, node descriptions): typed loosely, as the interfaces below must accept
+ * node-redis 5.x and 6.x clients, whose generic types differ.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Loose = any;
+
 /** What this package needs of a node-redis client (`createClient()` or a duplicate). */
 export interface NodeRedisClient {
-  sendCommand(args: readonly string[], options?: any): Promise<unknown>;
-  duplicate(overrides?: any): NodeRedisClient;
+  sendCommand(args: readonly string[], options?: Loose): Promise<unknown>;
+  duplicate(overrides?: Loose): NodeRedisClient;
   connect(): Promise<unknown>;
   destroy(): void;
   close?(): Promise<void>;
   quit?(): Promise<unknown>;
   readonly isOpen: boolean;
-  on(event: string, listener: (...args: any[]) => void): unknown;
-  removeListener?(event: string, listener: (...args: any[]) => void): unknown;
-  readonly options?: any;
-  subscribe?(channel: string, listener: (...args: any[]) => void): Promise<unknown>;
-  unsubscribe?(channel?: string, listener?: (...args: any[]) => void): Promise<unknown>;
+  on(event: string, listener: (...args: Loose[]) => void): unknown;
+  removeListener?(event: string, listener: (...args: Loose[]) => void): unknown;
+  readonly options?: Loose;
+  subscribe?(channel: string, listener: (...args: Loose[]) => void): Promise<unknown>;
+  unsubscribe?(channel?: string, listener?: (...args: Loose[]) => void): Promise<unknown>;
 }
 
 /** A command's reply and the moment (monotonic ms) it was sent. */
@@ -60,7 +68,12 @@ interface InFlight {
  * hangs). For the calls that are not a command on a {@link Link}: connecting, subscribing,
  * closing.
  */
-export function within<T>(promise: Promise<T>, ms: number, timedOut: () => Error, onTimeout: () => void = () => {}): Promise<T> {
+export function within<T>(
+  promise: Promise<T>,
+  ms: number,
+  timedOut: () => Error,
+  onTimeout: () => void = () => {},
+): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
       onTimeout();
@@ -97,7 +110,11 @@ export class Link {
   private timer: NodeJS.Timeout | null = null;
 
   /** `responseMs`: how long a command may go unanswered (the client's `responseTimeout`). */
-  constructor(readonly client: NodeRedisClient, readonly responseMs: number, name?: string) {
+  constructor(
+    readonly client: NodeRedisClient,
+    readonly responseMs: number,
+    name?: string,
+  ) {
     this.name = name ?? addressOf(client);
     this.lastOpen = client.isOpen ? now() : -Infinity;
     for (const ev of ['end', 'error', 'reconnecting']) client.on(ev, this.onChange);
@@ -106,7 +123,8 @@ export class Link {
 
   /** Stop watching the connection; what is still in flight fails with `err` (the client closed). */
   detach(err: Error): void {
-    for (const ev of ['end', 'error', 'reconnecting']) this.client.removeListener?.(ev, this.onChange);
+    for (const ev of ['end', 'error', 'reconnecting'])
+      this.client.removeListener?.(ev, this.onChange);
     this.client.removeListener?.('ready', this.onReady);
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
@@ -192,9 +210,16 @@ export class WaitPool {
   private readonly busy = new Set<NodeRedisClient>();
   private closed = false;
 
-  constructor(private readonly base: NodeRedisClient, private readonly name: string, private readonly max = 16) {}
+  constructor(
+    private readonly base: NodeRedisClient,
+    private readonly name: string,
+    private readonly max = 16,
+  ) {}
 
-  /** An open connection, made within `ms` when none is idle (a server that hangs: a {@link ResponseTimeoutError}). */
+  /**
+   * An open connection, made within `ms` when none is idle (a server that hangs: a
+   * {@link ResponseTimeoutError}).
+   */
   async take(ms: number): Promise<NodeRedisClient> {
     const ready = this.idle.pop();
     if (ready?.isOpen) {
@@ -202,11 +227,20 @@ export class WaitPool {
       return ready;
     }
     const socket = { ...(this.base.options?.socket ?? {}), reconnectStrategy: false };
-    const conn = this.base.duplicate({ socket, disableOfflineQueue: true, pingInterval: undefined });
+    const conn = this.base.duplicate({
+      socket,
+      disableOfflineQueue: true,
+      pingInterval: undefined,
+    });
     conn.on('error', () => {}); // surfaces as the WAIT's rejection
     this.busy.add(conn);
     try {
-      await within(conn.connect(), ms, () => ResponseTimeoutError.of(this.name, 'connect', ms), () => destroy(conn));
+      await within(
+        conn.connect(),
+        ms,
+        () => ResponseTimeoutError.of(this.name, 'connect', ms),
+        () => destroy(conn),
+      );
     } catch (err) {
       this.busy.delete(conn);
       destroy(conn);

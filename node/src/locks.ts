@@ -22,7 +22,10 @@ export interface AcquireOptions {
    * resolves `null`), 0 = do not wait.
    */
   timeout?: number | undefined;
-  /** Aborting it rejects the acquire (with the signal's reason) and leaves nothing held or queued. */
+  /**
+   * Aborting it rejects the acquire (with the signal's reason) and leaves nothing held or
+   * queued.
+   */
   signal?: AbortSignal | undefined;
   /** Acquire as this owner (reentrancy): `client.newOwner()` or a held lock's `owner`. */
   owner?: string | undefined;
@@ -43,7 +46,9 @@ export interface SemaphoreAcquireOptions extends AcquireOptions {
 }
 
 /** {@link SemaphoreAcquireOptions} without a time-out (resolves a hold, never `null`). */
-export type SemaphoreWaitOptions = Omit<SemaphoreAcquireOptions, 'timeout'> & { timeout?: undefined };
+export type SemaphoreWaitOptions = Omit<SemaphoreAcquireOptions, 'timeout'> & {
+  timeout?: undefined;
+};
 
 /** `acquire()` without options (one object for all: never written to). */
 const NO_OPTIONS: AcquireOptions = Object.freeze({});
@@ -65,7 +70,10 @@ export class Lock {
 
   /** Take the lock, waiting without limit: the hold. */
   acquire(opts?: WaitOptions): Promise<Held>;
-  /** Take the lock: the hold, or null when the wait ran out (or, with `timeout: 0`, it is taken). */
+  /**
+   * Take the lock: the hold, or null when the wait ran out (or, with `timeout: 0`, it is
+   * taken).
+   */
   acquire(opts: AcquireOptions): Promise<Held | null>;
   acquire(opts: AcquireOptions = NO_OPTIONS): Promise<Held | null> {
     return this.#client.acquireRequest(this.request, opts);
@@ -79,17 +87,27 @@ export class ReadWriteLock {
 
   /** @internal */
   constructor(client: Client, name: string, opts: LockOptions) {
-    makeRequest('write', name, { ...opts, lease: opts.lease ?? LEASE_DEFAULT_MS }); // checks the options now
+    // Checks the options now.
+    makeRequest('write', name, { ...opts, lease: opts.lease ?? LEASE_DEFAULT_MS });
     this.#client = client;
     this.name = name;
     this.#opts = opts;
   }
   read(): Lock {
     const { lockDelay: _ignored, ...rest } = this.#opts;
-    return new Lock(this.#client, makeRequest('read', this.name, { ...rest, lease: rest.lease ?? LEASE_DEFAULT_MS }));
+    return new Lock(
+      this.#client,
+      makeRequest('read', this.name, { ...rest, lease: rest.lease ?? LEASE_DEFAULT_MS }),
+    );
   }
   write(): Lock {
-    return new Lock(this.#client, makeRequest('write', this.name, { ...this.#opts, lease: this.#opts.lease ?? LEASE_DEFAULT_MS }));
+    return new Lock(
+      this.#client,
+      makeRequest('write', this.name, {
+        ...this.#opts,
+        lease: this.#opts.lease ?? LEASE_DEFAULT_MS,
+      }),
+    );
   }
 }
 
@@ -112,7 +130,8 @@ export class Semaphore {
   acquire(opts: SemaphoreAcquireOptions = NO_OPTIONS): Promise<Held | null> {
     const { count, ...rest } = opts;
     const r = this.#request;
-    const req = count === undefined ? r : makeRequest('semaphore', r.key, { ...r, lease: r.leaseMs, count });
+    const req =
+      count === undefined ? r : makeRequest('semaphore', r.key, { ...r, lease: r.leaseMs, count });
     return this.#client.acquireRequest(req, rest);
   }
 }

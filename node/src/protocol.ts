@@ -14,7 +14,10 @@ const MAX_LOCK_DELAY_MS = 60_000;
 const MAX_PERMITS = 1_000_000;
 /** The lease when none is given (ms). */
 export const LEASE_DEFAULT_MS = 30_000;
-/** How long a command may go unanswered when `responseTimeout` is not given (ms): the Rust client's default. */
+/**
+ * How long a command may go unanswered when `responseTimeout` is not given (ms): the Rust
+ * client's default.
+ */
 export const RESPONSE_TIMEOUT_DEFAULT_MS = 5_000;
 
 /** One acquire's fixed part: everything but the owner and the wait. */
@@ -31,7 +34,9 @@ export interface Request {
 
 function checkInt(value: number, what: string, min: number, max: number): number {
   if (!Number.isInteger(value) || value < min || value > max) {
-    throw new ConfigError(`${what} must be an integer from ${min} to ${max} (milliseconds or a count), got ${value}`);
+    throw new ConfigError(
+      `${what} must be an integer from ${min} to ${max} (milliseconds or a count), got ${value}`,
+    );
   }
   return value;
 }
@@ -51,18 +56,39 @@ export function checkResponseTimeout(ms: number): number {
 export function makeRequest(
   kind: Kind,
   key: string,
-  opts: { lease: number; fence?: boolean | undefined; lockDelay?: number | undefined; capacity?: number; count?: number },
+  opts: {
+    lease: number;
+    fence?: boolean | undefined;
+    lockDelay?: number | undefined;
+    capacity?: number;
+    count?: number;
+  },
 ): Request {
-  if (typeof key !== 'string' || key.length === 0) throw new ConfigError('the lock name must be a non-empty string');
+  if (typeof key !== 'string' || key.length === 0)
+    throw new ConfigError('the lock name must be a non-empty string');
   const lockDelayMs =
-    opts.lockDelay === undefined ? undefined : checkInt(opts.lockDelay, 'lockDelay', 0, MAX_LOCK_DELAY_MS);
+    opts.lockDelay === undefined
+      ? undefined
+      : checkInt(opts.lockDelay, 'lockDelay', 0, MAX_LOCK_DELAY_MS);
   if (lockDelayMs !== undefined && (kind === 'read' || kind === 'semaphore')) {
     throw new ConfigError(`lockDelay is an option of locks and write locks, not of ${kind}`);
   }
-  if (kind === 'semaphore' && opts.capacity === undefined) throw new ConfigError(`semaphore ${JSON.stringify(key)} needs its capacity: client.semaphore(name, { capacity })`);
-  const capacity = kind === 'semaphore' ? checkInt(opts.capacity ?? NaN, 'capacity', 1, MAX_PERMITS) : 0;
+  if (kind === 'semaphore' && opts.capacity === undefined)
+    throw new ConfigError(
+      `semaphore ${JSON.stringify(key)} needs its capacity: client.semaphore(name, { capacity })`,
+    );
+  const capacity =
+    kind === 'semaphore' ? checkInt(opts.capacity ?? NaN, 'capacity', 1, MAX_PERMITS) : 0;
   const count = kind === 'semaphore' ? checkInt(opts.count ?? 1, 'count', 1, capacity) : 1;
-  return { kind, key, leaseMs: checkLease(opts.lease), fence: opts.fence ?? false, lockDelayMs, capacity, count };
+  return {
+    kind,
+    key,
+    leaseMs: checkLease(opts.lease),
+    fence: opts.fence ?? false,
+    lockDelayMs,
+    capacity,
+    count,
+  };
 }
 
 /**
@@ -72,12 +98,20 @@ export function makeRequest(
 export function waitArg(timeout: number | undefined): number | undefined {
   if (timeout === undefined) return 0;
   if (typeof timeout !== 'number' || !Number.isFinite(timeout) || timeout < 0) {
-    throw new ConfigError(`timeout must be a finite number of milliseconds >= 0 (leave it out to wait without limit), got ${String(timeout)}`);
+    throw new ConfigError(
+      'timeout must be a finite number of milliseconds >= 0 (leave it out to wait without ' +
+        `limit), got ${String(timeout)}`,
+    );
   }
   return timeout === 0 ? undefined : Math.max(1, Math.min(Math.ceil(timeout), MAX_MS));
 }
 
-export function acquireCommand(r: Request, owner: string, wait: number | undefined, bindMs: number | null): string[] {
+export function acquireCommand(
+  r: Request,
+  owner: string,
+  wait: number | undefined,
+  bindMs: number | null,
+): string[] {
   let args: string[];
   if (r.kind === 'lock') args = ['DLOCK.ACQUIRE', r.key, owner, String(r.leaseMs)];
   else if (r.kind === 'semaphore') {
@@ -98,7 +132,12 @@ export function releaseCommand(key: string, owner: string, kind: Kind, count: nu
   return args;
 }
 
-export function renewCommand(key: string, owner: string, leaseMs: number, bindMs: number | null): string[] {
+export function renewCommand(
+  key: string,
+  owner: string,
+  leaseMs: number,
+  bindMs: number | null,
+): string[] {
   const args = ['DLOCK.RENEW', key, owner, String(leaseMs)];
   if (bindMs !== null) args.push(...bindArgs(bindMs, leaseMs));
   return args;
@@ -126,7 +165,10 @@ export function isUnknownOption(text: string | null): boolean {
 }
 
 /** (hold count or permits, fencing token) of a grant; null when not granted. */
-export function parseGrant(r: Request, reply: unknown): { count: number; token: number | null } | null {
+export function parseGrant(
+  r: Request,
+  reply: unknown,
+): { count: number; token: number | null } | null {
   if (reply === null || reply === undefined) return null;
   if (Array.isArray(reply)) return { count: Number(reply[0]), token: Number(reply[1]) };
   return { count: Number(reply), token: null };
@@ -227,12 +269,18 @@ export function newOwnerPrefix(): string {
   return randomBytes(16).toString('hex');
 }
 
-/** A redirect in an error reply: `MOVED slot host:port`, `ASK slot host:port`, `TRYAGAIN` or `CLUSTERDOWN`. */
-export function redirectOf(text: string | null): { kind: 'MOVED' | 'ASK' | 'TRYAGAIN'; address: string } | null {
+/**
+ * A redirect in an error reply: `MOVED slot host:port`, `ASK slot host:port`, `TRYAGAIN` or
+ * `CLUSTERDOWN`.
+ */
+export function redirectOf(
+  text: string | null,
+): { kind: 'MOVED' | 'ASK' | 'TRYAGAIN'; address: string } | null {
   if (text === null) return null;
   const m = /^(MOVED|ASK) \d+ (\S+)/.exec(text);
   if (m) return { kind: m[1] as 'MOVED' | 'ASK', address: m[2]! };
   // The cluster is changing or down for the slot: pause and ask again (within the wait).
-  if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN')) return { kind: 'TRYAGAIN', address: '' };
+  if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN'))
+    return { kind: 'TRYAGAIN', address: '' };
   return null;
 }

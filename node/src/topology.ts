@@ -8,41 +8,56 @@
 import { createClient, createCluster, createSentinel } from 'redis';
 import { now } from './clock.js';
 import { ConfigError, RedirectError, ResponseTimeoutError, replyText, serverOf } from './errors.js';
-import { Link, NodeRedisClient, Sent, WaitPool, addressOf, destroy, within } from './link.js';
+import {
+  Link,
+  Loose,
+  NodeRedisClient,
+  Sent,
+  WaitPool,
+  addressOf,
+  destroy,
+  within,
+} from './link.js';
 import { redirectOf } from './protocol.js';
 
 /** What this package needs of a node-redis cluster (`createCluster()`). */
 export interface NodeRedisCluster {
-  sendCommand(firstKey: string | undefined, isReadonly: boolean | undefined, args: string[], options?: any): Promise<unknown>;
+  sendCommand(
+    firstKey: string | undefined,
+    isReadonly: boolean | undefined,
+    args: string[],
+    options?: Loose,
+  ): Promise<unknown>;
   getNodeClientForKey(key: string, isReadonly?: boolean): Promise<NodeRedisClient>;
-  readonly nodeByAddress: Map<string, any>;
-  nodeClient(node: any): Promise<NodeRedisClient>;
-  readonly masters: any[];
+  readonly nodeByAddress: Map<string, Loose>;
+  nodeClient(node: Loose): Promise<NodeRedisClient>;
+  readonly masters: Loose[];
   readonly isOpen?: boolean;
   connect(): Promise<unknown>;
   close?(): Promise<void>;
   destroy?(): void;
-  on(event: string, listener: (...args: any[]) => void): unknown;
-  subscribe?(channel: string, listener: (...args: any[]) => void): Promise<unknown>;
-  unsubscribe?(channel?: string, listener?: (...args: any[]) => void): Promise<unknown>;
+  on(event: string, listener: (...args: Loose[]) => void): unknown;
+  subscribe?(channel: string, listener: (...args: Loose[]) => void): Promise<unknown>;
+  unsubscribe?(channel?: string, listener?: (...args: Loose[]) => void): Promise<unknown>;
 }
 
 /** What this package needs of a node-redis Sentinel client (`createSentinel()`). */
 export interface NodeRedisSentinel {
   getMasterNode(): { host: string; port: number } | undefined;
-  readonly options?: any;
+  readonly options?: Loose;
   readonly isOpen?: boolean;
   connect(): Promise<unknown>;
   close?(): Promise<void>;
   destroy?(): void;
-  on(event: string, listener: (...args: any[]) => void): unknown;
+  on(event: string, listener: (...args: Loose[]) => void): unknown;
 }
 
 /** The most redirects one command follows (a slot moving twice under it is already rare). */
 const MAX_REDIRECTS = 8;
 const TRYAGAIN_PAUSE_MS = 25;
 
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /** A connection that can SUBSCRIBE (the script backend's unlock channel). */
 export interface Subscriber {
@@ -53,7 +68,10 @@ export interface Subscriber {
 export abstract class Topology {
   abstract readonly name: string;
   private readonly pools = new Map<Link, WaitPool>();
-  /** Connections this package made (Sentinel's master links, subscribers): close() ends them all. */
+  /**
+   * Connections this package made (Sentinel's master links, subscribers): close() ends them
+   * all.
+   */
   private readonly own = new Set<NodeRedisClient>();
   private closed = false;
 
@@ -117,7 +135,10 @@ export abstract class Topology {
   protected ownSubscriber(make: () => NodeRedisClient): Promise<Subscriber> {
     if (this.sub?.client && !this.sub.client.isOpen) this.sub = null;
     if (!this.sub) {
-      const s: { client: NodeRedisClient | null; made: Promise<Subscriber> } = { client: null, made: Promise.resolve(null as never) };
+      const s: { client: NodeRedisClient | null; made: Promise<Subscriber> } = {
+        client: null,
+        made: Promise.resolve(null as never),
+      };
       s.made = this.connectOwn(make, this.name).then(
         (c) => {
           s.client = c;
@@ -133,13 +154,28 @@ export abstract class Topology {
     return this.sub.made;
   }
 
-  /** `c.connect()` within the response time-out (else `onTimeout`, and a {@link ResponseTimeoutError}). */
-  protected async connecting(c: { connect(): Promise<unknown> }, name: string, onTimeout?: () => void): Promise<void> {
-    await within(c.connect(), this.responseMs, () => ResponseTimeoutError.of(name, 'connect', this.responseMs), onTimeout);
+  /**
+   * `c.connect()` within the response time-out (else `onTimeout`, and a
+   * {@link ResponseTimeoutError}).
+   */
+  protected async connecting(
+    c: { connect(): Promise<unknown> },
+    name: string,
+    onTimeout?: () => void,
+  ): Promise<void> {
+    await within(
+      c.connect(),
+      this.responseMs,
+      () => ResponseTimeoutError.of(name, 'connect', this.responseMs),
+      onTimeout,
+    );
   }
 
   /** `sub`'s SUBSCRIBE and UNSUBSCRIBE, each answered within the response time-out. */
-  protected bounded(sub: { subscribe?: Subscriber['subscribe']; unsubscribe?: Subscriber['unsubscribe'] }, name: string): Subscriber {
+  protected bounded(
+    sub: { subscribe?: Subscriber['subscribe']; unsubscribe?: Subscriber['unsubscribe'] },
+    name: string,
+  ): Subscriber {
     const late = (): Error => ResponseTimeoutError.of(name, 'answer', this.responseMs);
     return {
       subscribe: (ch, fn) => within(sub.subscribe!(ch, fn), this.responseMs, late),
@@ -166,7 +202,11 @@ export abstract class Topology {
    * MOVED asks the cluster for the new owner, ASK goes to the named node once (`asking`:
    * send ASKING first on the same connection), TRYAGAIN pauses briefly.
    */
-  async routed<T>(key: string, deadline: number, attempt: (link: Link, asking: boolean) => Promise<T>): Promise<T> {
+  async routed<T>(
+    key: string,
+    deadline: number,
+    attempt: (link: Link, asking: boolean) => Promise<T>,
+  ): Promise<T> {
     let link = this.linkNow(key) ?? (await this.link(key));
     let asking = false;
     for (let redirects = 0; ; redirects++) {
@@ -177,7 +217,11 @@ export abstract class Topology {
         if (!r) throw err;
         if (redirects >= MAX_REDIRECTS || now() >= deadline) {
           const at = serverOf(err, link.name);
-          throw new RedirectError(`${at}: ${replyText(err)} (gave up after ${redirects + 1} redirects)`, at, { cause: err });
+          throw new RedirectError(
+            `${at}: ${replyText(err)} (gave up after ${redirects + 1} redirects)`,
+            at,
+            { cause: err },
+          );
         }
         asking = false;
         if (r.kind === 'MOVED') {
@@ -195,14 +239,17 @@ export abstract class Topology {
   }
 
   /**
-   * A short command on the key's server, redirects followed (within the response time-out). `sentAt`: a moment
-   * taken just before (it must not be later than the send), to save reading the clock again.
+   * A short command on the key's server, redirects followed (within the response time-out).
+   * `sentAt`: a moment taken just before (it must not be later than the send), to save reading
+   * the clock again.
    */
   send(key: string, args: readonly string[], sentAt?: number): Promise<Sent> {
     // Single: one connection and no redirects, so no routing (the uncontended path).
     const direct = this.linkNow(key);
     if (direct) return direct.send(args, sentAt);
-    return this.routed(key, now() + this.responseMs, (link, asking) => sendAsking(link, asking, args));
+    return this.routed(key, now() + this.responseMs, (link, asking) =>
+      sendAsking(link, asking, args),
+    );
   }
 }
 
@@ -247,7 +294,10 @@ export class Cluster extends Topology {
   readonly name: string;
   private readonly byClient = new Map<NodeRedisClient, Link>();
 
-  constructor(private readonly cluster: NodeRedisCluster, responseMs: number) {
+  constructor(
+    private readonly cluster: NodeRedisCluster,
+    responseMs: number,
+  ) {
     super(responseMs);
     this.name = 'cluster';
   }
@@ -272,7 +322,11 @@ export class Cluster extends Topology {
   }
   protected override async askLink(address: string): Promise<Link> {
     const node = this.cluster.nodeByAddress.get(address);
-    if (!node) throw new RedirectError(`ASK to ${address}, a node the cluster client does not know`, this.name);
+    if (!node)
+      throw new RedirectError(
+        `ASK to ${address}, a node the cluster client does not know`,
+        this.name,
+      );
     return this.linkOf(await this.cluster.nodeClient(node));
   }
   links(): Link[] {
@@ -294,7 +348,11 @@ export class Sentinel extends Topology {
   private pending: Promise<Link> | null = null;
   private readonly retired: Link[] = [];
 
-  constructor(private readonly sentinel: NodeRedisSentinel, service: string, responseMs: number) {
+  constructor(
+    private readonly sentinel: NodeRedisSentinel,
+    service: string,
+    responseMs: number,
+  ) {
     super(responseMs);
     this.name = `sentinel service ${service}`;
   }
@@ -313,11 +371,22 @@ export class Sentinel extends Topology {
     const master = this.sentinel.getMasterNode();
     if (!master) throw new RedirectError(`${this.name}: no master known`, this.name);
     const base = this.sentinel.options?.nodeClientOptions ?? {};
-    return createClient({ ...base, socket: { ...(base.socket ?? {}), host: master.host, port: master.port, reconnectStrategy: false } }) as unknown as NodeRedisClient;
+    return createClient({
+      ...base,
+      socket: {
+        ...(base.socket ?? {}),
+        host: master.host,
+        port: master.port,
+        reconnectStrategy: false,
+      },
+    }) as unknown as NodeRedisClient;
   }
   private async open(): Promise<Link> {
     if (this.current) this.retired.push(this.current);
-    const link = new Link(await this.connectOwn(() => this.newClient(), this.name), this.responseMs);
+    const link = new Link(
+      await this.connectOwn(() => this.newClient(), this.name),
+      this.responseMs,
+    );
     this.current = link;
     return link;
   }
@@ -347,7 +416,7 @@ function checkClusterClient(redis: unknown): void {
   }
 }
 
-/** The topology of a node-redis client, cluster or Sentinel client (told apart by their methods). */
+/** The topology of a node-redis client, cluster or Sentinel client (told by their methods). */
 export function topologyOf(redis: NodeRedis, responseMs: number): Topology {
   const r = redis as unknown as Record<string, unknown>;
   checkClusterClient(redis);
@@ -427,5 +496,9 @@ export function unconnectedSentinel(sentinels: string[], service: string): Uncon
     sentinelRootNodes,
   }) as unknown as NodeRedisSentinel;
   sentinel.on('error', () => {});
-  return { redis: sentinel, name: `sentinel service ${service}`, connect: () => sentinel.connect() };
+  return {
+    redis: sentinel,
+    name: `sentinel service ${service}`,
+    connect: () => sentinel.connect(),
+  };
 }

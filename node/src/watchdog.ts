@@ -44,7 +44,12 @@ export class Watchdog {
   /** When `e` needs a look: its renewal, its deadline, its connection's ping. */
   private wakeFor(e: Entry): number {
     const at = Math.min(e.nextDue, e.deadlineAt());
-    return e.bound ? Math.min(at, (this.lastPing.get(e.bound.link) ?? -Infinity) + this.pingEvery(e.bound.graceMs)) : at;
+    return e.bound
+      ? Math.min(
+          at,
+          (this.lastPing.get(e.bound.link) ?? -Infinity) + this.pingEvery(e.bound.graceMs),
+        )
+      : at;
   }
 
   private tick(): void {
@@ -61,7 +66,11 @@ export class Watchdog {
       // connection that answers.
       const rebind = e.bound !== null && e.bound.link.currentEpoch !== e.bound.epoch;
       if (!e.renewing && (e.nextDue <= t || rebind)) this.renew(e);
-      if (e.bound) pings.set(e.bound.link, Math.min(pings.get(e.bound.link) ?? Infinity, this.pingEvery(e.bound.graceMs)));
+      if (e.bound)
+        pings.set(
+          e.bound.link,
+          Math.min(pings.get(e.bound.link) ?? Infinity, this.pingEvery(e.bound.graceMs)),
+        );
     }
     for (const [link, every] of pings) {
       if (t - (this.lastPing.get(link) ?? -Infinity) >= every) {

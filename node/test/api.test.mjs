@@ -5,7 +5,17 @@ import { spawnSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createClient } from 'redis';
-import { Client, DeadlockError, LostError, NotHeldError, ModuleNotLoadedError, WrongTypeError, ConfigError, AcquireTimeoutError, ServerConnectionError } from 'dlock-client';
+import {
+  Client,
+  DeadlockError,
+  LostError,
+  NotHeldError,
+  ModuleNotLoadedError,
+  WrongTypeError,
+  ConfigError,
+  AcquireTimeoutError,
+  ServerConnectionError,
+} from 'dlock-client';
 import { Server, until } from './servers.mjs';
 import { isUnknownOption, renewCommand } from '../dist/esm/protocol.js';
 
@@ -50,13 +60,19 @@ describe('locks', () => {
     assert.equal(await held.release(), true);
     assert.equal(await raw.exists(k), 0);
     assert.equal(held.lost.aborted, false, 'released, not lost');
-    await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'released');
+    await assert.rejects(
+      held.release(),
+      (e) => e instanceof NotHeldError && e.reason === 'released',
+    );
   });
 
   it('two concurrent acquires in one process are different owners', async () => {
     const c = await client();
     const k = key('owners');
-    const [a, b] = await Promise.all([c.lock(k).acquire({ timeout: 0 }), c.lock(k).acquire({ timeout: 0 })]);
+    const [a, b] = await Promise.all([
+      c.lock(k).acquire({ timeout: 0 }),
+      c.lock(k).acquire({ timeout: 0 }),
+    ]);
     assert.equal([a, b].filter(Boolean).length, 1, 'exactly one granted');
     await (a ?? b).release();
   });
@@ -66,9 +82,15 @@ describe('locks', () => {
     const k = key('fifo');
     const first = await c.lock(k, { fence: true }).acquire();
     const order = [];
-    const w1 = c.lock(k, { fence: true }).acquire({ timeout: 10_000 }).then((h) => (order.push(1), h));
+    const w1 = c
+      .lock(k, { fence: true })
+      .acquire({ timeout: 10_000 })
+      .then((h) => (order.push(1), h));
     await until('1 waiter', async () => (await c.waiters(k)).length === 1);
-    const w2 = c.lock(k, { fence: true }).acquire({ timeout: 10_000 }).then((h) => (order.push(2), h));
+    const w2 = c
+      .lock(k, { fence: true })
+      .acquire({ timeout: 10_000 })
+      .then((h) => (order.push(2), h));
     await until('2 waiters', async () => (await c.waiters(k)).length === 2);
     const t0 = performance.now();
     const none = await c.lock(k).acquire({ timeout: 200 });
@@ -110,7 +132,10 @@ describe('locks', () => {
     assert.equal(r, 42);
     assert.equal(await raw.exists(k), 0);
     const blocker = await c.lock(k).acquire();
-    await assert.rejects(c.using(k, { timeout: 0 }, () => 1), AcquireTimeoutError);
+    await assert.rejects(
+      c.using(k, { timeout: 0 }, () => 1),
+      AcquireTimeoutError,
+    );
     await blocker.release();
   });
 
@@ -140,14 +165,20 @@ describe('cancellation', () => {
 
   it('a signal aborted before the call rejects at once', async () => {
     const c = await client();
-    await assert.rejects(c.lock(key('pre')).acquire({ signal: AbortSignal.abort() }), (e) => e.name === 'AbortError');
+    await assert.rejects(
+      c.lock(key('pre')).acquire({ signal: AbortSignal.abort() }),
+      (e) => e.name === 'AbortError',
+    );
   });
 
   it('AbortSignal.timeout bounds a wait like timeout does, and keeps the owner', async () => {
     const c = await client();
     const k = key('sigtimeout');
     const held = await c.lock(k).acquire();
-    await assert.rejects(c.lock(k).acquire({ signal: AbortSignal.timeout(100) }), (e) => e.name === 'TimeoutError');
+    await assert.rejects(
+      c.lock(k).acquire({ signal: AbortSignal.timeout(100) }),
+      (e) => e.name === 'TimeoutError',
+    );
     // Through the same owner the reentrant acquire is granted at once, signal or not.
     const again = await c.lock(k).acquire({ owner: held.owner, signal: AbortSignal.timeout(1000) });
     assert.equal(again.count, 2);
@@ -178,7 +209,11 @@ describe('the watchdog and lost', () => {
     await raw.del(k);
     await assert.rejects(held.renew(), (e) => e instanceof NotHeldError && e.reason === 'not_held');
     assert.equal(held.lost.aborted, true);
-    await assert.rejects(held.renew(), (e) => e instanceof NotHeldError && e.reason === 'not_held', 'and again');
+    await assert.rejects(
+      held.renew(),
+      (e) => e instanceof NotHeldError && e.reason === 'not_held',
+      'and again',
+    );
   });
 
   it('aborts lost when a renewal answers 0 (the key was deleted)', async () => {
@@ -190,8 +225,15 @@ describe('the watchdog and lost', () => {
     await lost;
     assert.equal(held.lost.reason.reason, 'not_held');
     assert.ok(held.lost.reason instanceof LostError);
-    await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'not_held');
-    await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'not_held', 'and again');
+    await assert.rejects(
+      held.release(),
+      (e) => e instanceof NotHeldError && e.reason === 'not_held',
+    );
+    await assert.rejects(
+      held.release(),
+      (e) => e instanceof NotHeldError && e.reason === 'not_held',
+      'and again',
+    );
   });
 
   it('a stalled event loop sees lost at once when the lease passed', async () => {
@@ -212,7 +254,10 @@ describe('the watchdog and lost', () => {
       .map((l) => /id=(\d+)/.exec(l)[1]);
     assert.ok(ids.length > 0);
     // The event loop blocks while another process closes our connections and waits past the grace.
-    const killer = spawnSync('sh', ['-c', `${ids.map((id) => `redis-cli -p ${server.port} CLIENT KILL ID ${id} >/dev/null;`).join(' ')} sleep 0.6`]);
+    const killer = spawnSync('sh', [
+      '-c',
+      `${ids.map((id) => `redis-cli -p ${server.port} CLIENT KILL ID ${id} >/dev/null;`).join(' ')} sleep 0.6`,
+    ]);
     assert.equal(killer.status, 0);
     assert.equal(held.lost.aborted, true, 'lost without waiting for any event');
     assert.equal(held.lost.reason.reason, 'lease_expired');
@@ -254,7 +299,10 @@ describe('read-write locks and semaphores', () => {
     assert.equal(await rw.write().acquire({ timeout: 0 }), null);
     const w = rw.write().acquire({ timeout: 5000 });
     await until('writer queued', async () => (await c.waiters(k)).length === 1);
-    assert.deepEqual((await c.waiters(k)).map((x) => x.request), ['write']);
+    assert.deepEqual(
+      (await c.waiters(k)).map((x) => x.request),
+      ['write'],
+    );
     await r1.release();
     await r2.release();
     const wh = await w;
@@ -294,15 +342,37 @@ describe('server features and errors', () => {
     // with one of these), and what does not.
     assert.ok(isUnknownOption('ERR syntax error'));
     assert.ok(isUnknownOption("ERR wrong number of arguments for 'dlock.renew' command"));
-    assert.ok(!isUnknownOption('WRONGTYPE Operation against a key holding the wrong kind of value'));
+    assert.ok(
+      !isUnknownOption('WRONGTYPE Operation against a key holding the wrong kind of value'),
+    );
     assert.ok(!isUnknownOption(null));
   });
 
   it('the default grace goes as a bare BIND (the module takes 2 s, or the lease when shorter)', () => {
-    assert.deepEqual(renewCommand('k', 'o', 30000, 2000), ['DLOCK.RENEW', 'k', 'o', '30000', 'BIND']);
+    assert.deepEqual(renewCommand('k', 'o', 30000, 2000), [
+      'DLOCK.RENEW',
+      'k',
+      'o',
+      '30000',
+      'BIND',
+    ]);
     assert.deepEqual(renewCommand('k', 'o', 1000, 2000), ['DLOCK.RENEW', 'k', 'o', '1000', 'BIND']);
-    assert.deepEqual(renewCommand('k', 'o', 1000, 500), ['DLOCK.RENEW', 'k', 'o', '1000', 'BIND', '500']);
-    assert.deepEqual(renewCommand('k', 'o', 30000, 3000), ['DLOCK.RENEW', 'k', 'o', '30000', 'BIND', '3000']);
+    assert.deepEqual(renewCommand('k', 'o', 1000, 500), [
+      'DLOCK.RENEW',
+      'k',
+      'o',
+      '1000',
+      'BIND',
+      '500',
+    ]);
+    assert.deepEqual(renewCommand('k', 'o', 30000, 3000), [
+      'DLOCK.RENEW',
+      'k',
+      'o',
+      '30000',
+      'BIND',
+      '3000',
+    ]);
     assert.deepEqual(renewCommand('k', 'o', 30000, null), ['DLOCK.RENEW', 'k', 'o', '30000']);
   });
 
@@ -324,7 +394,10 @@ describe('server features and errors', () => {
     const b = await c.lock(k2).acquire();
     const bWaits = c.lock(k1).acquire({ owner: b.owner, timeout: 5000 });
     await until('b queued', async () => (await c.waiters(k1)).length === 1);
-    const err = await c.lock(k2).acquire({ owner: a.owner, timeout: 5000 }).catch((e) => e);
+    const err = await c
+      .lock(k2)
+      .acquire({ owner: a.owner, timeout: 5000 })
+      .catch((e) => e);
     assert.ok(err instanceof DeadlockError, String(err));
     assert.match(err.cycle, new RegExp(`${a.owner} waits for ${k2} held by ${b.owner}`));
     assert.equal(err.server, server.address);
@@ -337,7 +410,10 @@ describe('server features and errors', () => {
     const c = await client();
     const k = key('wrong');
     await raw.set(k, 'x');
-    const err = await c.lock(k).acquire({ timeout: 0 }).catch((e) => e);
+    const err = await c
+      .lock(k)
+      .acquire({ timeout: 0 })
+      .catch((e) => e);
     assert.ok(err instanceof WrongTypeError);
     assert.match(err.message, new RegExp(server.address));
     assert.ok(err.cause instanceof Error);
@@ -353,7 +429,10 @@ describe('server features and errors', () => {
     assert.equal(row.request, 'lock');
     assert.ok(row.timeoutLeftMs > 0 && row.timeoutLeftMs <= 3000);
     const info = await c.info(k);
-    assert.deepEqual([info.kind, info.mode, info.waiters, info.fence], ['lock', 'exclusive', 1, held.token]);
+    assert.deepEqual(
+      [info.kind, info.mode, info.waiters, info.fence],
+      ['lock', 'exclusive', 1, held.token],
+    );
     assert.equal(info.holders[0].owner, held.owner);
     await held.release();
     await (await w).release();
@@ -387,7 +466,8 @@ describe('script backend (no module)', () => {
       assert.equal(c.native, false);
       const k = 'script:lock';
       const held = await c.lock(k, { lease: 5000 }).acquire();
-      assert.deepEqual({ ...(await p.hGetAll(k)) }, { [held.owner]: '1' }); // Redisson's hash (node-redis 5.0: a null-prototype object)
+      // Redisson's hash (node-redis 5.0: a null-prototype object).
+      assert.deepEqual({ ...(await p.hGetAll(k)) }, { [held.owner]: '1' });
       const waiting = c.lock(k, { lease: 600 }).acquire({ timeout: 5000 });
       await sleep(50);
       const t0 = performance.now();
@@ -398,7 +478,10 @@ describe('script backend (no module)', () => {
       await p.del(k);
       await until('lost', () => next.lost.aborted, 5000);
       assert.equal(next.lost.reason.reason, 'not_held');
-      await assert.rejects(c.lock(k, { fence: true }).acquire(), (e) => e.name === 'NotSupportedError');
+      await assert.rejects(
+        c.lock(k, { fence: true }).acquire(),
+        (e) => e.name === 'NotSupportedError',
+      );
       const sem = c.semaphore('script:sem', { capacity: 2 });
       const s1 = await sem.acquire({ count: 2 });
       assert.equal(await sem.acquire({ timeout: 100 }), null);

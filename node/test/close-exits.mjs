@@ -8,7 +8,8 @@ import { Client, ClosedError, ConfigError } from 'dlock-client';
 const [url, mode] = process.argv.slice(2);
 
 if (mode === 'waiters') {
-  await (await Client.connect(url)).close(); // a first client: the fallback is reported once for both
+  // A first client: the fallback is reported once for both.
+  await (await Client.connect(url)).close();
   const client = await Client.connect(url);
   const held = await client.lock('exits').acquire();
   const waits = [];
@@ -22,10 +23,13 @@ if (mode === 'waiters') {
       })(),
     );
   }
-  await new Promise((r) => setTimeout(r, 300)); // every worker waiting (subscribed, on the script backend)
+  // Every worker waiting (subscribed, on the script backend).
+  await new Promise((r) => setTimeout(r, 300));
   await client.close();
   const ends = await Promise.allSettled(waits);
-  const closed = ends.filter((e) => e.status === 'rejected' && e.reason instanceof ClosedError).length;
+  const closed = ends.filter(
+    (e) => e.status === 'rejected' && e.reason instanceof ClosedError,
+  ).length;
   console.log(JSON.stringify({ closed, lostReason: held.lostReason, native: client.native }));
 } else {
   const opts = mode === 'bogus' ? { backend: 'bogus' } : { bind: -1 };

@@ -31,17 +31,26 @@ it('routes each key to its master', async () => {
   const keys = Array.from({ length: 12 }, (_, i) => `spread:${i}`);
   const owners = new Set(await Promise.all(keys.map(async (k) => cl.ownerOf(await cl.slotOf(k)))));
   assert.equal(owners.size, 3, 'the keys cover every master');
-  const held = await Promise.all(keys.map((k) => client.lock(k, { fence: true }).acquire({ timeout: 0 })));
+  const held = await Promise.all(
+    keys.map((k) => client.lock(k, { fence: true }).acquire({ timeout: 0 })),
+  );
   assert.ok(held.every((h) => h && h.token > 0));
-  for (const [i, k] of keys.entries()) assert.equal((await other.info(k)).holders[0].owner, held[i].owner);
-  assert.deepEqual(await Promise.all(held.map((h) => h.release())), held.map(() => true));
+  for (const [i, k] of keys.entries())
+    assert.equal((await other.info(k)).holders[0].owner, held[i].owner);
+  assert.deepEqual(
+    await Promise.all(held.map((h) => h.release())),
+    held.map(() => true),
+  );
 });
 
 it("errors and holds name the node (host:port) the key's commands went to, not the cluster", async () => {
   const key = 'named:1';
   const node = cl.nodes[await cl.ownerOf(await cl.slotOf(key))];
   await cl.cmd(cl.nodes.indexOf(node), ['SET', key, 'x']);
-  const err = await client.lock(key).acquire({ timeout: 0 }).catch((e) => e);
+  const err = await client
+    .lock(key)
+    .acquire({ timeout: 0 })
+    .catch((e) => e);
   assert.ok(err instanceof WrongTypeError, String(err));
   assert.equal(err.server, node.address);
   assert.match(err.message, new RegExp(node.address.replace(/\./g, '\\.')));

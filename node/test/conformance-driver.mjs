@@ -69,24 +69,46 @@ function sample() {
     if (!lost) h.lastHeldUs = b;
     else {
       h.lostSent = true;
-      write({ event: 'lost', hold: name, t_us: b, last_held_us: h.lastHeldUs, reason: h.held.lostReason });
+      write({
+        event: 'lost',
+        hold: name,
+        t_us: b,
+        last_held_us: h.lastHeldUs,
+        reason: h.held.lostReason,
+      });
     }
   }
 }
 
 const ops = {
   async connect(r) {
-    const opts = { backend: r.backend ?? 'auto' }; // passed as given: a bad one is the client's to refuse
+    // Passed as given: a bad one is the client's to refuse.
+    const opts = { backend: r.backend ?? 'auto' };
     if ('bind_ms' in r) opts.bind = r.bind_ms;
     if ('response_timeout_ms' in r) opts.responseTimeout = r.response_timeout_ms;
     if (r.sample_ms) sampleMs = r.sample_ms;
-    if (r.topology === 'cluster') client = await Client.connectCluster(r.nodes.map((n) => `redis://${n}`), opts);
-    else if (r.topology === 'sentinel') client = await Client.connectSentinel(r.sentinels, r.service, opts);
+    if (r.topology === 'cluster')
+      client = await Client.connectCluster(
+        r.nodes.map((n) => `redis://${n}`),
+        opts,
+      );
+    else if (r.topology === 'sentinel')
+      client = await Client.connectSentinel(r.sentinels, r.service, opts);
     else client = await Client.connect(r.url, opts);
     await client.ready();
     if (timers.length === 0) {
       timers.push(setInterval(sample, sampleMs));
-      timers.push(setInterval(() => write({ event: 'alive', t_us: nowUs(), held: [...holds].filter(([, h]) => !h.lostSent && !h.done).map(([n]) => n) }), 50));
+      timers.push(
+        setInterval(
+          () =>
+            write({
+              event: 'alive',
+              t_us: nowUs(),
+              held: [...holds].filter(([, h]) => !h.lostSent && !h.done).map(([n]) => n),
+            }),
+          50,
+        ),
+      );
     }
     return { native: client.native };
   },
@@ -143,12 +165,25 @@ const ops = {
   },
 
   async waiters(r) {
-    return { waiters: (await client.waiters(r.key)).map((w) => [w.owner, w.request, w.waitedMs, w.timeoutLeftMs]) };
+    return {
+      waiters: (await client.waiters(r.key)).map((w) => [
+        w.owner,
+        w.request,
+        w.waitedMs,
+        w.timeoutLeftMs,
+      ]),
+    };
   },
 
   async info(r) {
     const i = await client.info(r.key);
-    return { info: { kind: i.kind, holders: i.holders.map((h) => [h.owner, h.count, h.leaseMs]), waiters: i.waiters } };
+    return {
+      info: {
+        kind: i.kind,
+        holders: i.holders.map((h) => [h.owner, h.count, h.leaseMs]),
+        waiters: i.waiters,
+      },
+    };
   },
 
   async owner_id(r) {
@@ -169,7 +204,13 @@ async function handle(r) {
     const fields = await op(r);
     write({ id: r.id, ok: true, sent_us, t_us: nowUs(), ...fields });
   } catch (e) {
-    write({ id: r.id, ok: false, sent_us, t_us: nowUs(), error: { kind: errorKind(e), class: e?.name ?? 'Error', message: String(e?.message ?? e) } });
+    write({
+      id: r.id,
+      ok: false,
+      sent_us,
+      t_us: nowUs(),
+      error: { kind: errorKind(e), class: e?.name ?? 'Error', message: String(e?.message ?? e) },
+    });
   }
 }
 

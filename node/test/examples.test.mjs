@@ -15,7 +15,9 @@ const REPO = join(PKG, '..');
 
 /** The fenced blocks of `lang` in a Markdown text. */
 function blocks(markdown, lang) {
-  return [...markdown.matchAll(new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```', 'gm'))].map((m) => m[1]);
+  return [...markdown.matchAll(new RegExp('^```' + lang + '\\n([\\s\\S]*?)^```', 'gm'))].map(
+    (m) => m[1],
+  );
 }
 
 test('README examples and examples/node/dlock_client.mjs pass tsc --strict as written', () => {
@@ -33,7 +35,10 @@ test('README examples and examples/node/dlock_client.mjs pass tsc --strict as wr
       writeFileSync(join(dir, `readme-${i}.mjs`), code);
       files.push(`readme-${i}.mjs`);
     });
-    writeFileSync(join(dir, 'dlock_client.mjs'), readFileSync(join(REPO, 'examples/node/dlock_client.mjs')));
+    writeFileSync(
+      join(dir, 'dlock_client.mjs'),
+      readFileSync(join(REPO, 'examples/node/dlock_client.mjs')),
+    );
     files.push('dlock_client.mjs');
     const tsconfig = {
       compilerOptions: {

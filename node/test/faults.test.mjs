@@ -6,7 +6,14 @@ import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { Client, ClosedError, ConfigError, NotHeldError, ResponseTimeoutError, ServerConnectionError } from 'dlock-client';
+import {
+  Client,
+  ClosedError,
+  ConfigError,
+  NotHeldError,
+  ResponseTimeoutError,
+  ServerConnectionError,
+} from 'dlock-client';
 import { Server, until } from './servers.mjs';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -30,13 +37,19 @@ async function timed(p) {
 
 /** Connections in the server's CLIENT LIST, the asking one left out. */
 async function clientCount(raw) {
-  return String(await raw.sendCommand(['CLIENT', 'LIST'])).trim().split('\n').length - 1;
+  return (
+    String(await raw.sendCommand(['CLIENT', 'LIST']))
+      .trim()
+      .split('\n').length - 1
+  );
 }
 
 /** Run close-exits.mjs: its exit code and output, or a failure when it does not end by itself. */
 function runChild(args, ms = 10_000) {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [join(HERE, 'close-exits.mjs'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [join(HERE, 'close-exits.mjs'), ...args], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     p.stdout.on('data', (d) => (out += d));
@@ -76,9 +89,17 @@ describe('a server that hangs (SIGSTOP): every call is bounded', () => {
     stop();
     const t0 = performance.now();
     try {
-      for (const call of [() => released.release(), () => held.renew(), () => c.lock(key('hang0')).acquire({ timeout: 0 }), () => c.waiters('x')]) {
+      for (const call of [
+        () => released.release(),
+        () => held.renew(),
+        () => c.lock(key('hang0')).acquire({ timeout: 0 }),
+        () => c.waiters('x'),
+      ]) {
         const r = await timed(call());
-        assert.ok(!r.ok && r.e instanceof ResponseTimeoutError && r.e instanceof ServerConnectionError, String(r.e));
+        assert.ok(
+          !r.ok && r.e instanceof ResponseTimeoutError && r.e instanceof ServerConnectionError,
+          String(r.e),
+        );
         assert.match(r.e.message, new RegExp(server.address));
         assert.ok(r.ms < RT + SLACK, `answered after ${r.ms} ms`);
       }
@@ -108,7 +129,11 @@ describe('a server that hangs (SIGSTOP): every call is bounded', () => {
     assert.ok(r.ms < 1000 + RT + SLACK, `answered after ${r.ms} ms`);
     await until('queue empty', async () => (await other.waiters(k)).length === 0);
     await holder.release();
-    assert.equal((await other.info(k)).holders.length, 0, 'nothing granted to the wait that gave up');
+    assert.equal(
+      (await other.info(k)).holders.length,
+      0,
+      'nothing granted to the wait that gave up',
+    );
   });
 
   it('Client.connect() to a hung server fails within one response time-out and leaves nothing open', async () => {
@@ -181,7 +206,10 @@ describe('closed is closed', () => {
       () => c.info(k),
       () => c.ready(),
     ]) {
-      await assert.rejects(call(), (e) => e instanceof ClosedError && e.message.includes(server.address));
+      await assert.rejects(
+        call(),
+        (e) => e instanceof ClosedError && e.message.includes(server.address),
+      );
     }
     await c.close(); // twice: nothing happens
   });
@@ -199,10 +227,18 @@ describe('closed is closed', () => {
         const k = key('leaves');
         await c.lock(k).acquire();
         const waits = Array.from({ length: 5 }, () => c.lock(k).acquire({ timeout: 30_000 }));
-        await until('all waiting', async () => (await clientCount(r)) >= before + (backend === 'native' ? 6 : 2));
+        await until(
+          'all waiting',
+          async () => (await clientCount(r)) >= before + (backend === 'native' ? 6 : 2),
+        );
         await c.close();
-        for (const w of await Promise.allSettled(waits)) assert.ok(w.status === 'rejected' && w.reason instanceof ClosedError, String(w.reason));
-        await until('connections back to before', async () => (await clientCount(r)) === before, 3000);
+        for (const w of await Promise.allSettled(waits))
+          assert.ok(w.status === 'rejected' && w.reason instanceof ClosedError, String(w.reason));
+        await until(
+          'connections back to before',
+          async () => (await clientCount(r)) === before,
+          3000,
+        );
       } finally {
         r.destroy();
       }
@@ -217,7 +253,11 @@ describe('closed is closed', () => {
       assert.equal(got.native, s === server);
       assert.deepEqual([got.closed, got.lostReason], [8, 'closed']);
       // The first fallback to the scripts in a process is reported, once.
-      assert.equal(r.err.split('DlockWarning: dlock module not loaded on').length - 1, s === plain ? 1 : 0, r.err);
+      assert.equal(
+        r.err.split('DlockWarning: dlock module not loaded on').length - 1,
+        s === plain ? 1 : 0,
+        r.err,
+      );
     }
   });
 
@@ -249,7 +289,11 @@ describe('one answer per mistake', () => {
   it('release twice, or after the hold was lost: NotHeldError, every time', async () => {
     const held = await c.lock(key('twice')).acquire();
     assert.equal(await held.release(), true);
-    for (let i = 0; i < 2; i++) await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'released');
+    for (let i = 0; i < 2; i++)
+      await assert.rejects(
+        held.release(),
+        (e) => e instanceof NotHeldError && e.reason === 'released',
+      );
     assert.equal(held.lostReason, 'released');
     const k = key('lostrel');
     const lost = await c.lock(k, { lease: 300 }).acquire();
@@ -257,7 +301,11 @@ describe('one answer per mistake', () => {
     await raw.del(k);
     raw.destroy();
     await until('lost', () => lost.isLost, 3000);
-    for (let i = 0; i < 2; i++) await assert.rejects(lost.release(), (e) => e instanceof NotHeldError && e.reason === 'not_held');
+    for (let i = 0; i < 2; i++)
+      await assert.rejects(
+        lost.release(),
+        (e) => e instanceof NotHeldError && e.reason === 'not_held',
+      );
   });
 
   it('a hold lost to its local deadline is given back by its release, once, which still rejects', async () => {
@@ -270,11 +318,21 @@ describe('one answer per mistake', () => {
       while (performance.now() < end); // the event loop stalls past the grace: no sign of life
       assert.equal(held.lostReason, 'lease_expired');
       assert.equal(await raw.exists(k), 1, 'the server still has it (its connection is open)');
-      await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'lease_expired');
+      await assert.rejects(
+        held.release(),
+        (e) => e instanceof NotHeldError && e.reason === 'lease_expired',
+      );
       assert.equal(await raw.exists(k), 0, 'given back');
       const again = await b.lock(k).acquire({ owner: held.owner, timeout: 0 });
-      await assert.rejects(held.release(), (e) => e instanceof NotHeldError && e.reason === 'lease_expired');
-      assert.equal(await raw.exists(k), 1, 'a second release sends nothing: the owner holds it again');
+      await assert.rejects(
+        held.release(),
+        (e) => e instanceof NotHeldError && e.reason === 'lease_expired',
+      );
+      assert.equal(
+        await raw.exists(k),
+        1,
+        'a second release sends nothing: the owner holds it again',
+      );
       await again.release();
     } finally {
       raw.destroy();
@@ -287,12 +345,16 @@ describe('one answer per mistake', () => {
     for (const timeout of [-1, NaN, Infinity, -Infinity]) {
       await assert.rejects(c.lock(k).acquire({ timeout }), ConfigError, String(timeout));
     }
-    for (const lease of [-1, NaN, Infinity, 0]) assert.throws(() => c.lock(k, { lease }), ConfigError, String(lease));
+    for (const lease of [-1, NaN, Infinity, 0])
+      assert.throws(() => c.lock(k, { lease }), ConfigError, String(lease));
     assert.equal((await c.info(k)).kind, 'none');
   });
 
   it('a semaphore without its capacity is a ConfigError where it is made', () => {
-    assert.throws(() => c.semaphore('s'), (e) => e instanceof ConfigError && /capacity/.test(e.message));
+    assert.throws(
+      () => c.semaphore('s'),
+      (e) => e instanceof ConfigError && /capacity/.test(e.message),
+    );
     assert.throws(() => c.semaphore('s', {}), ConfigError);
   });
 });

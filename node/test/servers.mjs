@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { createClient } from 'redis';
 
 // DLOCK_REPO: the repository when this folder is a copy elsewhere (scripts/test-peer.sh).
-export const REPO = process.env.DLOCK_REPO ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const REPO =
+  process.env.DLOCK_REPO ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const MODULE = process.env.DLOCK_MODULE ?? join(REPO, 'target', 'release', 'libdlock.so');
 const SERVER = process.env.REDIS_SERVER ?? 'redis-server';
 
@@ -42,7 +43,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export class Server {
   /** `module: false` starts a server without dlock; `args`: more redis-server arguments. */
   static async start({ module = true, args = [] } = {}) {
-    if (module && !existsSync(MODULE)) throw new Error(`${MODULE} missing: run \`cargo build --release -p dlock\``);
+    if (module && !existsSync(MODULE))
+      throw new Error(`${MODULE} missing: run \`cargo build --release -p dlock\``);
     for (let attempt = 0; attempt < 5; attempt++) {
       const s = new Server(await freePort(), module, args);
       if (await s.ready()) return s;
@@ -54,7 +56,21 @@ export class Server {
   constructor(port, module, args) {
     this.port = port;
     this.dir = mkdtempSync(join(tmpdir(), 'dlock-node-'));
-    const argv = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', this.dir, '--logfile', join(this.dir, 'log'), ...args];
+    const argv = [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      this.dir,
+      '--logfile',
+      join(this.dir, 'log'),
+      ...args,
+    ];
     if (module) argv.push('--loadmodule', MODULE);
     this.proc = spawn(SERVER, argv, { stdio: 'ignore' });
     this.exited = new Promise((r) => this.proc.once('exit', r));
@@ -65,7 +81,9 @@ export class Server {
     const until = Date.now() + 10_000;
     while (Date.now() < until) {
       if (this.proc.exitCode !== null) return false;
-      const c = createClient({ socket: { host: '127.0.0.1', port: this.port, reconnectStrategy: false } });
+      const c = createClient({
+        socket: { host: '127.0.0.1', port: this.port, reconnectStrategy: false },
+      });
       c.on('error', () => {});
       try {
         await c.connect();
@@ -135,7 +153,18 @@ export class Cluster {
         const bus = await freePort();
         nodes.push(
           await Server.start({
-            args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000', '--cluster-port', String(bus), '--cluster-announce-ip', '127.0.0.1'],
+            args: [
+              '--cluster-enabled',
+              'yes',
+              '--cluster-config-file',
+              'nodes.conf',
+              '--cluster-node-timeout',
+              '5000',
+              '--cluster-port',
+              String(bus),
+              '--cluster-announce-ip',
+              '127.0.0.1',
+            ],
           }),
         );
       }
@@ -175,7 +204,15 @@ export class Cluster {
       await this.cmd(0, ['CLUSTER', 'MEET', '127.0.0.1', String(this.nodes[i].port), bus]);
     }
     for (let i = 0; i < n; i++) {
-      await until('cluster_state:ok', async () => String(await this.cmd(i, ['CLUSTER', 'INFO'])).includes('cluster_state:ok') && String(await this.cmd(i, ['CLUSTER', 'NODES'])).trim().split('\n').length === n, 30_000);
+      await until(
+        'cluster_state:ok',
+        async () =>
+          String(await this.cmd(i, ['CLUSTER', 'INFO'])).includes('cluster_state:ok') &&
+          String(await this.cmd(i, ['CLUSTER', 'NODES']))
+            .trim()
+            .split('\n').length === n,
+        30_000,
+      );
     }
   }
 
@@ -198,7 +235,10 @@ export class Cluster {
     return String(await this.cmd(i, ['CLUSTER', 'MYID']));
   }
 
-  /** A live migration of `slot` from node `from` to `to`: IMPORTING/MIGRATING, MIGRATE the keys, SETSLOT NODE. */
+  /**
+   * A live migration of `slot` from node `from` to `to`: IMPORTING/MIGRATING, MIGRATE the keys,
+   * SETSLOT NODE.
+   */
   async moveSlot(slot, from, to) {
     const [fromId, toId] = [await this.nodeId(from), await this.nodeId(to)];
     await this.cmd(to, ['CLUSTER', 'SETSLOT', String(slot), 'IMPORTING', fromId]);
@@ -206,10 +246,20 @@ export class Cluster {
     for (;;) {
       const keys = await this.cmd(from, ['CLUSTER', 'GETKEYSINSLOT', String(slot), '100']);
       if (keys.length === 0) break;
-      await this.cmd(from, ['MIGRATE', '127.0.0.1', String(this.nodes[to].port), '', '0', '5000', 'KEYS', ...keys]);
+      await this.cmd(from, [
+        'MIGRATE',
+        '127.0.0.1',
+        String(this.nodes[to].port),
+        '',
+        '0',
+        '5000',
+        'KEYS',
+        ...keys,
+      ]);
     }
     await this.cmd(to, ['CLUSTER', 'SETSLOT', String(slot), 'NODE', toId]);
-    for (let i = 0; i < this.nodes.length; i++) if (i !== to) await this.cmd(i, ['CLUSTER', 'SETSLOT', String(slot), 'NODE', toId]);
+    for (let i = 0; i < this.nodes.length; i++)
+      if (i !== to) await this.cmd(i, ['CLUSTER', 'SETSLOT', String(slot), 'NODE', toId]);
   }
 
   async stop() {

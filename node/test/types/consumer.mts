@@ -17,7 +17,7 @@ export async function demo(signal: AbortSignal): Promise<number | null> {
   // @ts-expect-error internals are not in the declarations
   held.released = true;
   // @ts-expect-error internals are not in the declarations
-  held.entry;
+  void held.entry;
   // @ts-expect-error a hold is made by acquire(), not by hand
   new Held();
   const reason: 'not_held' | 'lease_expired' | 'released' | 'closed' | null = held.lostReason;
@@ -29,7 +29,9 @@ export async function demo(signal: AbortSignal): Promise<number | null> {
   const freed: boolean = await held.release();
   await client.using('invoice:7', { lease: 30_000, timeout: 5_000 }, async (h) => h.token);
   await client.rwlock('doc', { lease: 30_000 }).read().acquire({ timeout: 1_000 });
-  await client.semaphore('pool', { capacity: 10, lease: 30_000 }).acquire({ count: 2, timeout: 1_000 });
+  await client
+    .semaphore('pool', { capacity: 10, lease: 30_000 })
+    .acquire({ count: 2, timeout: 1_000 });
   const w: Waiter[] = await client.waiters('invoice:7');
   const i: LockInfo = await client.info('invoice:7');
   try {
