@@ -68,18 +68,23 @@ export interface Attempt {
   closed: AbortSignal;
 }
 
+/**
+ * What a release gives back: `count` (permits of a semaphore, else 1) of what `owner` holds
+ * on `key` in `kind`; `leaseMs`, the hold's lease (Redisson's unlock script takes it).
+ */
+export interface Release {
+  key: string;
+  owner: string;
+  kind: Kind;
+  count: number;
+  leaseMs: number;
+}
+
 export interface Backend {
   readonly native: boolean;
   acquire(a: Attempt): Promise<Grant | null>;
   renew(topo: Topology, e: Entry): Promise<Sent>;
-  release(
-    topo: Topology,
-    key: string,
-    owner: string,
-    kind: Kind,
-    count: number,
-    leaseMs: number,
-  ): Promise<Sent>;
+  release(topo: Topology, r: Release): Promise<Sent>;
   /** The BIND grace this backend sends (null: none). */
   readonly bindMs: number | null;
 }
@@ -216,8 +221,8 @@ export class Native implements Backend {
     return topo.send(e.key, renewCommand(e.key, e.owner, e.leaseMs, this.bindMs));
   }
 
-  release(topo: Topology, key: string, owner: string, kind: Kind, count: number): Promise<Sent> {
-    return topo.send(key, releaseCommand(key, owner, kind, count));
+  release(topo: Topology, r: Release): Promise<Sent> {
+    return topo.send(r.key, releaseCommand(r.key, r.owner, r.kind, r.count));
   }
 }
 
@@ -353,14 +358,8 @@ export class Script implements Backend {
     );
   }
 
-  async release(
-    topo: Topology,
-    key: string,
-    owner: string,
-    kind: Kind,
-    count: number,
-    leaseMs: number,
-  ): Promise<Sent> {
+  async release(topo: Topology, r: Release): Promise<Sent> {
+    const { key, owner, kind, count, leaseMs } = r;
     const keys = [key, channelName(this.prefix, key)];
     const sent = await topo.routed(key, now() + topo.responseMs, (link) =>
       kind === 'lock'

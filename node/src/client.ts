@@ -415,9 +415,8 @@ export class Client {
       .send(req.key, renewCommand(req.key, owner, req.leaseMs, backend.bindMs))
       .catch((err) => {
         // Given back without waiting: the call ends within its bound even when the server hangs.
-        backend
-          .release(this.#topo, req.key, owner, req.kind, req.count, req.leaseMs)
-          .catch(() => {});
+        const r = { key: req.key, owner, kind: req.kind, count: req.count, leaseMs: req.leaseMs };
+        backend.release(this.#topo, r).catch(() => {});
         throw err;
       });
     if (Number(sent.reply) !== 1) return false;

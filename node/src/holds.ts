@@ -7,7 +7,7 @@ import type { Backend, Grant } from './backend.js';
 import { now } from './clock.js';
 import { ClosedError, LostReason, NotHeldError, translate } from './errors.js';
 import { Binding, Entry, Held, HoldOwner } from './hold.js';
-import type { Link } from './link.js';
+import type { Link, Sent } from './link.js';
 import type { Kind, Request } from './protocol.js';
 import type { Topology } from './topology.js';
 import { Watchdog } from './watchdog.js';
@@ -120,8 +120,7 @@ export class Holds implements HoldOwner {
     }
     let reply: unknown;
     try {
-      reply = (await this.backend!.release(this.topo, h.key, h.owner, h.kind, h.permits, e.leaseMs))
-        .reply;
+      reply = (await this.sendRelease(h)).reply;
     } catch (err) {
       throw this.failed(err, h.server);
     }
@@ -144,14 +143,19 @@ export class Holds implements HoldOwner {
   private async giveBackLost(h: Held): Promise<void> {
     if (this.givenBack.has(h) || this.entries.has(h.entry.id)) return;
     this.givenBack.add(h);
-    await this.backend!.release(
-      this.topo,
-      h.key,
-      h.owner,
-      h.kind,
-      h.permits,
-      h.entry.leaseMs,
-    ).catch(() => {});
+    await this.sendRelease(h).catch(() => {});
+  }
+
+  /** The backend's release of `h` (its permits, on its entry's lease). */
+  private sendRelease(h: Held): Promise<Sent> {
+    const r = {
+      key: h.key,
+      owner: h.owner,
+      kind: h.kind,
+      count: h.permits,
+      leaseMs: h.entry.leaseMs,
+    };
+    return this.backend!.release(this.topo, r);
   }
 
   async renewHold(h: Held): Promise<boolean> {
