@@ -8,16 +8,8 @@
 import { createClient, createCluster, createSentinel } from 'redis';
 import { now } from './clock.js';
 import { ConfigError, RedirectError, ResponseTimeoutError, replyText, serverOf } from './errors.js';
-import {
-  Link,
-  Loose,
-  NodeRedisClient,
-  Sent,
-  WaitPool,
-  addressOf,
-  destroy,
-  within,
-} from './link.js';
+import { Link, Loose, NodeRedisClient, Sent, addressOf, destroy, within } from './link.js';
+import { WaitPool } from './pool.js';
 import { redirectOf } from './protocol.js';
 
 /** What this package needs of a node-redis cluster (`createCluster()`). */
