@@ -1,20 +1,24 @@
 """What the sync and asyncio APIs share, apart from I/O (sync calls or awaited ones) and the
-kind of their events: a hold's fields, a read-write lock's two sides, the client's state and
-its factories. The logic itself is in :mod:`._core`."""
+kind of their events: a hold's fields, a read-write lock's two sides, the client's state,
+connections and factories, and the driver that runs a flow. The logic itself is in
+:mod:`._client`."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any, Callable, Generic, List, Optional, TypeVar
 
-from ._core import Backend, Core, not_held
-from ._effects import Replies, Role
+from redis.backoff import NoBackoff
+
+from ._client import Backend, ClientCore, check_client, not_held
+from ._effects import Flow, Op, Replies, Role
 from ._holds import LostBase
-from ._pools import Pools
+from ._pools import open_pools
 from ._protocol import (Kind, Request, check_timeout, lock_request, rwlock_request,
                         semaphore_request)
 from .errors import AcquireTimeoutError, ClientClosedError, NotHeldError
 
+T = TypeVar("T")
 A = TypeVar("A")
 L = TypeVar("L")
 RW = TypeVar("RW")
@@ -85,11 +89,30 @@ class ClientBase(Generic[L, RW, S, H]):
     _lock: Callable[[Any, Request], L]
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
+    # The shell's I/O classes: redis-py's client, cluster client and retry (sync or asyncio),
+    # the shell's cluster topology and its watchdog connection.
+    _redis: Any
+    _redis_cluster: Any
+    _retry: Any
+    _cluster_shell: Any
+    _dog_connection: Any
 
-    def __init__(self, pools: Pools, bind: Optional[float], backend: Backend,
-                 response_timeout: float) -> None:
-        self._core: Core[H] = Core(pools.server, bind, backend, response_timeout)
+    def __init__(self, redis_client: Any, bind: Optional[float], response_timeout: float,
+                 backend: Backend, command_timeout: Optional[float]) -> None:
+        response_timeout = renamed_timeout(response_timeout, command_timeout)
+        check_client(bind, response_timeout, backend)  # before anything is opened
+        retry = self._retry(NoBackoff(), 0)
+        self._cluster: Any = None
+        if isinstance(redis_client, self._redis_cluster):
+            self._cluster = self._cluster_shell(redis_client, retry, response_timeout,
+                                                self._dog_connection)
+            pools = self._cluster.nodes.pools()
+        else:
+            pools = open_pools(redis_client, self._redis, retry, response_timeout)
+        self._core: ClientCore[H] = ClientCore(pools.server, bind, backend, response_timeout)
+        self._core.cluster = self._cluster is not None
         self.server, self._waits, self._cmds, self._dog_pool = pools
+        self._dog_conn = self._dog_connection(self._dog_pool)
         self._closed = False
         self._prefix = self._core.prefix
         self._registry = self._core.registry
@@ -116,6 +139,9 @@ class ClientBase(Generic[L, RW, S, H]):
     def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
         """A hold object of the shell's kind, for the core."""
         return self._held(self, request, owner, count, token)
+
+    def _driver(self, flow: Flow[T]) -> "Driver[T]":
+        return Driver(flow, self)
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
              lock_delay: Optional[float] = None) -> L:
@@ -155,15 +181,24 @@ class AcquirableBase:
 class BoundedBase:
     """``with lock(timeout=...)``: the acquire it stands for (the shells enter and exit)."""
 
+    _held: Any = None
+
     def __init__(self, acquirable: AcquirableBase, timeout: Optional[float], count: int) -> None:
         self._client = acquirable._client
         self._name = acquirable.name
         self._request = acquirable._request.with_count(count)
         self._timeout = check_timeout(timeout)
 
-    def _not_granted(self) -> AcquireTimeoutError:
-        return AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
-                                   self._client.server)
+    def _enter(self, owner: str) -> Flow[Any]:
+        """The acquire; not granted in time: :class:`AcquireTimeoutError`."""
+        client = self._client
+        held = yield from client._core.acquire(self._request, owner, self._timeout,
+                                               client._make_held)
+        if held is None:
+            raise AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
+                                      client.server)
+        self._held = held
+        return held
 
 
 class DogConnectionBase:
@@ -195,3 +230,53 @@ def renamed_timeout(response_timeout: float, command_timeout: Optional[float]) -
         return response_timeout
     warnings.warn("command_timeout= is now response_timeout=", DeprecationWarning, stacklevel=3)
     return command_timeout
+
+
+class Driver(Generic[T]):
+    """Runs a flow for a shell: iterating yields the flow's requests; the shell hands each
+    one's outcome back with :meth:`ok` or :meth:`fail` and finds the flow's result in
+    :attr:`value`. A flow that fails because the client closed meanwhile raises
+    ``ClientClosedError``::
+
+        run = client._driver(flow)
+        for op in run:
+            try:
+                run.ok(do(op))
+            except BaseException as error:
+                run.fail(error)
+        return run.value
+    """
+
+    def __init__(self, flow: Flow[T], client: "ClientBase[Any, Any, Any, Any]") -> None:
+        self._flow = flow
+        self._client = client
+        self._started = False
+        self._result: Any = None
+        self._error: Optional[BaseException] = None
+        self.value: T
+
+    def __iter__(self) -> "Driver[T]":
+        return self
+
+    def __next__(self) -> Op:
+        try:
+            if not self._started:
+                self._started = True
+                return next(self._flow)
+            error, self._error = self._error, None
+            if error is not None:
+                return self._flow.throw(error)
+            return self._flow.send(self._result)
+        except StopIteration as stop:
+            self.value = stop.value
+            raise StopIteration from None
+        except Exception as error:
+            if self._client._closed and not isinstance(error, ClientClosedError):
+                raise self._client._closed_error() from error
+            raise
+
+    def ok(self, result: Any) -> None:
+        self._result = result
+
+    def fail(self, error: BaseException) -> None:
+        self._error = error

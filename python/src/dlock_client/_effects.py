@@ -1,7 +1,7 @@
 """The I/O requests of the sans-I/O core, and the shape of its flows.
 
 Every piece of logic of the package (deciding, building commands, parsing replies, deadlines,
-owner bookkeeping) is written once, in :mod:`._core`, as a *flow*: a generator that yields
+owner bookkeeping) is written once, in :mod:`._client` and the modules it calls, as a *flow*: a generator that yields
 one of the requests below whenever it needs I/O and gets the result sent back (or the
 exception thrown in). The sync client (``_sync.py``) and the asyncio client (``asyncio.py``)
 are two shells that run flows: one with blocking calls, one awaiting.
@@ -126,7 +126,15 @@ class Sleep:
     cleanup: bool = False  # as Call.cleanup
 
 
-Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep]
+@dataclass(frozen=True)
+class Watch:
+    """A hold was granted: start the shell's watchdog (a thread, a task) where it does not
+    run, and wake it where `wake` (the hold's first renewal is due before it wakes)."""
+
+    wake: bool
+
+
+Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep, Watch]
 
 #: A flow: yields requests, receives their results, returns a T.
 Flow = Generator[Op, Any, T]

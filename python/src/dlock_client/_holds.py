@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Generic, List, Literal, Optional, Protocol, Tuple, TypeVar
 
-from ._protocol import Kind
+from ._protocol import Kind, Request
 
 #: Why a hold is no longer held (``held.lost.reason``), the same values in every dlock client:
 #: ``not_held`` (the server says this owner does not hold it: deleted, expired or taken over
@@ -90,6 +90,8 @@ class HoldLike(Protocol):
     kind: Kind
     count: int
     lost: LostBase
+    _request: Request  # what was asked for
+    _released: bool  # by the program (release() answered)
 
 
 H = TypeVar("H", bound=HoldLike)

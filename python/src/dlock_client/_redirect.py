@@ -18,6 +18,7 @@ from typing import Callable, Optional, Union
 
 import redis.exceptions as rexc
 
+from ._effects import Flow, Refresh, Sleep
 from .errors import RedirectedError
 
 #: At most this many MOVED/ASK one request follows (each a reshard step seen, or a slot map
@@ -117,6 +118,9 @@ class Pause:
 
     seconds: float
 
+    def effects(self) -> Flow[None]:
+        yield Sleep(self.seconds)
+
 
 @dataclass(frozen=True)
 class Go:
@@ -125,6 +129,11 @@ class Go:
 
     addr: str
     moved: bool
+
+    def effects(self) -> Flow[None]:
+        """The slot map read again after a MOVED (the next try goes to `addr` either way)."""
+        if self.moved:
+            yield Refresh()
 
 
 Step = Union[Pause, Go]

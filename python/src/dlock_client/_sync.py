@@ -1,13 +1,12 @@
 """The synchronous API: a Client, its locks, and the watchdog thread.
 
-A thin shell: the logic is :mod:`._core`'s flows, run here with blocking calls (``_run`` and
-``_do``: the one place a request reaches a connection).
+A thin shell: the logic is :mod:`._client`'s flows, run here with blocking calls (``_run`` and
+``_do``: the one place a request reaches a connection), and the watchdog's thread.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
 from typing import Any, List, Optional, Set, TypeVar, overload
@@ -15,10 +14,10 @@ from typing import Any, List, Optional, Set, TypeVar, overload
 import redis
 import redis.cluster
 import redis.exceptions as rexc
-from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._core import DEFAULT_RESPONSE_TIMEOUT, Backend, check_client
+from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
+from ._cluster import ClusterShell
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -26,16 +25,13 @@ from ._common import (
     DogConnectionBase,
     HeldBase,
     ReadWriteLockBase,
-    renamed_timeout,
 )
-from ._cluster import ClusterShell
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe)
+                       Subscribe, Unsubscribe, Watch)
 from ._holds import LostBase
-from ._pools import open_pools
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
-from .errors import ClientClosedError, DlockError, NotHeldError
+from .errors import DlockError
 
 T = TypeVar("T")
 
@@ -82,25 +78,12 @@ class Held(HeldBase):
         False when the owner still holds the key (reentered). Raises
         :class:`~dlock_client.NotHeldError` when the hold is no longer held (released
         already, or lost), as redis-py's ``Lock.release()`` raises ``LockNotOwnedError``."""
-        client = self._client
-        client._check_open()
-        if self._released:
-            raise self._not_held(client.server)
-        try:
-            released = client._run(client._core.release(self, self._request))
-        except NotHeldError:
-            self._released = True
-            raise
-        self._released = True
-        return released
+        return self._client._run(self._client._core.release(self))
 
     def renew(self) -> bool:
         """Sets the lease again now (the watchdog does it by itself): True;
         :class:`~dlock_client.NotHeldError` when the hold is no longer held (lost or
         released), as :meth:`release`."""
-        self._client._check_open()
-        if self._released:
-            raise self._not_held(self._client.server)
         return self._client._run(self._client._core.renew(self))
 
     def __enter__(self) -> "Held":
@@ -118,10 +101,7 @@ class Bounded(BoundedBase):
     _held: Optional[Held] = None
 
     def __enter__(self) -> Held:
-        held = self._client._acquire(self._request, self._timeout)
-        if held is None:
-            raise self._not_granted()
-        self._held = held
+        held: Held = self._client._run(self._enter(self._client.owner()))
         return held
 
     def __exit__(self, *exc: object) -> None:
@@ -239,25 +219,19 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
+    _redis, _redis_cluster, _retry = redis.Redis, redis.cluster.RedisCluster, Retry
+    _cluster_shell, _dog_connection = ClusterShell, _DogConnection
+    _cluster: Optional[ClusterShell]
+    _dog_conn: _DogConnection
+
     def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
                  bind: Optional[float] = MODULE_BIND_MS / 1000,
                  response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
                  backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
-        response_timeout = renamed_timeout(response_timeout, command_timeout)
-        check_client(bind, response_timeout, backend)  # before anything is opened
-        retry = Retry(NoBackoff(), 0)
-        self._cluster: Optional[ClusterShell] = None
-        if isinstance(redis_client, redis.cluster.RedisCluster):
-            self._cluster = ClusterShell(redis_client, retry, response_timeout, _DogConnection)
-        super().__init__(
-            open_pools(redis_client, redis.Redis, retry, response_timeout)
-            if self._cluster is None else self._cluster.nodes.pools(), bind, backend,
-            response_timeout)
-        self._core.cluster = self._cluster is not None
+        super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
         self._dog: Optional[threading.Thread] = None
         self._dog_wake = threading.Event()
         self._dog_lock = threading.Lock()
-        self._dog_conn = _DogConnection(self._dog_pool)
         # Flows in flight (close waits for them) and open subscriptions (close ends them).
         self._state = threading.Condition()
         self._running = 0
@@ -282,17 +256,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     def native_backend(self) -> bool:
         """True when the dlock module serves this client, False for the script backend (asks
         the server the first time, with ``backend="auto"``)."""
-        self._check_open()
-        return self._run(self._core.translating(self._core.detect()))
+        return self._run(self._core.is_native())
 
     def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
         """``DLOCK.WAITERS``: who waits on `name`, in FIFO order (native backend)."""
-        self._check_open()
         return self._run(self._core.waiters(name, count))
 
     def info(self, name: str) -> LockInfo:
         """``DLOCK.INFO``: kind, holders, waiters, last fencing token (native backend)."""
-        self._check_open()
         return self._run(self._core.info(name))
 
     def close(self) -> None:
@@ -339,12 +310,8 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     def _acquire(self, request: Request, timeout: Optional[float],
                  cancel: Optional[CancelLike] = None) -> Optional[Held]:
-        self._check_open()
-        held = self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
+        return self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
                          cancel)
-        if held is not None:
-            self._start_watchdog(self._core.wake_for(held))
-        return held
 
     def _run(self, flow: Flow[T], cancel: Optional[CancelLike] = None) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
@@ -357,21 +324,13 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         interrupt = Interrupt(cancel, self._check_open, self.server)
         calm = Interrupt(None, self._check_open, self.server)  # a clean-up is not cancelled
         try:
-            op = next(flow)
-            while True:
+            run = self._driver(flow)
+            for op in run:
                 try:
-                    result = self._do(op, calm if getattr(op, "cleanup", False) else interrupt)
+                    run.ok(self._do(op, calm if getattr(op, "cleanup", False) else interrupt))
                 except BaseException as error:
-                    op = flow.throw(error)
-                else:
-                    op = flow.send(result)
-        except StopIteration as stop:
-            value: T = stop.value
-            return value
-        except Exception as error:
-            if self._closed and not isinstance(error, ClientClosedError):
-                raise self._closed_error() from error
-            raise
+                    run.fail(error)
+            return run.value
         finally:
             with self._state:
                 self._running -= 1
@@ -381,6 +340,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
         if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
             self._unsubscribe(op.handle)
+            return None
+        if isinstance(op, Watch):
+            self._start_watchdog(op.wake)
             return None
         interrupt.check()
         if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
@@ -431,18 +393,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._dog.start()
 
     def _watch(self) -> None:
-        core = self._core
+        dog = self._core.watchdog
         while not self._closed:
-            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-            now = time.monotonic()
-            wake = core.next_wake(now)
-            core.dog_sleeps_until = math.inf if wake is None else now + wake
-            self._dog_wake.wait(timeout=wake)
+            self._dog_wake.wait(timeout=dog.doze())
             self._dog_wake.clear()
             if self._closed:
                 break
             try:
-                self._run(core.watch_round())
+                self._run(dog.round())
             except DlockError:
                 break  # closed meanwhile
 

@@ -16,8 +16,8 @@ context variable): ``asyncio.wait_for(lock.acquire(), 5)`` and ``asyncio.timeout
 caller's owner, though ``wait_for`` runs the coroutine in a task of its own on Python < 3.12.
 Two tasks exclude each other, a task re-entering its own lock counts up.
 
-A thin shell: the logic is :mod:`._core`'s flows, awaited here (``_run`` and ``_do``: the one
-place a request reaches a connection).
+A thin shell: the logic is :mod:`._client`'s flows, awaited here (``_run`` and ``_do``: the one
+place a request reaches a connection), and the watchdog's task.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import math
-import time
 import weakref
 from typing import Any, Awaitable, Coroutine, List, Optional, Set, Tuple, TypeVar, overload
 
@@ -34,9 +32,9 @@ import redis.asyncio as aredis
 import redis.asyncio.cluster
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
-from ._core import DEFAULT_RESPONSE_TIMEOUT, Backend, check_client
+from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
+from ._cluster import AsyncClusterShell
 from ._common import (
     AcquirableBase,
     BoundedBase,
@@ -44,15 +42,11 @@ from ._common import (
     DogConnectionBase,
     HeldBase,
     ReadWriteLockBase,
-    renamed_timeout,
 )
-from ._cluster import AsyncClusterShell
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe)
+                       Subscribe, Unsubscribe, Watch)
 from ._holds import LostBase
-from ._pools import open_pools
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
-from .errors import ClientClosedError, NotHeldError
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -101,24 +95,11 @@ class Held(HeldBase):
         """True when this released the owner's last hold; False when it still holds the key
         (reentered); :class:`~dlock_client.NotHeldError` when it is no longer held (released
         already, or lost). See :meth:`dlock_client.Held.release`."""
-        client = self._client
-        client._check_open()
-        if self._released:
-            raise self._not_held(client.server)
-        try:
-            released = await client._run(client._core.release(self, self._request))
-        except NotHeldError:
-            self._released = True
-            raise
-        self._released = True
-        return released
+        return await self._client._run(self._client._core.release(self))
 
     async def renew(self) -> bool:
         """Sets the lease again now: True; :class:`~dlock_client.NotHeldError` when the hold
         is no longer held (lost or released)."""
-        self._client._check_open()
-        if self._released:
-            raise self._not_held(self._client.server)
         return await self._client._run(self._client._core.renew(self))
 
     async def __aenter__(self) -> "Held":
@@ -136,11 +117,7 @@ class Bounded(BoundedBase):
     _held: Optional[Held] = None
 
     async def __aenter__(self) -> Held:
-        held = await self._client._acquire(self._request, self._timeout,
-                                           self._client._caller_owner())
-        if held is None:
-            raise self._not_granted()
-        self._held = held
+        held: Held = await self._client._run(self._enter(self._client.owner()))
         return held
 
     async def __aexit__(self, *exc: object) -> None:
@@ -247,25 +224,18 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
+    _redis, _redis_cluster, _retry = aredis.Redis, aredis.cluster.RedisCluster, Retry
+    _cluster_shell, _dog_connection = AsyncClusterShell, _DogConnection
+    _cluster: Optional[AsyncClusterShell]
+    _dog_conn: _DogConnection
+
     def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
                  bind: Optional[float] = MODULE_BIND_MS / 1000,
                  response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
                  backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
-        response_timeout = renamed_timeout(response_timeout, command_timeout)
-        check_client(bind, response_timeout, backend)  # before anything is opened
-        retry = Retry(NoBackoff(), 0)
-        self._cluster: Optional[AsyncClusterShell] = None
-        if isinstance(redis_client, aredis.cluster.RedisCluster):
-            self._cluster = AsyncClusterShell(redis_client, retry, response_timeout,
-                                              _DogConnection)
-        super().__init__(
-            open_pools(redis_client, aredis.Redis, retry, response_timeout)
-            if self._cluster is None else self._cluster.nodes.pools(), bind, backend,
-            response_timeout)
-        self._core.cluster = self._cluster is not None
+        super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
         self._dog: Optional["asyncio.Task[None]"] = None
         self._dog_wake = asyncio.Event()
-        self._dog_conn = _DogConnection(self._dog_pool)
         # I/O in flight (aclose cancels it) and open subscriptions (aclose ends them).
         self._inflight: "Set[asyncio.Future[Any]]" = set()
         self._pubsubs: Set[Any] = set()
@@ -296,15 +266,12 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def native_backend(self) -> bool:
         """See :meth:`dlock_client.Client.native_backend`."""
-        self._check_open()
-        return await self._run(self._core.translating(self._core.detect()))
+        return await self._run(self._core.is_native())
 
     async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
-        self._check_open()
         return await self._run(self._core.waiters(name, count))
 
     async def info(self, name: str) -> LockInfo:
-        self._check_open()
         return await self._run(self._core.info(name))
 
     async def aclose(self) -> None:
@@ -347,12 +314,8 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def _acquire(self, request: Request, timeout: Optional[float],
                        owner: Optional[str]) -> Optional[Held]:
-        self._check_open()
-        held = await self._run(self._core.acquire(
+        return await self._run(self._core.acquire(
             request, owner if owner is not None else self.owner(), timeout, self._make_held))
-        if held is not None:
-            self._start_watchdog(self._core.wake_for(held))
-        return held
 
     async def _run(self, flow: Flow[T]) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
@@ -360,27 +323,21 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if self._closed:
             flow.close()
             raise self._closed_error()
-        try:
-            op = next(flow)
-            while True:
-                try:
-                    result = await self._do(op)
-                except BaseException as error:
-                    op = flow.throw(error)
-                else:
-                    op = flow.send(result)
-        except StopIteration as stop:
-            value: T = stop.value
-            return value
-        except Exception as error:
-            if self._closed and not isinstance(error, ClientClosedError):
-                raise self._closed_error() from error
-            raise
+        run = self._driver(flow)
+        for op in run:
+            try:
+                run.ok(await self._do(op))
+            except BaseException as error:
+                run.fail(error)
+        return run.value
 
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
         if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
             await self._unsubscribe(op.handle)
+            return None
+        if isinstance(op, Watch):
+            self._start_watchdog(op.wake)
             return None
         self._check_open()
         # Short commands answer within the response time-out by themselves (and fail at once
@@ -459,18 +416,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 asyncio.get_running_loop().create_task, self._watch())
 
     async def _watch(self) -> None:
-        core = self._core
+        dog = self._core.watchdog
         while True:
-            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-            now = time.monotonic()
-            wake = core.next_wake(now)
-            core.dog_sleeps_until = math.inf if wake is None else now + wake
             try:
-                await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
+                await asyncio.wait_for(self._dog_wake.wait(), timeout=dog.doze())
             except asyncio.TimeoutError:
                 pass
             self._dog_wake.clear()
-            await self._run(core.watch_round())
+            await self._run(dog.round())
 
 
 def _cancelling() -> bool:
