@@ -6,8 +6,9 @@ connections and factories, and the driver that runs a flow. The logic itself is 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Generic, List, Optional, TypeVar
+from typing import Any, Callable, Generator, Generic, List, Optional, TypeVar
 
+import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 
 from ._client import Backend, ClientCore, check_client, not_held
@@ -220,7 +221,23 @@ class DogConnectionBase:
             self._conn.register_connect_callback(self._connected)
         return self._conn
 
-    def _replies(self, values: List[Any]) -> Replies:
+    def _exchange(self, commands: List[List[Any]]
+                  ) -> Generator[Callable[[], Any], Any, Replies]:
+        """One pipeline on the connection, as steps the shell runs (calls, awaited in
+        asyncio; see :class:`Driver`): error replies are values, a connection error closes
+        the connection and is raised."""
+        conn = self._connection()
+        try:
+            yield lambda: conn.send_packed_command(conn.pack_commands(commands))
+            values: List[Any] = []
+            for _ in commands:
+                try:
+                    values.append((yield conn.read_response))
+                except rexc.ResponseError as error:
+                    values.append(error)
+        except BaseException:
+            yield conn.disconnect
+            raise
         return Replies(values, (Role.DOG, self._epoch))
 
 
@@ -233,21 +250,22 @@ def renamed_timeout(response_timeout: float, command_timeout: Optional[float]) -
 
 
 class Driver(Generic[T]):
-    """Runs a flow for a shell: iterating yields the flow's requests; the shell hands each
-    one's outcome back with :meth:`ok` or :meth:`fail` and finds the flow's result in
-    :attr:`value`. A flow that fails because the client closed meanwhile raises
-    ``ClientClosedError``::
+    """Runs a flow (or any generator of steps) for a shell: iterating yields the flow's
+    requests; the shell hands each one's outcome back with :meth:`ok` or :meth:`fail` and
+    finds the flow's result in :attr:`value` (each shell's ``_drive``)::
 
-        run = client._driver(flow)
         for op in run:
             try:
                 run.ok(do(op))
             except BaseException as error:
                 run.fail(error)
         return run.value
-    """
 
-    def __init__(self, flow: Flow[T], client: "ClientBase[Any, Any, Any, Any]") -> None:
+    With a `client`, a flow that fails because the client closed meanwhile raises
+    ``ClientClosedError``."""
+
+    def __init__(self, flow: Generator[Any, Any, T],
+                 client: "Optional[ClientBase[Any, Any, Any, Any]]" = None) -> None:
         self._flow = flow
         self._client = client
         self._started = False
@@ -258,7 +276,7 @@ class Driver(Generic[T]):
     def __iter__(self) -> "Driver[T]":
         return self
 
-    def __next__(self) -> Op:
+    def __next__(self) -> Any:
         try:
             if not self._started:
                 self._started = True
@@ -271,8 +289,10 @@ class Driver(Generic[T]):
             self.value = stop.value
             raise StopIteration from None
         except Exception as error:
-            if self._client._closed and not isinstance(error, ClientClosedError):
-                raise self._client._closed_error() from error
+            client = self._client
+            if client is not None and client._closed and not isinstance(error,
+                                                                      ClientClosedError):
+                raise client._closed_error() from error
             raise
 
     def ok(self, result: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, List, Optional, Set, TypeVar, overload
+from typing import Any, Callable, List, Optional, Set, TypeVar, overload
 
 import redis
 import redis.cluster
@@ -23,6 +23,7 @@ from ._common import (
     BoundedBase,
     ClientBase,
     DogConnectionBase,
+    Driver,
     HeldBase,
     ReadWriteLockBase,
 )
@@ -190,19 +191,7 @@ class _DogConnection(DogConnectionBase):
 
     def pipe(self, commands: List[List[Any]]) -> Replies:
         with self._lock:
-            conn = self._connection()
-            try:
-                conn.send_packed_command(conn.pack_commands(commands))
-                values: List[Any] = []
-                for _ in commands:
-                    try:
-                        values.append(conn.read_response())
-                    except rexc.ResponseError as error:
-                        values.append(error)
-            except BaseException:
-                conn.disconnect()
-                raise
-            return self._replies(values)
+            return _drive(Driver(self._exchange(commands)), _step)
 
     def close(self) -> None:
         """Closes the connection, also under a renewal reading on it (which then fails)."""
@@ -324,13 +313,8 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         interrupt = Interrupt(cancel, self._check_open, self.server)
         calm = Interrupt(None, self._check_open, self.server)  # a clean-up is not cancelled
         try:
-            run = self._driver(flow)
-            for op in run:
-                try:
-                    run.ok(self._do(op, calm if getattr(op, "cleanup", False) else interrupt))
-                except BaseException as error:
-                    run.fail(error)
-            return run.value
+            return _drive(self._driver(flow), lambda op: self._do(
+                op, calm if getattr(op, "cleanup", False) else interrupt))
         finally:
             with self._state:
                 self._running -= 1
@@ -404,3 +388,17 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             except DlockError:
                 break  # closed meanwhile
 
+
+
+def _drive(run: Driver[T], do: Callable[[Any], Any]) -> T:
+    """Runs a flow (see :class:`._common.Driver`), serving each request with `do`."""
+    for op in run:
+        try:
+            run.ok(do(op))
+        except BaseException as error:
+            run.fail(error)
+    return run.value
+
+
+def _step(step: Callable[[], Any]) -> Any:
+    return step()

@@ -26,7 +26,8 @@ import asyncio
 import contextvars
 import itertools
 import weakref
-from typing import Any, Awaitable, Coroutine, List, Optional, Set, Tuple, TypeVar, overload
+from typing import (Any, Awaitable, Callable, Coroutine, List, Optional, Set, Tuple, TypeVar,
+                    overload)
 
 import redis.asyncio as aredis
 import redis.asyncio.cluster
@@ -40,6 +41,7 @@ from ._common import (
     BoundedBase,
     ClientBase,
     DogConnectionBase,
+    Driver,
     HeldBase,
     ReadWriteLockBase,
 )
@@ -200,19 +202,7 @@ class _DogConnection(DogConnectionBase):
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            conn = self._connection()
-            try:
-                await conn.send_packed_command(conn.pack_commands(commands))
-                values: List[Any] = []
-                for _ in commands:
-                    try:
-                        values.append(await conn.read_response())
-                    except rexc.ResponseError as error:
-                        values.append(error)
-            except BaseException:
-                await conn.disconnect()
-                raise
-            return self._replies(values)
+            return await _drive(Driver(self._exchange(commands)), _step)
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -323,13 +313,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if self._closed:
             flow.close()
             raise self._closed_error()
-        run = self._driver(flow)
-        for op in run:
-            try:
-                run.ok(await self._do(op))
-            except BaseException as error:
-                run.fail(error)
-        return run.value
+        return await _drive(self._driver(flow), self._do)
 
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
@@ -424,6 +408,20 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 pass
             self._dog_wake.clear()
             await self._run(dog.round())
+
+
+async def _drive(run: Driver[T], do: Callable[[Any], Awaitable[Any]]) -> T:
+    """Runs a flow (see :class:`._common.Driver`), serving each request with `do`."""
+    for op in run:
+        try:
+            run.ok(await do(op))
+        except BaseException as error:
+            run.fail(error)
+    return run.value
+
+
+def _step(step: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
+    return step()
 
 
 def _cancelling() -> bool:
