@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.exceptions as rexc
 
@@ -42,6 +42,8 @@ if TYPE_CHECKING:
     from ._client import ClientCore
     from ._holds import Entry
 
+T = TypeVar("T")
+
 #: The package's logger: the first fallback to the script backend is a warning there.
 log = logging.getLogger("dlock_client")
 _fallbacks_logged: set[str] = set()  # servers whose fallback was logged (once per process)
@@ -65,6 +67,21 @@ def timed_out(error: BaseException) -> bool:
     give-back would wait another response time-out; the closed connection, BIND's grace or
     the lease frees what a cut-short request may have been granted)."""
     return isinstance(error, rexc.TimeoutError)
+
+
+def given_back_if_cut(flow: Flow[T], give_back: Callable[[], Flow[None]]) -> Flow[T]:
+    """Runs `flow`, a request that may be granted. Cut short in flight (cancelled, a lost
+    connection: anything but an error reply), what it may have been granted just before is
+    given back with `give_back` (not to a server that stopped answering: :func:`timed_out`),
+    and the error raised."""
+    try:
+        return (yield from flow)
+    except rexc.ResponseError:
+        raise
+    except BaseException as error:
+        if not timed_out(error):
+            yield from give_back()
+        raise
 
 
 class BackendBase:
@@ -126,19 +143,12 @@ class Native(BackendBase):
         role = Role.CMD if wait is None else Role.WAIT
         before = client.registry.held(request.key, owner, request.kind)
         sent = time.monotonic()
-        try:
-            reply, bind = yield from self._with_bind(
-                lambda bind: self._acquire_call(request, owner, left, wait, bind),
-                request, client.bind)
-        except rexc.ResponseError:
-            raise
-        except BaseException as error:
-            # A wait cut short (cancelled, KeyboardInterrupt, a lost connection): the shell's
-            # redis-py closed its connection, so the server drops the waiter; a grant made
-            # just before is given back (not to a server that stopped answering).
-            if not timed_out(error):
-                yield from self._give_back(request, owner, before)
-            raise
+        # A wait cut short (cancelled, KeyboardInterrupt, a lost connection): the shell's
+        # redis-py closed its connection, so the server drops the waiter.
+        reply, bind = yield from given_back_if_cut(
+            self._with_bind(lambda bind: self._acquire_call(request, owner, left, wait, bind),
+                            request, client.bind),
+            lambda: self._give_back(request, owner, before))
         grant = request.parse_grant(reply)
         if grant is None:
             return None
@@ -308,14 +318,8 @@ class Script(BackendBase):
         """One try: (the grant, 0), or (None, ms until the holders' lease ends; -1: the key
         has no expiry)."""
         sent = time.monotonic()
-        try:
-            reply = yield from self._eval(scripts.try_script(request, owner))
-        except rexc.ResponseError:
-            raise
-        except BaseException as error:
-            if not timed_out(error):
-                yield from self._give_back(request, owner, before)
-            raise
+        reply = yield from given_back_if_cut(self._eval(scripts.try_script(request, owner)),
+                                             lambda: self._give_back(request, owner, before))
         try:
             granted, n = scripts.parse_try(request, reply)
         except ValueError as error:

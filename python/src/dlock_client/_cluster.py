@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+from functools import partial
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import redis
@@ -29,6 +30,7 @@ import redis.asyncio.cluster
 import redis.cluster
 import redis.exceptions as rexc
 
+from ._drive import Steps, arun_steps, run_steps
 from ._effects import Call, Pipe, Refresh, Replies, Role
 from ._waiting import Interrupt, wait_call
 from ._pools import Pools, no_maintenance_notifications
@@ -315,47 +317,43 @@ class _Out:
 _UNREACHED = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
 
-class ClusterShell:
-    """Serves a sync client's requests on a cluster (see the module's docstring); `dog` makes
-    the shell's watchdog connection (one per node) from a node's pool."""
+def _fan_out(op: Pipe, groups: Dict[str, List[int]], dog_of: Callable[[str], Any]
+             ) -> Steps[Replies]:
+    """A watchdog pipeline: each node its commands on that node's watchdog connection (made
+    by `dog_of`); a node not reached answers its commands with the connection error."""
+    out = _Out(len(op.commands))
+    for addr, indexes in groups.items():
+        try:
+            got = yield partial(dog_of(addr).pipe, _Routing.commands(op, indexes))
+        except _UNREACHED as error:
+            got = error
+        _Routing.put(out, addr, indexes, got)
+    return out.replies()
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
-                 dog: Callable[[Any], Any]) -> None:
-        self.nodes = Nodes(rc, retry, response_timeout, min(response_timeout, 1.0))
+
+def _wait_on(client: Any, op: Call, wait: Callable[[], Any]) -> Steps[Any]:
+    """A WAIT on a node's wait connection (`client`), sent by the shell's `wait` (after
+    ``ASKING`` for an ASK)."""
+    try:
+        if op.asking:
+            return _reply((yield partial(_asked(client, op.args).execute,
+                                         raise_on_error=False)))
+        return (yield wait)
+    except rexc.ResponseError as error:
+        if _later(error):  # tried again on a fresh connection
+            yield partial(client.connection_pool.disconnect, inuse_connections=False)
+        raise
+
+
+class _ShellBase:
+    """The nodes, and per node the watchdog connection `dog` makes from the node's pool."""
+
+    nodes: "Nodes | AsyncNodes"
+
+    def __init__(self, dog: Callable[[Any], Any]) -> None:
         self._dog = dog
         self._dogs: Dict[str, Any] = {}
-        self._lock = threading.Lock()
-
-    def do(self, op: Any, interrupt: Interrupt) -> Any:
-        """`interrupt`: what ends a wait early (a cancel, the client closing)."""
-        if isinstance(op, Call):
-            if op.role is not Role.WAIT:
-                return self.nodes.cmds.execute_command(*op.args)  # routed by its key
-            client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
-            try:
-                if op.asking:
-                    return _reply(_asked(client, op.args).execute(raise_on_error=False))
-                return wait_call(client, op.args, op.reply_within, interrupt)
-            except rexc.ResponseError as error:
-                if _later(error):  # tried again on a fresh connection
-                    client.connection_pool.disconnect(inuse_connections=False)
-                raise
-        if isinstance(op, Pipe):
-            out = _Out(len(op.commands))
-            for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():
-                try:
-                    got: Any = self._dog_of(addr).pipe(_Routing.commands(op, indexes))
-                except _UNREACHED as error:
-                    got = error
-                _Routing.put(out, addr, indexes, got)
-            return out.replies()
-        if isinstance(op, Refresh):
-            return self.nodes.refresh()
-        raise TypeError(op)
-
-    def waits_for(self, key: str) -> Any:
-        """The waits' client of the node serving `key` (the script backend's subscriptions)."""
-        return self.nodes.waits.get(self.nodes.addr_for(key))
+        self._lock = threading.Lock()  # callers' threads (never held across an await)
 
     def _dog_of(self, addr: str) -> Any:
         with self._lock:
@@ -364,20 +362,52 @@ class ClusterShell:
                 dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
             return dog
 
+
+class ClusterShell(_ShellBase):
+    """Serves a sync client's requests on a cluster (see the module's docstring); `dog` makes
+    the shell's watchdog connection (one per node) from a node's pool."""
+
+    nodes: Nodes
+
+    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
+                 dog: Callable[[Any], Any]) -> None:
+        super().__init__(dog)
+        self.nodes = Nodes(rc, retry, response_timeout, min(response_timeout, 1.0))
+
+    def do(self, op: Any, interrupt: Interrupt) -> Any:
+        """`interrupt`: what ends a wait early (a cancel, the client closing)."""
+        if isinstance(op, Call):
+            if op.role is not Role.WAIT:
+                return self.nodes.cmds.execute_command(*op.args)  # routed by its key
+            client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
+            return run_steps(_wait_on(client, op, partial(wait_call, client, op.args,
+                                                          op.reply_within, interrupt)))
+        if isinstance(op, Pipe):
+            groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+            return run_steps(_fan_out(op, groups, self._dog_of))
+        if isinstance(op, Refresh):
+            return self.nodes.refresh()
+        raise TypeError(op)
+
+    def waits_for(self, key: str) -> Any:
+        """The waits' client of the node serving `key` (the script backend's subscriptions)."""
+        return self.nodes.waits.get(self.nodes.addr_for(key))
+
     def close(self) -> None:
         for dog in list(self._dogs.values()):
             dog.close()
         self.nodes.close()
 
 
-class AsyncClusterShell:
+class AsyncClusterShell(_ShellBase):
     """:class:`ClusterShell` for asyncio."""
+
+    nodes: AsyncNodes
 
     def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
                  response_timeout: float, dog: Callable[[Any], Any]) -> None:
+        super().__init__(dog)
         self.nodes = AsyncNodes(rc, retry, response_timeout, min(response_timeout, 1.0))
-        self._dog = dog
-        self._dogs: Dict[str, Any] = {}
 
     async def do(self, op: Any) -> Any:
         await self.nodes.ready()
@@ -385,31 +415,15 @@ class AsyncClusterShell:
             if op.role is not Role.WAIT:
                 return await self.nodes.cmds.execute_command(*op.args)
             client = self.nodes.waits.get(op.node or await self.nodes.addr_of(str(op.key)))
-            try:
-                if op.asking:
-                    return _reply(await _asked(client, op.args).execute(raise_on_error=False))
-                return await client.execute_command(*op.args)
-            except rexc.ResponseError as error:
-                if _later(error):
-                    await client.connection_pool.disconnect(inuse_connections=False)
-                raise
+            return await arun_steps(_wait_on(client, op, partial(client.execute_command,
+                                                                 *op.args)))
         if isinstance(op, Pipe):
-            out = _Out(len(op.commands))
             try:
                 groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
             except rexc.SlotNotCoveredError:
                 await self.nodes.refresh()
                 groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
-            for addr, indexes in groups.items():
-                dog = self._dogs.get(addr)
-                if dog is None:
-                    dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
-                try:
-                    got: Any = await dog.pipe(_Routing.commands(op, indexes))
-                except _UNREACHED as error:
-                    got = error
-                _Routing.put(out, addr, indexes, got)
-            return out.replies()
+            return await arun_steps(_fan_out(op, groups, self._dog_of))
         if isinstance(op, Refresh):
             return await self.nodes.refresh()
         raise TypeError(op)

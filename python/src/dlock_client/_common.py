@@ -12,6 +12,7 @@ import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 
 from ._client import Backend, ClientCore, check_client, not_held
+from ._drive import Driver
 from ._effects import Flow, Op, Replies, Role
 from ._holds import LostBase
 from ._pools import open_pools
@@ -141,7 +142,7 @@ class ClientBase(Generic[L, RW, S, H]):
         """A hold object of the shell's kind, for the core."""
         return self._held(self, request, owner, count, token)
 
-    def _driver(self, flow: Flow[T]) -> "Driver[T]":
+    def _driver(self, flow: Flow[T]) -> Driver[T]:
         return Driver(flow, self)
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
@@ -248,55 +249,3 @@ def renamed_timeout(response_timeout: float, command_timeout: Optional[float]) -
     warnings.warn("command_timeout= is now response_timeout=", DeprecationWarning, stacklevel=3)
     return command_timeout
 
-
-class Driver(Generic[T]):
-    """Runs a flow (or any generator of steps) for a shell: iterating yields the flow's
-    requests; the shell hands each one's outcome back with :meth:`ok` or :meth:`fail` and
-    finds the flow's result in :attr:`value` (each shell's ``_drive``)::
-
-        for op in run:
-            try:
-                run.ok(do(op))
-            except BaseException as error:
-                run.fail(error)
-        return run.value
-
-    With a `client`, a flow that fails because the client closed meanwhile raises
-    ``ClientClosedError``."""
-
-    def __init__(self, flow: Generator[Any, Any, T],
-                 client: "Optional[ClientBase[Any, Any, Any, Any]]" = None) -> None:
-        self._flow = flow
-        self._client = client
-        self._started = False
-        self._result: Any = None
-        self._error: Optional[BaseException] = None
-        self.value: T
-
-    def __iter__(self) -> "Driver[T]":
-        return self
-
-    def __next__(self) -> Any:
-        try:
-            if not self._started:
-                self._started = True
-                return next(self._flow)
-            error, self._error = self._error, None
-            if error is not None:
-                return self._flow.throw(error)
-            return self._flow.send(self._result)
-        except StopIteration as stop:
-            self.value = stop.value
-            raise StopIteration from None
-        except Exception as error:
-            client = self._client
-            if client is not None and client._closed and not isinstance(error,
-                                                                      ClientClosedError):
-                raise client._closed_error() from error
-            raise
-
-    def ok(self, result: Any) -> None:
-        self._result = result
-
-    def fail(self, error: BaseException) -> None:
-        self._error = error

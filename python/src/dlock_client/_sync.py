@@ -23,10 +23,10 @@ from ._common import (
     BoundedBase,
     ClientBase,
     DogConnectionBase,
-    Driver,
     HeldBase,
     ReadWriteLockBase,
 )
+from ._drive import drive, run_steps
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
                        Subscribe, Unsubscribe, Watch)
 from ._holds import LostBase
@@ -191,7 +191,7 @@ class _DogConnection(DogConnectionBase):
 
     def pipe(self, commands: List[List[Any]]) -> Replies:
         with self._lock:
-            return _drive(Driver(self._exchange(commands)), _step)
+            return run_steps(self._exchange(commands))
 
     def close(self) -> None:
         """Closes the connection, also under a renewal reading on it (which then fails)."""
@@ -313,7 +313,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         interrupt = Interrupt(cancel, self._check_open, self.server)
         calm = Interrupt(None, self._check_open, self.server)  # a clean-up is not cancelled
         try:
-            return _drive(self._driver(flow), lambda op: self._do(
+            return drive(self._driver(flow), lambda op: self._do(
                 op, calm if getattr(op, "cleanup", False) else interrupt))
         finally:
             with self._state:
@@ -389,16 +389,3 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 break  # closed meanwhile
 
 
-
-def _drive(run: Driver[T], do: Callable[[Any], Any]) -> T:
-    """Runs a flow (see :class:`._common.Driver`), serving each request with `do`."""
-    for op in run:
-        try:
-            run.ok(do(op))
-        except BaseException as error:
-            run.fail(error)
-    return run.value
-
-
-def _step(step: Callable[[], Any]) -> Any:
-    return step()

@@ -41,10 +41,10 @@ from ._common import (
     BoundedBase,
     ClientBase,
     DogConnectionBase,
-    Driver,
     HeldBase,
     ReadWriteLockBase,
 )
+from ._drive import adrive, arun_steps
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
                        Subscribe, Unsubscribe, Watch)
 from ._holds import LostBase
@@ -202,7 +202,7 @@ class _DogConnection(DogConnectionBase):
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            return await _drive(Driver(self._exchange(commands)), _step)
+            return await arun_steps(self._exchange(commands))
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -313,7 +313,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         if self._closed:
             flow.close()
             raise self._closed_error()
-        return await _drive(self._driver(flow), self._do)
+        return await adrive(self._driver(flow), self._do)
 
     async def _do(self, op: Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
@@ -408,20 +408,6 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 pass
             self._dog_wake.clear()
             await self._run(dog.round())
-
-
-async def _drive(run: Driver[T], do: Callable[[Any], Awaitable[Any]]) -> T:
-    """Runs a flow (see :class:`._common.Driver`), serving each request with `do`."""
-    for op in run:
-        try:
-            run.ok(await do(op))
-        except BaseException as error:
-            run.fail(error)
-    return run.value
-
-
-def _step(step: Callable[[], Awaitable[Any]]) -> Awaitable[Any]:
-    return step()
 
 
 def _cancelling() -> bool:
