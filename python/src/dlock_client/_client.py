@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, TypeVar, get_args
 import redis.exceptions as rexc
 
 from ._backend import BackendBase, probe, timed_out
-from ._effects import Flow, Role, Watch
+from ._effects import Flow, Role
 from ._holds import HoldLike, Registry
 from ._protocol import (
     BindSupport,
@@ -79,6 +79,8 @@ class ClientCore(Generic[H]):
         self._links = itertools.count(1)
         #: Set by a shell serving a Redis Cluster: waits and renewals follow its redirects.
         self.cluster = False
+        #: Set by the shell: starts its watchdog (a thread, a task), and wakes it where asked.
+        self.start_watchdog: Callable[[bool], None] = lambda wake: None
 
     @property
     def native(self) -> bool | None:
@@ -122,7 +124,7 @@ class ClientCore(Generic[H]):
         where the hold is due before it wakes) for a hold returned."""
         held = yield from self.translating(self._acquire(request, owner, timeout, make))
         if held is not None:
-            yield Watch(self.watchdog.wake_for(held))
+            self.start_watchdog(self.watchdog.wake_for(held))
         return held
 
     def _acquire(self, request: Request, owner: str, timeout: float | None,

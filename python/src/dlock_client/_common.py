@@ -21,11 +21,22 @@ from ._protocol import (Kind, Request, check_timeout, lock_request, rwlock_reque
 from .errors import AcquireTimeoutError, ClientClosedError, NotHeldError
 
 T = TypeVar("T")
+E = TypeVar("E")
 A = TypeVar("A")
 L = TypeVar("L")
 RW = TypeVar("RW")
 S = TypeVar("S")
 H = TypeVar("H", bound="HeldBase")
+
+
+class ScopedBase(Generic[E]):
+    """What ``with`` runs on entering and leaving (each shell's ``_Scoped`` runs the flows)."""
+
+    def _enter_flow(self) -> Flow[E]:
+        raise NotImplementedError
+
+    def _exit_flow(self) -> Flow[Any]:
+        raise NotImplementedError
 
 
 class HeldBase:
@@ -34,8 +45,12 @@ class HeldBase:
     ``lost``: whether it is lost, read against the clock when asked (see the subclasses)."""
 
     lost: LostBase
+    _lost: Callable[[], LostBase]  # the shell's kind of ``lost``
 
-    def __init__(self, request: Request, owner: str, count: int, token: Optional[int]) -> None:
+    def __init__(self, client: Any, request: Request, owner: str, count: int,
+                 token: Optional[int]) -> None:
+        self._client = client
+        self.lost = self._lost()
         self._request = request
         self.key = request.key
         self.kind: Kind = request.kind
@@ -51,6 +66,11 @@ class HeldBase:
 
     def _not_held(self, server: str) -> NotHeldError:
         return not_held(self, server)
+
+    def _exit_flow(self) -> Flow[Any]:
+        """Leaving ``with held:``: the release."""
+        flow: Flow[Any] = self._client._core.release(self)
+        return flow
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.kind} {self.key!r} owner={self.owner!r} "
@@ -113,6 +133,7 @@ class ClientBase(Generic[L, RW, S, H]):
             pools = open_pools(redis_client, self._redis, retry, response_timeout)
         self._core: ClientCore[H] = ClientCore(pools.server, bind, backend, response_timeout)
         self._core.cluster = self._cluster is not None
+        self._core.start_watchdog = self._start_watchdog
         self.server, self._waits, self._cmds, self._dog_pool = pools
         self._dog_conn = self._dog_connection(self._dog_pool)
         self._closed = False
@@ -137,6 +158,11 @@ class ClientBase(Generic[L, RW, S, H]):
 
     def _closed_error(self) -> ClientClosedError:
         return ClientClosedError(f"the dlock client of {self.server} is closed", self.server)
+
+    def _start_watchdog(self, wake: bool) -> None:
+        """Starts the shell's watchdog (a thread, a task) where it does not run; wakes it
+        where `wake`."""
+        raise NotImplementedError
 
     def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
         """A hold object of the shell's kind, for the core."""
@@ -179,6 +205,23 @@ class AcquirableBase:
     def name(self) -> str:
         return self._request.key
 
+    def _stack(self) -> List[Any]:
+        """The holds the calling owner (thread, task) took by entering ``with lock:``."""
+        raise NotImplementedError
+
+    def _enter_flow(self) -> Flow[Any]:
+        """Entering ``with lock:``: the acquire, without limit."""
+        client = self._client
+        held = yield from client._core.acquire(self._request, client.owner(), None,
+                                               client._make_held)
+        self._stack().append(held)
+        return held
+
+    def _exit_flow(self) -> Flow[Any]:
+        """Leaving ``with lock:``: the release of the hold its entering took."""
+        flow: Flow[Any] = self._client._core.release(self._stack().pop())
+        return flow
+
 
 class BoundedBase:
     """``with lock(timeout=...)``: the acquire it stands for (the shells enter and exit)."""
@@ -191,16 +234,21 @@ class BoundedBase:
         self._request = acquirable._request.with_count(count)
         self._timeout = check_timeout(timeout)
 
-    def _enter(self, owner: str) -> Flow[Any]:
-        """The acquire; not granted in time: :class:`AcquireTimeoutError`."""
+    def _enter_flow(self) -> Flow[Any]:
+        """Entering: the acquire; not granted in time: :class:`AcquireTimeoutError`."""
         client = self._client
-        held = yield from client._core.acquire(self._request, owner, self._timeout,
+        held = yield from client._core.acquire(self._request, client.owner(), self._timeout,
                                                client._make_held)
         if held is None:
             raise AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
                                       client.server)
         self._held = held
         return held
+
+    def _exit_flow(self) -> Flow[None]:
+        """Leaving: the release of what entering got."""
+        if self._held is not None:
+            yield from self._client._core.release(self._held)
 
 
 class DogConnectionBase:

@@ -126,15 +126,7 @@ class Sleep:
     cleanup: bool = False  # as Call.cleanup
 
 
-@dataclass(frozen=True)
-class Watch:
-    """A hold was granted: start the shell's watchdog (a thread, a task) where it does not
-    run, and wake it where `wake` (the hold's first renewal is due before it wakes)."""
-
-    wake: bool
-
-
-Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep, Watch]
+Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep]
 
 #: A flow: yields requests, receives their results, returns a T.
 Flow = Generator[Op, Any, T]

@@ -25,16 +25,18 @@ from ._common import (
     DogConnectionBase,
     HeldBase,
     ReadWriteLockBase,
+    ScopedBase,
 )
 from ._drive import drive, run_steps
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe, Watch)
+                       Subscribe, Unsubscribe)
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
 from .errors import DlockError
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 _thread_numbers = threading.local()
 _next_number = itertools.count(1)
@@ -61,18 +63,26 @@ class Lost(LostBase):
         return True
 
 
-class Held(HeldBase):
+class _Scoped(ScopedBase[E]):
+    """``with``: entering and leaving run the object's flows (see :mod:`._common`)."""
+
+    _client: "Client"
+
+    def __enter__(self) -> E:
+        return self._client._run(self._enter_flow())
+
+    def __exit__(self, *exc: object) -> None:
+        self._client._run(self._exit_flow())
+
+
+class Held(HeldBase, _Scoped["Held"]):
     """A hold the server granted: released with :meth:`release` or by leaving a ``with``.
     ``lost`` (a :class:`Lost`, with :class:`threading.Event`'s ``is_set()`` and ``wait()``)
     says whether the hold is lost, checked against the clock when asked."""
 
-    def __init__(self, client: "Client", request: Request, owner: str, count: int,
-                 token: Optional[int]) -> None:
-        super().__init__(request, owner, count, token)
-        self._client = client
-        self.lost = Lost()
-
+    _lost = Lost
     lost: Lost
+    _client: "Client"
 
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
@@ -90,27 +100,18 @@ class Held(HeldBase):
     def __enter__(self) -> "Held":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
-class Bounded(BoundedBase):
+class Bounded(BoundedBase, _Scoped[Held]):
     """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
     _client: "Client"
     _held: Optional[Held] = None
 
-    def __enter__(self) -> Held:
-        held: Held = self._client._run(self._enter(self._client.owner()))
-        return held
-
-    def __exit__(self, *exc: object) -> None:
-        if self._held is not None:
-            self._held.release()
 
 
-class Acquirable(AcquirableBase):
+class Acquirable(AcquirableBase, _Scoped[Held]):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
     _client: "Client"
@@ -137,14 +138,6 @@ class Acquirable(AcquirableBase):
     def __call__(self, timeout: Optional[float] = None) -> Bounded:
         """``with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
         return Bounded(self, timeout, 1)
-
-    def __enter__(self) -> Held:
-        held = self.acquire(None)
-        self._stack().append(held)
-        return held
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack().pop().release()
 
     def _stack(self) -> List[Held]:
         stack: Optional[List[Held]] = getattr(self._entered, "stack", None)
@@ -324,9 +317,6 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
         if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
             self._unsubscribe(op.handle)
-            return None
-        if isinstance(op, Watch):
-            self._start_watchdog(op.wake)
             return None
         interrupt.check()
         if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):

@@ -43,10 +43,11 @@ from ._common import (
     DogConnectionBase,
     HeldBase,
     ReadWriteLockBase,
+    ScopedBase,
 )
 from ._drive import adrive, arun_steps
 from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe, Watch)
+                       Subscribe, Unsubscribe)
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
 
@@ -54,6 +55,7 @@ __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWrite
            "Semaphore"]
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 _task_numbers = itertools.count(1)
 #: The owner number of the task whose context this is: (the task, its number). A task created
@@ -81,17 +83,25 @@ class Lost(LostBase):
         return True
 
 
-class Held(HeldBase):
+class _Scoped(ScopedBase[E]):
+    """``async with``: entering and leaving run the object's flows (see :mod:`._common`)."""
+
+    _client: "Client"
+
+    async def __aenter__(self) -> E:
+        return await self._client._run(self._enter_flow())
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client._run(self._exit_flow())
+
+
+class Held(HeldBase, _Scoped["Held"]):
     """A hold the server granted; ``lost`` is a :class:`Lost` (``is_set()``, ``await
     wait()``). See :class:`dlock_client.Held`."""
 
-    def __init__(self, client: "Client", request: Request, owner: str, count: int,
-                 token: Optional[int]) -> None:
-        super().__init__(request, owner, count, token)
-        self._client = client
-        self.lost = Lost()
-
+    _lost = Lost
     lost: Lost
+    _client: "Client"
 
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
@@ -107,27 +117,18 @@ class Held(HeldBase):
     async def __aenter__(self) -> "Held":
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.release()
 
 
-class Bounded(BoundedBase):
+class Bounded(BoundedBase, _Scoped[Held]):
     """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
     _client: "Client"
     _held: Optional[Held] = None
 
-    async def __aenter__(self) -> Held:
-        held: Held = await self._client._run(self._enter(self._client.owner()))
-        return held
-
-    async def __aexit__(self, *exc: object) -> None:
-        if self._held is not None:
-            await self._held.release()
 
 
-class Acquirable(AcquirableBase):
+class Acquirable(AcquirableBase, _Scoped[Held]):
     _client: "Client"
 
     def __init__(self, client: "Client", request: Request) -> None:
@@ -153,14 +154,6 @@ class Acquirable(AcquirableBase):
     def __call__(self, timeout: Optional[float] = None) -> Bounded:
         """``async with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
         return Bounded(self, timeout, 1)
-
-    async def __aenter__(self) -> Held:
-        held = await self.acquire(None)
-        self._stack().append(held)
-        return held
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack().pop().release()
 
     def _stack(self) -> List[Held]:
         task = asyncio.current_task()
@@ -319,9 +312,6 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
         if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
             await self._unsubscribe(op.handle)
-            return None
-        if isinstance(op, Watch):
-            self._start_watchdog(op.wake)
             return None
         self._check_open()
         # Short commands answer within the response time-out by themselves (and fail at once
