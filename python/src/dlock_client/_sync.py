@@ -101,14 +101,9 @@ class Held(HeldBase, _Scoped["Held"]):
         return self
 
 
-
 class Bounded(BoundedBase, _Scoped[Held]):
     """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
-
-    _client: "Client"
-    _held: Optional[Held] = None
-
 
 
 class Acquirable(AcquirableBase, _Scoped[Held]):

@@ -118,17 +118,14 @@ class Held(HeldBase, _Scoped["Held"]):
         return self
 
 
-
 class Bounded(BoundedBase, _Scoped[Held]):
     """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
-    _client: "Client"
-    _held: Optional[Held] = None
-
-
 
 class Acquirable(AcquirableBase, _Scoped[Held]):
+    """See :class:`dlock_client.Acquirable`; owners are tasks."""
+
     _client: "Client"
 
     def __init__(self, client: "Client", request: Request) -> None:
