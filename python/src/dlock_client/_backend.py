@@ -35,7 +35,7 @@ from ._protocol import (
     wait_ms,
     waiters_command,
 )
-from ._redirect import Follow, Pause
+from ._redirect import Follow
 from .errors import CommandError, ModuleNotLoadedError
 
 if TYPE_CHECKING:

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import inspect
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -32,9 +33,9 @@ import redis.exceptions as rexc
 
 from ._drive import Steps, arun_steps, run_steps
 from ._effects import Call, Pipe, Refresh, Replies, Role
-from ._waiting import Interrupt, wait_call
 from ._pools import Pools, no_maintenance_notifications
 from ._redirect import Later, redirect_of
+from ._waiting import Interrupt, wait_call
 
 # Settings of the caller's client that the package's connections keep. Not carried: those the
 # package sets (time-outs, retries, decoding) and those that would route elsewhere (replicas).
@@ -46,9 +47,9 @@ _NOT_CARRIED = frozenset({
 })
 
 
-def _seeds(rc: Any) -> List[Tuple[str, int]]:
+def _seeds(rc: Any) -> list[tuple[str, int]]:
     """The nodes the caller's client knows (or was given to start from)."""
-    nodes: Dict[str, Any] = {}
+    nodes: dict[str, Any] = {}
     manager = rc.nodes_manager
     for source in (getattr(manager, "nodes_cache", {}), getattr(manager, "startup_nodes", {})):
         nodes.update(source)
@@ -60,7 +61,7 @@ def cluster_name(rc: Any) -> str:
     return "cluster " + ",".join(f"{h}:{p}" for h, p in sorted(_seeds(rc))[:3])
 
 
-def _caller_settings(rc: Any) -> Tuple[Dict[str, Any], Any]:
+def _caller_settings(rc: Any) -> tuple[dict[str, Any], Any]:
     """The caller's connection keyword arguments and connection class."""
     if isinstance(rc, redis.cluster.RedisCluster):
         node = rc.get_default_node() or next(iter(rc.get_nodes()), None)
@@ -71,7 +72,7 @@ def _caller_settings(rc: Any) -> Tuple[Dict[str, Any], Any]:
     return kwargs, kwargs.get("connection_class")
 
 
-def derive_cluster(rc: Any, socket_timeout: Optional[float], retry: Any) -> Any:
+def derive_cluster(rc: Any, socket_timeout: float | None, retry: Any) -> Any:
     """A cluster client of the same kind (sync or asyncio) as `rc`, seeded with the nodes it
     knows and keeping its settings (credentials, TLS, address remapping), with the package's
     time-out and retry, replies decoded as text."""
@@ -98,7 +99,7 @@ def derive_cluster(rc: Any, socket_timeout: Optional[float], retry: Any) -> Any:
                decode_responses=True, **settings)
 
 
-def _redis_version() -> Tuple[int, ...]:
+def _redis_version() -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in redis.__version__.split(".")[:2])
     except ValueError:
@@ -111,7 +112,7 @@ class _NodeClients:
 
     def __init__(self, make: Callable[[str, int], Any]) -> None:
         self._make = make
-        self.clients: Dict[str, Any] = {}
+        self.clients: dict[str, Any] = {}
         self._lock = threading.Lock()  # callers' threads (never held across an await)
 
     def get(self, addr: str) -> Any:
@@ -123,8 +124,8 @@ class _NodeClients:
             return client
 
 
-def _node_kwargs(kwargs: Dict[str, Any], retry: Any, socket_timeout: Optional[float],
-                 host: str, port: int) -> Dict[str, Any]:
+def _node_kwargs(kwargs: dict[str, Any], retry: Any, socket_timeout: float | None,
+                 host: str, port: int) -> dict[str, Any]:
     out = {k: v for k, v in kwargs.items()
            if k not in ("connection_pool", "redis_connect_func", "retry_on_timeout",
                         "retry_on_error")}
@@ -156,13 +157,13 @@ class _NodesBase:
 class Nodes(_NodesBase):
     """A sync cluster: ``cmds``, and per node the waits' and the watchdog's pools."""
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
+    def __init__(self, rc: redis.cluster.RedisCluster, retry: Any, response_timeout: float,
                  dog_timeout: float) -> None:
         super().__init__(rc, retry, response_timeout)
         pool = self._template()
         kwargs, connection_class = dict(pool.connection_kwargs), pool.connection_class
 
-        def maker(timeout: Optional[float]) -> Callable[[str, int], Any]:
+        def maker(timeout: float | None) -> Callable[[str, int], Any]:
             return lambda host, port: redis.Redis(connection_pool=redis.ConnectionPool(
                 connection_class=connection_class,
                 **_node_kwargs(kwargs, retry, timeout, host, port)))
@@ -197,7 +198,7 @@ class AsyncNodes(_NodesBase):
     """The same for an asyncio cluster; :meth:`ready` before first use (the cluster client
     reads its slot map then)."""
 
-    def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
+    def __init__(self, rc: redis.asyncio.cluster.RedisCluster, retry: Any,
                  response_timeout: float, dog_timeout: float) -> None:
         super().__init__(rc, retry, response_timeout)
         self._retry = retry
@@ -206,7 +207,7 @@ class AsyncNodes(_NodesBase):
         self.waits = _NodeClients(self._maker(None))
         self.dogs = _NodeClients(self._maker(dog_timeout))
 
-    def _maker(self, timeout: Optional[float]) -> Callable[[str, int], Any]:
+    def _maker(self, timeout: float | None) -> Callable[[str, int], Any]:
         def make(host: str, port: int) -> Any:
             node = self.cmds.get_default_node()
             return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
@@ -255,7 +256,7 @@ def _later(error: BaseException) -> bool:
     return isinstance(redirect_of(error), Later)
 
 
-def _reply(replies: List[Any]) -> Any:
+def _reply(replies: list[Any]) -> Any:
     """The command's reply after ASKING's; an error reply raised as it came."""
     reply = replies[-1]
     if isinstance(reply, Exception):
@@ -269,12 +270,12 @@ class _Routing:
 
     @staticmethod
     def groups(op: Pipe, addr_for: Callable[[str], str],
-               dog_nodes: Iterable[str]) -> Dict[str, List[int]]:
+               dog_nodes: Iterable[str]) -> dict[str, list[int]]:
         """Indexes of `op`'s commands per node: by key, all to `op.node`, and a command
         without key (the PING) to every node with a watchdog connection."""
         if op.node is not None:
             return {op.node: list(range(len(op.commands)))}
-        groups: Dict[str, List[int]] = {}
+        groups: dict[str, list[int]] = {}
         keyless = [i for i, k in enumerate(op.keys) if k is None]
         for i, key in enumerate(op.keys):
             if key is not None:
@@ -284,12 +285,12 @@ class _Routing:
         return groups
 
     @staticmethod
-    def commands(op: Pipe, indexes: List[int]) -> List[List[Any]]:
+    def commands(op: Pipe, indexes: list[int]) -> list[list[Any]]:
         cmds = [list(op.commands[i]) for i in indexes]
         return [["ASKING"]] + cmds if op.asking else cmds
 
     @staticmethod
-    def put(out: "_Out", addr: str, indexes: List[int], got: Any) -> None:
+    def put(out: _Out, addr: str, indexes: list[int], got: Any) -> None:
         """A node's replies (or the connection error that stopped them) into `out`."""
         if isinstance(got, BaseException):
             for i in indexes:
@@ -299,15 +300,15 @@ class _Routing:
         link = (Role.DOG, addr, got.link[-1])
         out.answered.append(link)
         values = got.values[1:] if len(got.values) > len(indexes) else got.values  # ASKING's
-        for i, value in zip(indexes, values):
+        for i, value in zip(indexes, values, strict=False):
             out.values[i], out.links[i] = value, link
 
 
 class _Out:
     def __init__(self, n: int) -> None:
-        self.values: List[Any] = [None] * n
-        self.links: List[Any] = [None] * n
-        self.answered: List[Any] = []
+        self.values: list[Any] = [None] * n
+        self.links: list[Any] = [None] * n
+        self.answered: list[Any] = []
 
     def replies(self) -> Replies:
         return Replies(self.values, None, self.links, self.answered)
@@ -317,7 +318,7 @@ class _Out:
 _UNREACHED = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
 
-def _fan_out(op: Pipe, groups: Dict[str, List[int]], dog_of: Callable[[str], Any]
+def _fan_out(op: Pipe, groups: dict[str, list[int]], dog_of: Callable[[str], Any]
              ) -> Steps[Replies]:
     """A watchdog pipeline: each node its commands on that node's watchdog connection (made
     by `dog_of`); a node not reached answers its commands with the connection error."""
@@ -348,11 +349,11 @@ def _wait_on(client: Any, op: Call, wait: Callable[[], Any]) -> Steps[Any]:
 class _ShellBase:
     """The nodes, and per node the watchdog connection `dog` makes from the node's pool."""
 
-    nodes: "Nodes | AsyncNodes"
+    nodes: Nodes | AsyncNodes
 
     def __init__(self, dog: Callable[[Any], Any]) -> None:
         self._dog = dog
-        self._dogs: Dict[str, Any] = {}
+        self._dogs: dict[str, Any] = {}
         self._lock = threading.Lock()  # callers' threads (never held across an await)
 
     def _dog_of(self, addr: str) -> Any:
@@ -369,7 +370,7 @@ class ClusterShell(_ShellBase):
 
     nodes: Nodes
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
+    def __init__(self, rc: redis.cluster.RedisCluster, retry: Any, response_timeout: float,
                  dog: Callable[[Any], Any]) -> None:
         super().__init__(dog)
         self.nodes = Nodes(rc, retry, response_timeout, min(response_timeout, 1.0))
@@ -404,7 +405,7 @@ class AsyncClusterShell(_ShellBase):
 
     nodes: AsyncNodes
 
-    def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
+    def __init__(self, rc: redis.asyncio.cluster.RedisCluster, retry: Any,
                  response_timeout: float, dog: Callable[[Any], Any]) -> None:
         super().__init__(dog)
         self.nodes = AsyncNodes(rc, retry, response_timeout, min(response_timeout, 1.0))

@@ -6,18 +6,18 @@ connections and factories, and the driver that runs a flow. The logic itself is 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Generator, Generic, List, Optional, TypeVar
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar
 
 import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 
 from ._client import Backend, ClientCore, check_client, not_held
 from ._drive import Driver
-from ._effects import Flow, Op, Replies, Role
+from ._effects import Flow, Replies, Role
 from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import (Kind, Request, check_timeout, lock_request, rwlock_request,
-                        semaphore_request)
+from ._protocol import Kind, Request, check_timeout, lock_request, rwlock_request, semaphore_request
 from .errors import AcquireTimeoutError, ClientClosedError, NotHeldError
 
 T = TypeVar("T")
@@ -48,7 +48,7 @@ class HeldBase:
     _lost: Callable[[], LostBase]  # the shell's kind of ``lost``
 
     def __init__(self, client: Any, request: Request, owner: str, count: int,
-                 token: Optional[int]) -> None:
+                 token: int | None) -> None:
         self._client = client
         self.lost = self._lost()
         self._request = request
@@ -107,7 +107,7 @@ class ClientBase(Generic[L, RW, S, H]):
     :class:`~dlock_client.ConfigError` before anything is opened.
     """
 
-    _held: Callable[[Any, Request, str, int, Optional[int]], H]
+    _held: Callable[[Any, Request, str, int, int | None], H]
     _lock: Callable[[Any, Request], L]
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
@@ -119,8 +119,8 @@ class ClientBase(Generic[L, RW, S, H]):
     _cluster_shell: Any
     _dog_connection: Any
 
-    def __init__(self, redis_client: Any, bind: Optional[float], response_timeout: float,
-                 backend: Backend, command_timeout: Optional[float]) -> None:
+    def __init__(self, redis_client: Any, bind: float | None, response_timeout: float,
+                 backend: Backend, command_timeout: float | None) -> None:
         response_timeout = renamed_timeout(response_timeout, command_timeout)
         check_client(bind, response_timeout, backend)  # before anything is opened
         retry = self._retry(NoBackoff(), 0)
@@ -141,7 +141,7 @@ class ClientBase(Generic[L, RW, S, H]):
         self._registry = self._core.registry
 
     @property
-    def native(self) -> Optional[bool]:
+    def native(self) -> bool | None:
         """True when the dlock module serves this client, False for the script backend, None
         until the first command with ``backend="auto"`` found out."""
         return self._core.native
@@ -164,7 +164,7 @@ class ClientBase(Generic[L, RW, S, H]):
         where `wake`."""
         raise NotImplementedError
 
-    def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
+    def _make_held(self, request: Request, owner: str, count: int, token: int | None) -> H:
         """A hold object of the shell's kind, for the core."""
         return self._held(self, request, owner, count, token)
 
@@ -172,7 +172,7 @@ class ClientBase(Generic[L, RW, S, H]):
         return Driver(flow, self)
 
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-             lock_delay: Optional[float] = None) -> L:
+             lock_delay: float | None = None) -> L:
         """An exclusive lock, reentrant per owner. `lease` in seconds (the watchdog renews);
         `fence`: grants carry a fencing token; `lock_delay` (seconds, at most 60): after a
         hold ends without a release, nobody gets the lock for that long. Bad values raise
@@ -181,12 +181,12 @@ class ClientBase(Generic[L, RW, S, H]):
         return self._lock(self, lock_request(name, lease, fence, lock_delay))
 
     def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-               lock_delay: Optional[float] = None) -> RW:
+               lock_delay: float | None = None) -> RW:
         """A read-write lock; `lock_delay` applies to the write side, as on the server."""
         self._check_open()
         return self._rwlock(self, rwlock_request(name, lease, fence, lock_delay))
 
-    def semaphore(self, name: str, capacity: Optional[int] = None, *,
+    def semaphore(self, name: str, capacity: int | None = None, *,
                   lease: float = 30.0) -> S:
         """`capacity` permits, each holder with its own lease (required: a semaphore made
         without it raises :class:`~dlock_client.ConfigError`)."""
@@ -205,7 +205,7 @@ class AcquirableBase:
     def name(self) -> str:
         return self._request.key
 
-    def _stack(self) -> List[Any]:
+    def _stack(self) -> list[Any]:
         """The holds the calling owner (thread, task) took by entering ``with lock:``."""
         raise NotImplementedError
 
@@ -228,7 +228,7 @@ class BoundedBase:
 
     _held: Any = None
 
-    def __init__(self, acquirable: AcquirableBase, timeout: Optional[float], count: int) -> None:
+    def __init__(self, acquirable: AcquirableBase, timeout: float | None, count: int) -> None:
         self._client = acquirable._client
         self._name = acquirable.name
         self._request = acquirable._request.with_count(count)
@@ -270,7 +270,7 @@ class DogConnectionBase:
             self._conn.register_connect_callback(self._connected)
         return self._conn
 
-    def _exchange(self, commands: List[List[Any]]
+    def _exchange(self, commands: list[list[Any]]
                   ) -> Generator[Callable[[], Any], Any, Replies]:
         """One pipeline on the connection, as steps the shell runs (calls, awaited in
         asyncio; see :class:`Driver`): error replies are values, a connection error closes
@@ -278,7 +278,7 @@ class DogConnectionBase:
         conn = self._connection()
         try:
             yield lambda: conn.send_packed_command(conn.pack_commands(commands))
-            values: List[Any] = []
+            values: list[Any] = []
             for _ in commands:
                 try:
                     values.append((yield conn.read_response))
@@ -290,7 +290,7 @@ class DogConnectionBase:
         return Replies(values, (Role.DOG, self._epoch))
 
 
-def renamed_timeout(response_timeout: float, command_timeout: Optional[float]) -> float:
+def renamed_timeout(response_timeout: float, command_timeout: float | None) -> float:
     """``command_timeout=``, the former name of ``response_timeout=``, still taken."""
     if command_timeout is None:
         return response_timeout

@@ -7,7 +7,7 @@ logic is written once (a watchdog pipeline, a cluster's redirected wait).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Generator
-from typing import Any, Generic, Optional, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .errors import ClientClosedError
 
@@ -28,20 +28,20 @@ class Closable(Protocol):
 
 class Driver(Generic[T]):
     """Runs a flow (or any generator of steps) for a shell: iterating yields the flow's
-    requests; the shell (:func:`drive` or :func:`adrive`, the one loop of each kind) hands each one's
-    outcome back with :meth:`ok` or :meth:`fail` and finds the flow's result in
+    requests; the shell (:func:`drive` or :func:`adrive`, the one loop of each kind) hands
+    each one's outcome back with :meth:`ok` or :meth:`fail` and finds the flow's result in
     :attr:`value`. With a `client`, a flow that fails because the client closed meanwhile raises
     ``ClientClosedError``."""
 
-    def __init__(self, flow: Generator[Any, Any, T], client: Optional[Closable] = None) -> None:
+    def __init__(self, flow: Generator[Any, Any, T], client: Closable | None = None) -> None:
         self._flow = flow
         self._client = client
         self._started = False
         self._result: Any = None
-        self._error: Optional[BaseException] = None
+        self._error: BaseException | None = None
         self.value: T
 
-    def __iter__(self) -> "Driver[T]":
+    def __iter__(self) -> Driver[T]:
         return self
 
     def __next__(self) -> Any:

@@ -9,11 +9,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, Callable, List, Optional, Set, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import redis
 import redis.cluster
-import redis.exceptions as rexc
 from redis.retry import Retry
 
 from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
@@ -28,8 +27,19 @@ from ._common import (
     ScopedBase,
 )
 from ._drive import drive, run_steps
-from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe)
+from ._effects import (
+    Call,
+    Flow,
+    Listen,
+    Op,
+    Pipe,
+    Refresh,
+    Replies,
+    Role,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+)
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
@@ -51,7 +61,7 @@ class Lost(LostBase):
     def __init__(self) -> None:
         super().__init__(threading.Event())
 
-    def wait(self, timeout: Optional[float] = None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         end = None if timeout is None else time.monotonic() + timeout
         while not self.is_set():
             waits = [w for w in (self._time_left(),
@@ -66,7 +76,7 @@ class Lost(LostBase):
 class _Scoped(ScopedBase[E]):
     """``with``: entering and leaving run the object's flows (see :mod:`._common`)."""
 
-    _client: "Client"
+    _client: Client
 
     def __enter__(self) -> E:
         return self._client._run(self._enter_flow())
@@ -82,7 +92,7 @@ class Held(HeldBase, _Scoped["Held"]):
 
     _lost = Lost
     lost: Lost
-    _client: "Client"
+    _client: Client
 
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
@@ -97,7 +107,7 @@ class Held(HeldBase, _Scoped["Held"]):
         released), as :meth:`release`."""
         return self._client._run(self._client._core.renew(self))
 
-    def __enter__(self) -> "Held":
+    def __enter__(self) -> Held:
         return self
 
 
@@ -109,33 +119,33 @@ class Bounded(BoundedBase, _Scoped[Held]):
 class Acquirable(AcquirableBase, _Scoped[Held]):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
-    _client: "Client"
+    _client: Client
 
-    def __init__(self, client: "Client", request: Request) -> None:
+    def __init__(self, client: Client, request: Request) -> None:
         super().__init__(client, request)
         self._entered = threading.local()
 
     @overload
-    def acquire(self, timeout: None = None, *, cancel: Optional[CancelLike] = None) -> Held: ...
+    def acquire(self, timeout: None = None, *, cancel: CancelLike | None = None) -> Held: ...
 
     @overload
-    def acquire(self, timeout: Optional[float], *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]: ...
+    def acquire(self, timeout: float | None, *,
+                cancel: CancelLike | None = None) -> Held | None: ...
 
-    def acquire(self, timeout: Optional[float] = None, *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]:
+    def acquire(self, timeout: float | None = None, *,
+                cancel: CancelLike | None = None) -> Held | None:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out. `cancel`: a
         :class:`threading.Event`; setting it (from any thread) ends the wait with
         :class:`~dlock_client.AcquireCancelledError`, leaving nothing held or queued."""
         return self._client._acquire(self._request, check_timeout(timeout), cancel)
 
-    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+    def __call__(self, timeout: float | None = None) -> Bounded:
         """``with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
         return Bounded(self, timeout, 1)
 
-    def _stack(self) -> List[Held]:
-        stack: Optional[List[Held]] = getattr(self._entered, "stack", None)
+    def _stack(self) -> list[Held]:
+        stack: list[Held] | None = getattr(self._entered, "stack", None)
         if stack is None:
             stack = self._entered.stack = []
         return stack
@@ -156,19 +166,19 @@ class Semaphore(Acquirable):
 
     @overload
     def acquire(self, timeout: None = None, count: int = 1, *,
-                cancel: Optional[CancelLike] = None) -> Held: ...
+                cancel: CancelLike | None = None) -> Held: ...
 
     @overload
-    def acquire(self, timeout: Optional[float], count: int = 1, *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]: ...
+    def acquire(self, timeout: float | None, count: int = 1, *,
+                cancel: CancelLike | None = None) -> Held | None: ...
 
-    def acquire(self, timeout: Optional[float] = None, count: int = 1, *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]:
+    def acquire(self, timeout: float | None = None, count: int = 1, *,
+                cancel: CancelLike | None = None) -> Held | None:
         """`count` permits (see :meth:`Acquirable.acquire`)."""
         return self._client._acquire(self._request.with_count(count), check_timeout(timeout),
                                      cancel)
 
-    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+    def __call__(self, timeout: float | None = None, count: int = 1) -> Bounded:
         return Bounded(self, timeout, count)
 
 
@@ -177,7 +187,7 @@ class _DogConnection(DogConnectionBase):
         super().__init__(pool)
         self._lock = threading.Lock()
 
-    def pipe(self, commands: List[List[Any]]) -> Replies:
+    def pipe(self, commands: list[list[Any]]) -> Replies:
         with self._lock:
             return run_steps(self._exchange(commands))
 
@@ -198,24 +208,24 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _redis, _redis_cluster, _retry = redis.Redis, redis.cluster.RedisCluster, Retry
     _cluster_shell, _dog_connection = ClusterShell, _DogConnection
-    _cluster: Optional[ClusterShell]
+    _cluster: ClusterShell | None
     _dog_conn: _DogConnection
 
-    def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
-                 bind: Optional[float] = MODULE_BIND_MS / 1000,
+    def __init__(self, redis_client: redis.Redis | redis.cluster.RedisCluster, *,
+                 bind: float | None = MODULE_BIND_MS / 1000,
                  response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
-                 backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
+                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
         super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
-        self._dog: Optional[threading.Thread] = None
+        self._dog: threading.Thread | None = None
         self._dog_wake = threading.Event()
         self._dog_lock = threading.Lock()
         # Flows in flight (close waits for them) and open subscriptions (close ends them).
         self._state = threading.Condition()
         self._running = 0
-        self._pubsubs: Set[Any] = set()
+        self._pubsubs: set[Any] = set()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "Client":
+    def from_url(cls, url: str, **kwargs: Any) -> Client:
         """``Client.from_url("redis://127.0.0.1:6379/0")``; keyword arguments go to Client."""
         return cls(redis.Redis.from_url(url), **kwargs)
 
@@ -225,7 +235,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         """This thread's owner id: ``<128-bit random id of the client>:<n>``, where n numbers
         the threads of the process (a thread's id, unlike ``threading.get_ident()``, is never
         reused by a later thread, which must not inherit a finished thread's holds)."""
-        n: Optional[int] = getattr(_thread_numbers, "n", None)
+        n: int | None = getattr(_thread_numbers, "n", None)
         if n is None:
             n = _thread_numbers.n = next(_next_number)
         return f"{self._prefix}:{n}"
@@ -235,7 +245,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         the server the first time, with ``backend="auto"``)."""
         return self._run(self._core.is_native())
 
-    def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
+    def waiters(self, name: str, count: int | None = None) -> list[Waiter]:
         """``DLOCK.WAITERS``: who waits on `name`, in FIFO order (native backend)."""
         return self._run(self._core.waiters(name, count))
 
@@ -277,7 +287,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         for pool in (self._waits.connection_pool, self._cmds.connection_pool, self._dog_pool):
             pool.disconnect()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -285,12 +295,12 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     # -- the shell: running flows -----------------------------------------------------
 
-    def _acquire(self, request: Request, timeout: Optional[float],
-                 cancel: Optional[CancelLike] = None) -> Optional[Held]:
+    def _acquire(self, request: Request, timeout: float | None,
+                 cancel: CancelLike | None = None) -> Held | None:
         return self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
                          cancel)
 
-    def _run(self, flow: Flow[T], cancel: Optional[CancelLike] = None) -> T:
+    def _run(self, flow: Flow[T], cancel: CancelLike | None = None) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
         that fails because the client closed meanwhile raises ``ClientClosedError``."""
         with self._state:

@@ -173,7 +173,7 @@ class Watchdog(Generic[H]):
         for link in replies.all_links():
             self.registry.answered(link, sent)
         out = []
-        for i, (entry, reply) in enumerate(zip(due, replies.values)):
+        for i, (entry, reply) in enumerate(zip(due, replies.values, strict=False)):
             if reply == 1:
                 self.registry.renewed(entry, sent, replies.link_of(i))
                 out.append(True)

@@ -26,11 +26,10 @@ import asyncio
 import contextvars
 import itertools
 import weakref
-from typing import (Any, Awaitable, Callable, Coroutine, List, Optional, Set, Tuple, TypeVar,
-                    overload)
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar, overload
 
 import redis.asyncio as aredis
-import redis.asyncio.cluster
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 
@@ -46,8 +45,19 @@ from ._common import (
     ScopedBase,
 )
 from ._drive import adrive, arun_steps
-from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe)
+from ._effects import (
+    Call,
+    Flow,
+    Listen,
+    Op,
+    Pipe,
+    Refresh,
+    Replies,
+    Role,
+    Sleep,
+    Subscribe,
+    Unsubscribe,
+)
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
 
@@ -61,7 +71,7 @@ _task_numbers = itertools.count(1)
 #: The owner number of the task whose context this is: (the task, its number). A task created
 #: from another copies its context, so the task is kept too: a copy in another task is not
 #: that task's owner.
-_owner_number: "contextvars.ContextVar[Optional[Tuple[weakref.ref[asyncio.Task[Any]], int]]]" = (
+_owner_number: contextvars.ContextVar[tuple[weakref.ref[asyncio.Task[Any]], int] | None] = (
     contextvars.ContextVar("dlock_owner_number", default=None))
 
 
@@ -86,7 +96,7 @@ class Lost(LostBase):
 class _Scoped(ScopedBase[E]):
     """``async with``: entering and leaving run the object's flows (see :mod:`._common`)."""
 
-    _client: "Client"
+    _client: Client
 
     async def __aenter__(self) -> E:
         return await self._client._run(self._enter_flow())
@@ -101,7 +111,7 @@ class Held(HeldBase, _Scoped["Held"]):
 
     _lost = Lost
     lost: Lost
-    _client: "Client"
+    _client: Client
 
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
@@ -114,7 +124,7 @@ class Held(HeldBase, _Scoped["Held"]):
         is no longer held (lost or released)."""
         return await self._client._run(self._client._core.renew(self))
 
-    async def __aenter__(self) -> "Held":
+    async def __aenter__(self) -> Held:
         return self
 
 
@@ -126,21 +136,21 @@ class Bounded(BoundedBase, _Scoped[Held]):
 class Acquirable(AcquirableBase, _Scoped[Held]):
     """See :class:`dlock_client.Acquirable`; owners are tasks."""
 
-    _client: "Client"
+    _client: Client
 
-    def __init__(self, client: "Client", request: Request) -> None:
+    def __init__(self, client: Client, request: Request) -> None:
         super().__init__(client, request)
-        self._entered: "weakref.WeakKeyDictionary[asyncio.Task[Any], List[Held]]" = (
+        self._entered: weakref.WeakKeyDictionary[asyncio.Task[Any], list[Held]] = (
             weakref.WeakKeyDictionary())
 
     @overload
     def acquire(self, timeout: None = None) -> Coroutine[Any, Any, Held]: ...
 
     @overload
-    def acquire(self, timeout: Optional[float]) -> Coroutine[Any, Any, Optional[Held]]: ...
+    def acquire(self, timeout: float | None) -> Coroutine[Any, Any, Held | None]: ...
 
-    def acquire(self, timeout: Optional[float] = None
-                ) -> Coroutine[Any, Any, Optional[Held]]:
+    def acquire(self, timeout: float | None = None
+                ) -> Coroutine[Any, Any, Held | None]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out. The owner is the task
         that calls this (not the one that awaits it). Cancelling the call leaves nothing held
@@ -148,11 +158,11 @@ class Acquirable(AcquirableBase, _Scoped[Held]):
         return self._client._acquire(self._request, check_timeout(timeout),
                                      self._client._caller_owner())
 
-    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+    def __call__(self, timeout: float | None = None) -> Bounded:
         """``async with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
         return Bounded(self, timeout, 1)
 
-    def _stack(self) -> List[Held]:
+    def _stack(self) -> list[Held]:
         task = asyncio.current_task()
         assert task is not None
         return self._entered.setdefault(task, [])
@@ -171,24 +181,24 @@ class Semaphore(Acquirable):
     def acquire(self, timeout: None = None, count: int = 1) -> Coroutine[Any, Any, Held]: ...
 
     @overload
-    def acquire(self, timeout: Optional[float], count: int = 1
-                ) -> Coroutine[Any, Any, Optional[Held]]: ...
+    def acquire(self, timeout: float | None, count: int = 1
+                ) -> Coroutine[Any, Any, Held | None]: ...
 
-    def acquire(self, timeout: Optional[float] = None, count: int = 1
-                ) -> Coroutine[Any, Any, Optional[Held]]:
+    def acquire(self, timeout: float | None = None, count: int = 1
+                ) -> Coroutine[Any, Any, Held | None]:
         return self._client._acquire(self._request.with_count(count), check_timeout(timeout),
                                      self._client._caller_owner())
 
-    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+    def __call__(self, timeout: float | None = None, count: int = 1) -> Bounded:
         return Bounded(self, timeout, count)
 
 
 class _DogConnection(DogConnectionBase):
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
-        self._lock: Optional[asyncio.Lock] = None  # made on the loop that uses it
+        self._lock: asyncio.Lock | None = None  # made on the loop that uses it
 
-    async def pipe(self, commands: List[List[Any]]) -> Replies:
+    async def pipe(self, commands: list[list[Any]]) -> Replies:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -206,22 +216,22 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     _redis, _redis_cluster, _retry = aredis.Redis, aredis.cluster.RedisCluster, Retry
     _cluster_shell, _dog_connection = AsyncClusterShell, _DogConnection
-    _cluster: Optional[AsyncClusterShell]
+    _cluster: AsyncClusterShell | None
     _dog_conn: _DogConnection
 
-    def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
-                 bind: Optional[float] = MODULE_BIND_MS / 1000,
+    def __init__(self, redis_client: aredis.Redis | aredis.cluster.RedisCluster, *,
+                 bind: float | None = MODULE_BIND_MS / 1000,
                  response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
-                 backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
+                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
         super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
-        self._dog: Optional["asyncio.Task[None]"] = None
+        self._dog: asyncio.Task[None] | None = None
         self._dog_wake = asyncio.Event()
         # I/O in flight (aclose cancels it) and open subscriptions (aclose ends them).
-        self._inflight: "Set[asyncio.Future[Any]]" = set()
-        self._pubsubs: Set[Any] = set()
+        self._inflight: set[asyncio.Future[Any]] = set()
+        self._pubsubs: set[Any] = set()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "Client":
+    def from_url(cls, url: str, **kwargs: Any) -> Client:
         return cls(aredis.Redis.from_url(url), **kwargs)
 
     def owner(self) -> str:
@@ -237,7 +247,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             _owner_number.set((weakref.ref(task), n))
         return f"{self._prefix}:task-{n}"
 
-    def _caller_owner(self) -> Optional[str]:
+    def _caller_owner(self) -> str | None:
         """The owner of the task calling now; None outside a task (found when awaited)."""
         try:
             return self.owner()
@@ -248,7 +258,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         """See :meth:`dlock_client.Client.native_backend`."""
         return await self._run(self._core.is_native())
 
-    async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
+    async def waiters(self, name: str, count: int | None = None) -> list[Waiter]:
         return await self._run(self._core.waiters(name, count))
 
     async def info(self, name: str) -> LockInfo:
@@ -284,7 +294,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     close = aclose
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -292,8 +302,8 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     # -- the shell: running flows -----------------------------------------------------
 
-    async def _acquire(self, request: Request, timeout: Optional[float],
-                       owner: Optional[str]) -> Optional[Held]:
+    async def _acquire(self, request: Request, timeout: float | None,
+                       owner: str | None) -> Held | None:
         return await self._run(self._core.acquire(
             request, owner if owner is not None else self.owner(), timeout, self._make_held))
 
@@ -352,7 +362,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         sent: Awaitable[Any] = conn.execute_command(*op.args)
         return sent
 
-    async def _io(self, aw: Awaitable[Any], within: Optional[float] = None,
+    async def _io(self, aw: Awaitable[Any], within: float | None = None,
                   cleanup: bool = False) -> Any:
         """Awaits one request's I/O that may wait long (a WAIT, a subscription, a sleep) as a
         task :meth:`aclose` can cancel; at most `within`
