@@ -7,7 +7,7 @@ cluster client (sync or asyncio), and the shells' requests served on them.
   no re-send after a lost connection;
 - waits go on a dedicated connection to the key's master (a pool per node, no read time-out),
   found in ``cmds``' slot map, or to the node a redirect named (the core follows redirects
-  within the wait's one deadline: ``Core._acquire_call``);
+  within the wait's one deadline: ``_backend.Native._acquire_call``);
 - the watchdog has a connection of its own per node (read time-out at most 1 s): renewals
   are pipelined per node, and RENEW ... BIND binds a node's holds to that node's connection
   (a link per node); the PING goes to every node's.

@@ -17,15 +17,6 @@ from redis.retry import Retry
 
 from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import ClusterShell
-from ._common import (
-    AcquirableBase,
-    BoundedBase,
-    ClientBase,
-    DogConnectionBase,
-    HeldBase,
-    ReadWriteLockBase,
-    ScopedBase,
-)
 from ._drive import drive, run_steps
 from ._effects import (
     Call,
@@ -42,6 +33,15 @@ from ._effects import (
 )
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
+from ._shell import (
+    AcquirableBase,
+    BoundedBase,
+    ClientBase,
+    DogConnectionBase,
+    HeldBase,
+    ReadWriteLockBase,
+    ScopedBase,
+)
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
 from .errors import DlockError
 
@@ -74,7 +74,7 @@ class Lost(LostBase):
 
 
 class _Scoped(ScopedBase[E]):
-    """``with``: entering and leaving run the object's flows (see :mod:`._common`)."""
+    """``with``: entering and leaving run the object's flows (see :mod:`._shell`)."""
 
     _client: Client
 
@@ -201,7 +201,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
     grace in seconds for a crashed process's holds; ``response_timeout``: how long the server
     may take to answer, default 5 s; ``backend``: ``"auto"``, ``"native"`` or ``"script"``;
-    all explained in ``dlock_client._common.ClientBase``). ``command_timeout`` is the former
+    all explained in ``dlock_client._shell.ClientBase``). ``command_timeout`` is the former
     name of ``response_timeout``."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore

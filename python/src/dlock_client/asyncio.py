@@ -35,15 +35,6 @@ from redis.asyncio.retry import Retry
 
 from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import AsyncClusterShell
-from ._common import (
-    AcquirableBase,
-    BoundedBase,
-    ClientBase,
-    DogConnectionBase,
-    HeldBase,
-    ReadWriteLockBase,
-    ScopedBase,
-)
 from ._drive import adrive, arun_steps
 from ._effects import (
     Call,
@@ -60,6 +51,15 @@ from ._effects import (
 )
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
+from ._shell import (
+    AcquirableBase,
+    BoundedBase,
+    ClientBase,
+    DogConnectionBase,
+    HeldBase,
+    ReadWriteLockBase,
+    ScopedBase,
+)
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -94,7 +94,7 @@ class Lost(LostBase):
 
 
 class _Scoped(ScopedBase[E]):
-    """``async with``: entering and leaving run the object's flows (see :mod:`._common`)."""
+    """``async with``: entering and leaving run the object's flows (see :mod:`._shell`)."""
 
     _client: Client
 

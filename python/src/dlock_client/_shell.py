@@ -1,7 +1,8 @@
-"""What the sync and asyncio APIs share, apart from I/O (sync calls or awaited ones) and the
-kind of their events: a hold's fields, a read-write lock's two sides, the client's state,
-connections and factories, and the driver that runs a flow. The logic itself is in
-:mod:`._client`."""
+"""What the two shells (the sync API, ``_sync.py``, and the asyncio API, ``asyncio.py``)
+share, apart from I/O (sync calls or awaited ones) and the kind of their events: the public
+objects' bases (a hold's fields, a lock's and a read-write lock's sides, the client's state,
+connections and factories), the flows ``with`` blocks run, and the watchdog connection's
+pipeline. The logic itself is in :mod:`._client`."""
 
 from __future__ import annotations
 
