@@ -15,33 +15,13 @@ import redis
 import redis.cluster
 from redis.retry import Retry
 
+from . import _effects as fx
+from . import _shell
 from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import ClusterShell
 from ._drive import drive, run_steps
-from ._effects import (
-    Call,
-    Flow,
-    Listen,
-    Op,
-    Pipe,
-    Refresh,
-    Replies,
-    Role,
-    Sleep,
-    Subscribe,
-    Unsubscribe,
-)
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
-from ._shell import (
-    AcquirableBase,
-    BoundedBase,
-    ClientBase,
-    DogConnectionBase,
-    HeldBase,
-    ReadWriteLockBase,
-    ScopedBase,
-)
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
 from .errors import DlockError
 
@@ -73,7 +53,7 @@ class Lost(LostBase):
         return True
 
 
-class _Scoped(ScopedBase[E]):
+class _Scoped(_shell.ScopedBase[E]):
     """``with``: entering and leaving run the object's flows (see :mod:`._shell`)."""
 
     _client: Client
@@ -85,7 +65,7 @@ class _Scoped(ScopedBase[E]):
         self._client._run(self._exit_flow())
 
 
-class Held(HeldBase, _Scoped["Held"]):
+class Held(_shell.HeldBase, _Scoped["Held"]):
     """A hold the server granted: released with :meth:`release` or by leaving a ``with``.
     ``lost`` (a :class:`Lost`, with :class:`threading.Event`'s ``is_set()`` and ``wait()``)
     says whether the hold is lost, checked against the clock when asked."""
@@ -111,12 +91,12 @@ class Held(HeldBase, _Scoped["Held"]):
         return self
 
 
-class Bounded(BoundedBase, _Scoped[Held]):
+class Bounded(_shell.BoundedBase, _Scoped[Held]):
     """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
 
-class Acquirable(AcquirableBase, _Scoped[Held]):
+class Acquirable(_shell.AcquirableBase, _Scoped[Held]):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
     _client: Client
@@ -155,7 +135,7 @@ class Lock(Acquirable):
     """An exclusive, reentrant lock (per thread). ``client.lock(name)``."""
 
 
-class ReadWriteLock(ReadWriteLockBase[Acquirable]):
+class ReadWriteLock(_shell.ReadWriteLockBase[Acquirable]):
     """``client.rwlock(name)``: ``.read()`` and ``.write()`` are acquired like a Lock."""
 
     _side = Acquirable
@@ -182,12 +162,12 @@ class Semaphore(Acquirable):
         return Bounded(self, timeout, count)
 
 
-class _DogConnection(DogConnectionBase):
+class _DogConnection(_shell.DogConnectionBase):
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._lock = threading.Lock()
 
-    def pipe(self, commands: list[list[Any]]) -> Replies:
+    def pipe(self, commands: list[list[Any]]) -> fx.Replies:
         with self._lock:
             return run_steps(self._exchange(commands))
 
@@ -197,7 +177,7 @@ class _DogConnection(DogConnectionBase):
             self._conn.disconnect()
 
 
-class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
     grace in seconds for a crashed process's holds; ``response_timeout``: how long the server
     may take to answer, default 5 s; ``backend``: ``"auto"``, ``"native"`` or ``"script"``;
@@ -300,7 +280,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         return self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
                          cancel)
 
-    def _run(self, flow: Flow[T], cancel: CancelLike | None = None) -> T:
+    def _run(self, flow: fx.Flow[T], cancel: CancelLike | None = None) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
         that fails because the client closed meanwhile raises ``ClientClosedError``."""
         with self._state:
@@ -318,23 +298,23 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._running -= 1
                 self._state.notify_all()
 
-    def _do(self, op: Op, interrupt: Interrupt) -> Any:
+    def _do(self, op: fx.Op, interrupt: Interrupt) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
+        if isinstance(op, fx.Unsubscribe):  # also once closed: it closes a connection
             self._unsubscribe(op.handle)
             return None
         interrupt.check()
-        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
+        if self._cluster is not None and isinstance(op, (fx.Call, fx.Pipe, fx.Refresh)):
             return self._cluster.do(op, interrupt)
-        if isinstance(op, Refresh):
+        if isinstance(op, fx.Refresh):
             return None
-        if isinstance(op, Call):
-            if op.role is Role.WAIT:
+        if isinstance(op, fx.Call):
+            if op.role is fx.Role.WAIT:
                 return wait_call(self._waits, op.args, op.reply_within, interrupt)
             return self._cmds.execute_command(*op.args)
-        if isinstance(op, Pipe):
+        if isinstance(op, fx.Pipe):
             return self._dog_conn.pipe([list(c) for c in op.commands])
-        if isinstance(op, Subscribe):
+        if isinstance(op, fx.Subscribe):
             # On a cluster, on the node serving the key (a PUBLISH reaches every node).
             waits = self._waits if self._cluster is None else self._cluster.waits_for(op.key)
             ps = waits.pubsub()
@@ -346,9 +326,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._unsubscribe(ps)
                 raise
             return ps
-        if isinstance(op, Listen):
+        if isinstance(op, fx.Listen):
             return listen(op.handle, op.timeout, interrupt)
-        if isinstance(op, Sleep):
+        if isinstance(op, fx.Sleep):
             sleep(op.seconds, interrupt)
             return None
         raise TypeError(op)

@@ -33,33 +33,13 @@ import redis.asyncio as aredis
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
 
+from . import _effects as fx
+from . import _shell
 from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import AsyncClusterShell
 from ._drive import adrive, arun_steps
-from ._effects import (
-    Call,
-    Flow,
-    Listen,
-    Op,
-    Pipe,
-    Refresh,
-    Replies,
-    Role,
-    Sleep,
-    Subscribe,
-    Unsubscribe,
-)
 from ._holds import LostBase
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
-from ._shell import (
-    AcquirableBase,
-    BoundedBase,
-    ClientBase,
-    DogConnectionBase,
-    HeldBase,
-    ReadWriteLockBase,
-    ScopedBase,
-)
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -93,7 +73,7 @@ class Lost(LostBase):
         return True
 
 
-class _Scoped(ScopedBase[E]):
+class _Scoped(_shell.ScopedBase[E]):
     """``async with``: entering and leaving run the object's flows (see :mod:`._shell`)."""
 
     _client: Client
@@ -105,7 +85,7 @@ class _Scoped(ScopedBase[E]):
         await self._client._run(self._exit_flow())
 
 
-class Held(HeldBase, _Scoped["Held"]):
+class Held(_shell.HeldBase, _Scoped["Held"]):
     """A hold the server granted; ``lost`` is a :class:`Lost` (``is_set()``, ``await
     wait()``). See :class:`dlock_client.Held`."""
 
@@ -128,12 +108,12 @@ class Held(HeldBase, _Scoped["Held"]):
         return self
 
 
-class Bounded(BoundedBase, _Scoped[Held]):
+class Bounded(_shell.BoundedBase, _Scoped[Held]):
     """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
 
-class Acquirable(AcquirableBase, _Scoped[Held]):
+class Acquirable(_shell.AcquirableBase, _Scoped[Held]):
     """See :class:`dlock_client.Acquirable`; owners are tasks."""
 
     _client: Client
@@ -172,7 +152,7 @@ class Lock(Acquirable):
     """An exclusive lock, reentrant per task."""
 
 
-class ReadWriteLock(ReadWriteLockBase[Acquirable]):
+class ReadWriteLock(_shell.ReadWriteLockBase[Acquirable]):
     _side = Acquirable
 
 
@@ -193,12 +173,12 @@ class Semaphore(Acquirable):
         return Bounded(self, timeout, count)
 
 
-class _DogConnection(DogConnectionBase):
+class _DogConnection(_shell.DogConnectionBase):
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._lock: asyncio.Lock | None = None  # made on the loop that uses it
 
-    async def pipe(self, commands: list[list[Any]]) -> Replies:
+    async def pipe(self, commands: list[list[Any]]) -> fx.Replies:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
@@ -209,7 +189,7 @@ class _DogConnection(DogConnectionBase):
             await self._conn.disconnect()
 
 
-class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
@@ -307,7 +287,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         return await self._run(self._core.acquire(
             request, owner if owner is not None else self.owner(), timeout, self._make_held))
 
-    async def _run(self, flow: Flow[T]) -> T:
+    async def _run(self, flow: fx.Flow[T]) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
         that fails because the client closed meanwhile raises ``ClientClosedError``."""
         if self._closed:
@@ -315,25 +295,25 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             raise self._closed_error()
         return await adrive(self._driver(flow), self._do)
 
-    async def _do(self, op: Op) -> Any:
+    async def _do(self, op: fx.Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
+        if isinstance(op, fx.Unsubscribe):  # also once closed: it closes a connection
             await self._unsubscribe(op.handle)
             return None
         self._check_open()
         # Short commands answer within the response time-out by themselves (and fail at once
         # when aclose disconnects their connection); what waits longer is a task of its own.
-        if isinstance(op, Call):
-            if op.role is Role.WAIT or op.cleanup:
+        if isinstance(op, fx.Call):
+            if op.role is fx.Role.WAIT or op.cleanup:
                 return await self._io(self._call(op), op.reply_within, op.cleanup)
             return await self._call(op)
-        if self._cluster is not None and isinstance(op, (Pipe, Refresh)):
+        if self._cluster is not None and isinstance(op, (fx.Pipe, fx.Refresh)):
             return await self._cluster.do(op)
-        if isinstance(op, Refresh):
+        if isinstance(op, fx.Refresh):
             return None
-        if isinstance(op, Pipe):
+        if isinstance(op, fx.Pipe):
             return await self._dog_conn.pipe([list(c) for c in op.commands])
-        if isinstance(op, Subscribe):
+        if isinstance(op, fx.Subscribe):
             # On a cluster, on the node serving the key (a PUBLISH reaches every node).
             waits = (self._waits if self._cluster is None
                      else await self._cluster.waits_for(op.key))
@@ -345,9 +325,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 await self._unsubscribe(ps)
                 raise
             return ps
-        if isinstance(op, Listen):
+        if isinstance(op, fx.Listen):
             return await self._io(op.handle.get_message(timeout=op.timeout))
-        if isinstance(op, Sleep):
+        if isinstance(op, fx.Sleep):
             return await self._io(asyncio.sleep(op.seconds), cleanup=op.cleanup)
         raise TypeError(op)
 
@@ -355,10 +335,10 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         self._pubsubs.discard(ps)
         await _uninterrupted(ps.aclose())
 
-    def _call(self, op: Call) -> Awaitable[Any]:
+    def _call(self, op: fx.Call) -> Awaitable[Any]:
         if self._cluster is not None:
             return self._cluster.do(op)
-        conn = self._waits if op.role is Role.WAIT else self._cmds
+        conn = self._waits if op.role is fx.Role.WAIT else self._cmds
         sent: Awaitable[Any] = conn.execute_command(*op.args)
         return sent
 
