@@ -107,8 +107,9 @@ def _redis_version() -> tuple[int, ...]:
 
 
 class _NodeClients:
-    """Plain clients per node address (``host:port``), made from a template's keyword
-    arguments with the address replaced."""
+    """Something per node address (``host:port``), made by `make` (given the host and port)
+    the first time it is asked for: plain clients made from a template's keyword arguments
+    with the address replaced, a shell's watchdog connections."""
 
     def __init__(self, make: Callable[[str, int], Any]) -> None:
         self._make = make
@@ -352,16 +353,9 @@ class _ShellBase:
     nodes: Nodes | AsyncNodes
 
     def __init__(self, dog: Callable[[Any], Any]) -> None:
-        self._dog = dog
-        self._dogs: dict[str, Any] = {}
-        self._lock = threading.Lock()  # callers' threads (never held across an await)
-
-    def _dog_of(self, addr: str) -> Any:
-        with self._lock:
-            dog = self._dogs.get(addr)
-            if dog is None:
-                dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
-            return dog
+        self._dogs = _NodeClients(
+            lambda host, port: dog(self.nodes.dogs.get(f"{host}:{port}").connection_pool))
+        self._dog_of = self._dogs.get
 
 
 class ClusterShell(_ShellBase):
@@ -384,7 +378,7 @@ class ClusterShell(_ShellBase):
             return run_steps(_wait_on(client, op, partial(wait_call, client, op.args,
                                                           op.reply_within, interrupt)))
         if isinstance(op, Pipe):
-            groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+            groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs.clients))
             return run_steps(_fan_out(op, groups, self._dog_of))
         if isinstance(op, Refresh):
             return self.nodes.refresh()
@@ -395,7 +389,7 @@ class ClusterShell(_ShellBase):
         return self.nodes.waits.get(self.nodes.addr_for(key))
 
     def close(self) -> None:
-        for dog in list(self._dogs.values()):
+        for dog in list(self._dogs.clients.values()):
             dog.close()
         self.nodes.close()
 
@@ -420,10 +414,10 @@ class AsyncClusterShell(_ShellBase):
                                                                  *op.args)))
         if isinstance(op, Pipe):
             try:
-                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs.clients))
             except rexc.SlotNotCoveredError:
                 await self.nodes.refresh()
-                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs.clients))
             return await arun_steps(_fan_out(op, groups, self._dog_of))
         if isinstance(op, Refresh):
             return await self.nodes.refresh()
@@ -433,6 +427,6 @@ class AsyncClusterShell(_ShellBase):
         return self.nodes.waits.get(await self.nodes.addr_of(key))
 
     async def close(self) -> None:
-        for dog in list(self._dogs.values()):
+        for dog in list(self._dogs.clients.values()):
             await dog.close()
         await self.nodes.close()
