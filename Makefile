@@ -128,9 +128,10 @@ run: build
 # The house rules, checked before any test runs (seconds on a warm build): Rust formatting,
 # clippy with every warning an error and the unsafe lints on for the whole workspace (the
 # module also denies them itself, src/lib.rs; the other crates forbid unsafe code), mypy
-# --strict and ruff (python/pyproject.toml's [tool.ruff]) for the Python package, and the Node
-# package's type check once node/ exists. After `setup`: the module's build script needs
-# libclang even to be checked.
+# --strict for the Python package, and the Node package's type check and lint once node/
+# exists (`npm run lint`: ESLint with typescript-eslint's recommended rules and 100 columns,
+# then Prettier's layout, node/eslint.config.mjs; `npm run format` lays the code out). After
+# `setup`: the module's build script needs libclang even to be checked.
 lint: setup python/.venv/installed
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings \
