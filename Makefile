@@ -3,7 +3,7 @@
 #   make run    install what is missing, build the module, run Redis with it (foreground;
 #               PORT=6380 for another port)
 #   make test   the same set-up plus the client libraries of examples/, then `make lint`
-#               (formatting, clippy, mypy, the Node type check) and every test
+#               (formatting, clippy, mypy, ruff, the Node type check) and every test
 #   make install  put the built module where redis-production.conf loads it
 SHELL := /bin/bash
 CARGO ?= cargo
@@ -137,6 +137,7 @@ lint: setup python/.venv/installed
 	$(CARGO) clippy --release --workspace --all-targets -- -D warnings \
 		-D unsafe_op_in_unsafe_fn -D clippy::undocumented_unsafe_blocks -D clippy::missing_safety_doc
 	cd python && .venv/bin/mypy --strict src
+	cd python && .venv/bin/ruff check .
 	@if [ ! -f node/package.json ]; then \
 		echo "lint: no node/package.json: the Node package's type check skipped"; \
 	else \
@@ -204,7 +205,7 @@ test-java: build
 # conformance suite included: tests/test_conformance.py runs target/release/dlock-conformance
 # with the Python driver), the sdist and wheel (python -m build, twine check), and a fresh venv
 # installing it with pip.
-# Tools in python/.venv (redis-py, pytest, pytest-asyncio, mypy, build, twine, and
+# Tools in python/.venv (redis-py, pytest, pytest-asyncio, mypy, ruff pinned, build, twine, and
 # python-redis-lock for `make bench`), re-installed when pyproject.toml changes.
 python/.venv/installed: python/pyproject.toml
 	@command -v $(PYTHON) >/dev/null && $(PYTHON) -c "import venv, ensurepip" 2>/dev/null || { \
@@ -212,7 +213,7 @@ python/.venv/installed: python/pyproject.toml
 		apt-get update -qq && apt-get install -y -qq python3 python3-venv >/dev/null; }
 	$(PYTHON) -m venv python/.venv
 	python/.venv/bin/pip install --quiet --disable-pip-version-check \
-		'redis>=5' pytest pytest-asyncio mypy build twine python-redis-lock
+		'redis>=5' pytest pytest-asyncio mypy ruff==0.17.6 build twine python-redis-lock
 	python/.venv/bin/pip install --quiet --disable-pip-version-check -e python
 	@touch $@
 

@@ -25,16 +25,15 @@ import statistics
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Dict, Tuple
 
 import redis
 import redis_lock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from servers import REPO, Server  # noqa: E402
-
 import dlock_client as dl  # noqa: E402
+from servers import REPO, Server  # noqa: E402
 
 START, END = "<!-- bench-python:start -->", "<!-- bench-python:end -->"
 LEASE = 30.0
@@ -46,7 +45,7 @@ def nothing() -> None:
     pass
 
 
-def variants(url: str) -> Dict[str, Tuple[Cycle, Callable[[], None]]]:
+def variants(url: str) -> dict[str, tuple[Cycle, Callable[[], None]]]:
     """name -> (one acquire + release on a key, clean-up)."""
     r = redis.Redis.from_url(url)
     client = dl.Client.from_url(url)
@@ -94,22 +93,22 @@ def variants(url: str) -> Dict[str, Tuple[Cycle, Callable[[], None]]]:
     }
 
 
-def uncontended(cycle: Cycle, n: int, reps: int) -> Tuple[float, float]:
+def uncontended(cycle: Cycle, n: int, reps: int) -> tuple[float, float]:
     """(CPU µs, wall µs) per cycle: medians over `reps` runs of `n` cycles."""
     cpu, wall = [], []
     for rep in range(reps):
-        for i in range(n // 10):  # warm-up: connections, first renewal thread
+        for _ in range(n // 10):  # warm-up: connections, first renewal thread
             cycle(f"bench:py:warm:{rep}", nothing)
         c0, w0 = time.process_time(), time.perf_counter()
-        for i in range(n):
+        for _ in range(n):
             cycle(f"bench:py:free:{rep}", nothing)
         cpu.append((time.process_time() - c0) / n * 1e6)
         wall.append((time.perf_counter() - w0) / n * 1e6)
     return statistics.median(cpu), statistics.median(wall)
 
 
-def uncontended_asyncio(url: str, n: int, reps: int) -> Tuple[float, float]:
-    async def run() -> Tuple[float, float]:
+def uncontended_asyncio(url: str, n: int, reps: int) -> tuple[float, float]:
+    async def run() -> tuple[float, float]:
         client = dl.asyncio.Client.from_url(url)
         cpu, wall = [], []
         try:
@@ -134,7 +133,7 @@ def uncontended_asyncio(url: str, n: int, reps: int) -> Tuple[float, float]:
 
 
 def hot_lock(hold: Callable[[str, Callable[[], None]], None], threads: int,
-             seconds: float) -> Tuple[float, float, int, int]:
+             seconds: float) -> tuple[float, float, int, int]:
     """(grants/s, hand-offs/s, fewest and most grants of one thread) on one key. A hand-off
     is a grant to another thread than the last holder."""
     stop = threading.Event()

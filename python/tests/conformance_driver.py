@@ -21,7 +21,8 @@ import queue
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import redis
 import redis.asyncio as aredis
@@ -33,7 +34,7 @@ import redis.sentinel
 
 import dlock_client as dl
 
-ERROR_KINDS: Tuple[Tuple[type, str], ...] = (
+ERROR_KINDS: tuple[tuple[type, str], ...] = (
     (dl.DeadlockError, "deadlock"),
     (dl.WrongTypeError, "wrong_type"),
     (dl.ModuleNotLoadedError, "module_not_loaded"),
@@ -59,19 +60,19 @@ class Out:
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    def write(self, obj: Dict[str, Any]) -> None:
+    def write(self, obj: dict[str, Any]) -> None:
         line = json.dumps(obj)
         with self._lock:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
 
-def error_of(exc: BaseException) -> Dict[str, Any]:
+def error_of(exc: BaseException) -> dict[str, Any]:
     kind = next((k for cls, k in ERROR_KINDS if isinstance(exc, cls)), "other")
     return {"kind": kind, "class": type(exc).__name__, "message": str(exc)}
 
 
-def seconds(ms: Any) -> Optional[float]:
+def seconds(ms: Any) -> float | None:
     """Milliseconds as seconds; the strings "nan", "inf", "-inf" as those floats (JSON has
     none), passed to the client as they are (it must refuse them)."""
     if ms is None:
@@ -79,8 +80,8 @@ def seconds(ms: Any) -> Optional[float]:
     return float(ms) / 1000 if isinstance(ms, str) else ms / 1000
 
 
-def connect_kwargs(req: Dict[str, Any]) -> Dict[str, Any]:
-    kwargs: Dict[str, Any] = {"backend": req.get("backend", "auto")}
+def connect_kwargs(req: dict[str, Any]) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"backend": req.get("backend", "auto")}
     if "bind_ms" in req:
         kwargs["bind"] = seconds(req["bind_ms"])
     if "response_timeout_ms" in req:
@@ -88,7 +89,7 @@ def connect_kwargs(req: Dict[str, Any]) -> Dict[str, Any]:
     return kwargs
 
 
-def redis_client(req: Dict[str, Any], asyncio_api: bool) -> Any:
+def redis_client(req: dict[str, Any], asyncio_api: bool) -> Any:
     """The caller's redis-py client for the topology the runner names."""
     mod: Any = aredis if asyncio_api else redis
     topology = req.get("topology", "standalone")
@@ -101,7 +102,7 @@ def redis_client(req: Dict[str, Any], asyncio_api: bool) -> Any:
     return mod.Redis.from_url(req["url"])
 
 
-def acquirable(client: Any, req: Dict[str, Any]) -> Any:
+def acquirable(client: Any, req: dict[str, Any]) -> Any:
     lease = seconds(req.get("lease_ms", 30000))
     kind = req.get("kind", "lock")
     if kind == "semaphore":
@@ -116,26 +117,26 @@ def acquirable(client: Any, req: Dict[str, Any]) -> Any:
     return rw.read() if kind == "read" else rw.write()
 
 
-def acquire_args(req: Dict[str, Any]) -> Dict[str, Any]:
-    args: Dict[str, Any] = {"timeout": seconds(req.get("wait_ms"))}
+def acquire_args(req: dict[str, Any]) -> dict[str, Any]:
+    args: dict[str, Any] = {"timeout": seconds(req.get("wait_ms"))}
     if req.get("kind") == "semaphore":
         args["count"] = req.get("count", 1)
     return args
 
 
-def grant_reply(held: Any) -> Dict[str, Any]:
+def grant_reply(held: Any) -> dict[str, Any]:
     if held is None:
         return {"granted": False}
     return {"granted": True, "count": held.count, "token": held.token}
 
 
-def info_reply(info: Any) -> Dict[str, Any]:
+def info_reply(info: Any) -> dict[str, Any]:
     return {"info": {"kind": info.kind,
                      "holders": [[h.owner, h.count, h.lease_ms] for h in info.holders],
                      "waiters": info.waiters}}
 
 
-def waiters_reply(rows: Any) -> Dict[str, Any]:
+def waiters_reply(rows: Any) -> dict[str, Any]:
     return {"waiters": [[w.owner, w.request, w.waited_ms, w.timeout_left_ms] for w in rows]}
 
 
@@ -145,9 +146,9 @@ class Holds:
     def __init__(self, out: Out) -> None:
         self.out = out
         self.lock = threading.Lock()
-        self.holds: Dict[str, Any] = {}
-        self.last_held: Dict[str, int] = {}
-        self.live: Dict[str, Any] = {}  # sampled: granted, not released, not yet lost
+        self.holds: dict[str, Any] = {}
+        self.last_held: dict[str, int] = {}
+        self.live: dict[str, Any] = {}  # sampled: granted, not released, not yet lost
 
     def add(self, name: str, held: Any) -> None:
         with self.lock:
@@ -195,12 +196,12 @@ class Holds:
         self.out.write({"event": "alive", "t_us": now_us(), "held": names})
 
 
-def release_reply(holds: Holds, name: str, released: bool) -> Dict[str, Any]:
+def release_reply(holds: Holds, name: str, released: bool) -> dict[str, Any]:
     holds.ended(name)
     return {"released": released}
 
 
-def held_reply(held: Any) -> Dict[str, Any]:
+def held_reply(held: Any) -> dict[str, Any]:
     """"Is it still held?": not if never granted (a cancelled or refused acquire); else the
     hold's own answer, asked now (released, lost, its client closed: ``lost.reason``)."""
     if held is None:
@@ -223,14 +224,14 @@ class SyncDriver:
     def __init__(self, out: Out) -> None:
         self.out = out
         self.holds = Holds(out)
-        self.client: Optional[dl.Client] = None
-        self.owners: Dict[str, "queue.Queue[Optional[Callable[[], None]]]"] = {}
-        self.threads: List[threading.Thread] = []
-        self.cancels: Dict[int, threading.Event] = {}  # a pending acquire's cancel event
+        self.client: dl.Client | None = None
+        self.owners: dict[str, queue.Queue[Callable[[], None] | None]] = {}
+        self.threads: list[threading.Thread] = []
+        self.cancels: dict[int, threading.Event] = {}  # a pending acquire's cancel event
         self.sample_s = 0.002
         self.stopped = threading.Event()
 
-    def reply(self, req: Dict[str, Any], fn: Callable[[], Dict[str, Any]]) -> None:
+    def reply(self, req: dict[str, Any], fn: Callable[[], dict[str, Any]]) -> None:
         sent = now_us()
         try:
             fields = fn()
@@ -246,7 +247,7 @@ class SyncDriver:
         if q is None:
             q = self.owners[label] = queue.Queue()
 
-            def loop(q: "queue.Queue[Optional[Callable[[], None]]]" = q) -> None:
+            def loop(q: queue.Queue[Callable[[], None] | None] = q) -> None:
                 while True:
                     job = q.get()
                     if job is None:
@@ -262,13 +263,14 @@ class SyncDriver:
         self.threads.append(t)
         t.start()
 
-    def handle(self, req: Dict[str, Any]) -> None:
+    def handle(self, req: dict[str, Any]) -> None:
         op = req["op"]
         if op == "connect":
             self.reply(req, lambda: self.connect(req))
         elif op == "acquire":
             self.cancels[req["id"]] = threading.Event()
-            self.on_owner(req.get("owner", "main"), lambda: self.reply(req, lambda: self.acquire(req)))
+            self.on_owner(req.get("owner", "main"),
+                          lambda: self.reply(req, lambda: self.acquire(req)))
         elif op == "owner_id":
             assert self.client is not None
             client = self.client
@@ -279,7 +281,7 @@ class SyncDriver:
         else:
             self.start(lambda: self.reply(req, lambda: self.other(req)), f"request-{req['id']}")
 
-    def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
+    def connect(self, req: dict[str, Any]) -> dict[str, Any]:
         client = dl.Client(redis_client(req, False), **connect_kwargs(req))
         try:
             native = client.native_backend()
@@ -291,7 +293,7 @@ class SyncDriver:
         self.start(self.sampler, "sampler")
         return {"native": native}
 
-    def acquire(self, req: Dict[str, Any]) -> Dict[str, Any]:
+    def acquire(self, req: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
         cancel = self.cancels[req["id"]]
         try:
@@ -302,7 +304,7 @@ class SyncDriver:
             self.holds.add(req["hold"], held)
         return grant_reply(held)
 
-    def other(self, req: Dict[str, Any]) -> Dict[str, Any]:
+    def other(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req["op"]
         assert self.client is not None
         if op == "release":
@@ -323,7 +325,7 @@ class SyncDriver:
             return {}
         raise ValueError(f"unknown op {op!r}")
 
-    def close(self) -> Dict[str, Any]:
+    def close(self) -> dict[str, Any]:
         """Closes the client; the driver goes on (later requests answer ``closed``)."""
         if self.client is not None:
             self.client.close()
@@ -359,19 +361,19 @@ class AsyncDriver:
     def __init__(self, out: Out) -> None:
         self.out = out
         self.holds = Holds(out)
-        self.client: Optional[dl.asyncio.Client] = None
-        self.owners: Dict[str, "asyncio.Queue[Dict[str, Any]]"] = {}
-        self.pending: Dict[int, "asyncio.Task[Any]"] = {}
+        self.client: dl.asyncio.Client | None = None
+        self.owners: dict[str, asyncio.Queue[dict[str, Any]]] = {}
+        self.pending: dict[int, asyncio.Task[Any]] = {}
         self.sample_s = 0.002
-        self.tasks: "set[asyncio.Task[Any]]" = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
 
-    def spawn(self, coro: Any) -> "asyncio.Task[Any]":
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
         task = asyncio.get_running_loop().create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return task
 
-    async def reply(self, req: Dict[str, Any], aw: Any, sent: Optional[int] = None) -> None:
+    async def reply(self, req: dict[str, Any], aw: Any, sent: int | None = None) -> None:
         sent = now_us() if sent is None else sent
         try:
             fields = await aw
@@ -381,7 +383,7 @@ class AsyncDriver:
                    "error": error_of(exc)}
         self.out.write(msg)
 
-    async def owner_loop(self, q: "asyncio.Queue[Dict[str, Any]]") -> None:
+    async def owner_loop(self, q: asyncio.Queue[dict[str, Any]]) -> None:
         """One task per owner label: it *calls* acquire() (so it is the owner) and lets the
         waiting coroutine run in a task of its own, to be cancelled or answered later."""
         while True:
@@ -399,14 +401,14 @@ class AsyncDriver:
             self.pending[req["id"]] = self.spawn(self.reply(req, self.acquired(req, coro), sent))
 
     @staticmethod
-    async def done(fields: Dict[str, Any]) -> Dict[str, Any]:
+    async def done(fields: dict[str, Any]) -> dict[str, Any]:
         return fields
 
     @staticmethod
-    async def failed(exc: BaseException) -> Dict[str, Any]:
+    async def failed(exc: BaseException) -> dict[str, Any]:
         raise exc
 
-    async def acquired(self, req: Dict[str, Any], coro: Any) -> Dict[str, Any]:
+    async def acquired(self, req: dict[str, Any], coro: Any) -> dict[str, Any]:
         try:
             held = await coro
         finally:
@@ -415,7 +417,7 @@ class AsyncDriver:
             self.holds.add(req["hold"], held)
         return grant_reply(held)
 
-    async def handle(self, req: Dict[str, Any]) -> None:
+    async def handle(self, req: dict[str, Any]) -> None:
         op = req["op"]
         if op in ("acquire", "owner_id"):
             label = req.get("owner", "main")
@@ -431,7 +433,7 @@ class AsyncDriver:
         else:
             self.spawn(self.reply(req, self.other(req)))
 
-    async def connect(self, req: Dict[str, Any]) -> Dict[str, Any]:
+    async def connect(self, req: dict[str, Any]) -> dict[str, Any]:
         client = dl.asyncio.Client(redis_client(req, True), **connect_kwargs(req))
         try:
             native = await client.native_backend()
@@ -443,7 +445,7 @@ class AsyncDriver:
         self.spawn(self.sampler())
         return {"native": native}
 
-    async def other(self, req: Dict[str, Any]) -> Dict[str, Any]:
+    async def other(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req["op"]
         assert self.client is not None
         if op == "release":
@@ -464,7 +466,7 @@ class AsyncDriver:
             return {}
         raise ValueError(f"unknown op {op!r}")
 
-    async def close(self) -> Dict[str, Any]:
+    async def close(self) -> dict[str, Any]:
         """Closes the client; the driver goes on (later requests answer ``closed``)."""
         if self.client is not None:
             await self.client.aclose()
@@ -481,7 +483,7 @@ class AsyncDriver:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        lines: "asyncio.Queue[Optional[str]]" = asyncio.Queue()
+        lines: asyncio.Queue[str | None] = asyncio.Queue()
 
         def read() -> None:
             for line in sys.stdin:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Callable, Iterator, List
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -24,7 +24,7 @@ def server() -> Iterator[Server]:
 @pytest.fixture
 def new_server() -> Iterator[Callable[..., Server]]:
     """Servers of one test's own (to kill, or without the module)."""
-    started: List[Server] = []
+    started: list[Server] = []
 
     def start(module: bool = True) -> Server:
         srv = Server(module)
@@ -52,13 +52,13 @@ def client(server: Server) -> Iterator[dl.Client]:
 class Features:
     """What the server's module has beyond the base commands (BIND, LOCKDELAY, DEADLOCK)."""
 
-    def __init__(self, r: "redis.Redis") -> None:
+    def __init__(self, r: redis.Redis) -> None:
         self.bind = self._accepts(r, "BIND", 10)
         self.lock_delay = self._accepts(r, "LOCKDELAY", 10)
         self.deadlock = "dlock_deadlocks" in r.info("dlock")
 
     @staticmethod
-    def _accepts(r: "redis.Redis", option: str, value: int) -> bool:
+    def _accepts(r: redis.Redis, option: str, value: int) -> bool:
         try:
             r.execute_command("DLOCK.ACQUIRE", "probe:features", "probe", 1000, option, value)
         except redis.ResponseError:

@@ -7,12 +7,13 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Awaitable, Callable, List, Tuple, TypeVar
-
-T = TypeVar("T")
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import dlock_client as dl
 from servers import Server
+
+T = TypeVar("T")
 
 
 def wait_until(check: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
@@ -33,11 +34,11 @@ async def async_wait_until(check: Callable[[], Any], timeout: float = 10.0,
         await asyncio.sleep(0.005)
 
 
-def holders(c: dl.Client, key: str) -> List[str]:
+def holders(c: dl.Client, key: str) -> list[str]:
     return [h.owner for h in c.info(key).holders]
 
 
-def waiting(c: dl.Client, key: str) -> List[str]:
+def waiting(c: dl.Client, key: str) -> list[str]:
     return [w.owner for w in c.waiters(key)]
 
 
@@ -49,9 +50,9 @@ def answer(fn: Callable[[], Any]) -> Any:
         return error
 
 
-def in_thread(fn: Any) -> Tuple[threading.Thread, List[Any]]:
+def in_thread(fn: Any) -> tuple[threading.Thread, list[Any]]:
     """Runs `fn` on a thread of its own (another owner); its result lands in the list."""
-    out: List[Any] = []
+    out: list[Any] = []
     t = threading.Thread(target=lambda: out.append(fn()))
     t.start()
     return t, out
@@ -67,7 +68,7 @@ time.sleep(60)
 
 
 def start_holder(server: Server, key: str, lease: float,
-                 bind: float) -> "Tuple[subprocess.Popen[str], str]":
+                 bind: float) -> tuple[subprocess.Popen[str], str]:
     """A process that takes the lock and holds it: (the process, its owner id)."""
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, server.url, key, str(lease), str(bind)],
                             stdout=subprocess.PIPE, text=True)
@@ -75,9 +76,9 @@ def start_holder(server: Server, key: str, lease: float,
     return proc, proc.stdout.readline().strip()
 
 
-def kill_holder_while_waiting(client: dl.Client, key: str, proc: "subprocess.Popen[str]",
+def kill_holder_while_waiting(client: dl.Client, key: str, proc: subprocess.Popen[str],
                                timeout: float, alive: Callable[[], None] = lambda: None,
-                               ) -> Tuple[Any, float, float]:
+                               ) -> tuple[Any, float, float]:
     """Runs `alive()` (checks while the holder `proc` lives), then an acquire of `key` on a
     thread; once it waits, kills the holder. Answers (the acquire's result, when the holder
     was killed, when the acquire answered). The holder is killed and reaped even on failure."""
@@ -95,7 +96,7 @@ def kill_holder_while_waiting(client: dl.Client, key: str, proc: "subprocess.Pop
     return held, killed_at, granted_at
 
 
-def other_task(make: Callable[[], Awaitable[T]]) -> "asyncio.Task[T]":
+def other_task(make: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
     """Runs `make()` in a task of its own, so as another owner (the owner of an asyncio
     ``acquire()`` is the task that calls it)."""
     async def run() -> T:

@@ -13,8 +13,9 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Any
 
 import redis
 import redis.cluster
@@ -37,7 +38,7 @@ class Server:
 
     def __init__(self, module: bool = True, cluster: bool = False) -> None:
         self.dir = tempfile.TemporaryDirectory(prefix="dlock-py-")
-        for attempt in range(5):
+        for _ in range(5):
             self.port = free_port()
             args = [SERVER, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", "no", "--dir", self.dir.name]
@@ -77,7 +78,7 @@ class Server:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def redis(self) -> "redis.Redis":
+    def redis(self) -> redis.Redis:
         return redis.Redis(port=self.port, decode_responses=True)
 
     def kill(self) -> None:
@@ -94,7 +95,7 @@ class Server:
 SLOTS = 16384
 
 
-def wait_for(check: "Callable[[], bool]", what: str, timeout: float = 30.0) -> None:
+def wait_for(check: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not check():
         if time.monotonic() > deadline:
@@ -108,7 +109,7 @@ class Cluster:
     when the start fails half-way). Mirrors testutil/src/cluster.rs of the Rust tests."""
 
     def __init__(self, primaries: int = 3) -> None:
-        self.nodes: List[Server] = []
+        self.nodes: list[Server] = []
         try:
             self.nodes = [Server(cluster=True) for _ in range(primaries)]
             self._join()
@@ -147,7 +148,7 @@ class Cluster:
         """A seed node's port."""
         return self.nodes[0].port
 
-    def cluster(self, **kwargs: Any) -> "redis.cluster.RedisCluster":
+    def cluster(self, **kwargs: Any) -> redis.cluster.RedisCluster:
         """A redis-py cluster client seeded with node 0."""
         return redis.cluster.RedisCluster(host="127.0.0.1", port=self.port, **kwargs)
 
@@ -167,7 +168,7 @@ class Cluster:
     def key_owner(self, key: str) -> int:
         return self.slot_owner(key_slot(key.encode()))
 
-    def holder(self, key: str) -> Optional[int]:
+    def holder(self, key: str) -> int | None:
         """The node (index) whose keyspace holds `key` now (asked with ASKING, so that a node
         importing the slot answers too)."""
         for i, n in enumerate(self.nodes):
@@ -185,7 +186,7 @@ class Cluster:
         self._setslot(dst, slot, "IMPORTING", self.node_id(src))
         self._setslot(src, slot, "MIGRATING", self.node_id(dst))
 
-    def migrate_keys(self, src: int, dst: int, keys: List[str]) -> None:
+    def migrate_keys(self, src: int, dst: int, keys: list[str]) -> None:
         with self.nodes[src].redis() as r:
             r.execute_command("MIGRATE", "127.0.0.1", self.nodes[dst].port, "", 0, 5000,
                               "KEYS", *keys)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -111,7 +111,7 @@ async def test_time_out_answers_none(aclient: dl.asyncio.Client, key: str) -> No
     holder = await aclient.lock(key).acquire()
     assert holder is not None
 
-    async def other() -> "tuple[float, object]":
+    async def other() -> tuple[float, object]:
         start = time.monotonic()
         got = await aclient.lock(key).acquire(timeout=0.3)
         return time.monotonic() - start, got
@@ -140,7 +140,7 @@ async def test_lost_when_the_key_is_deleted(server: Server, aclient: dl.asyncio.
     await asyncio.wait_for(held.lost.wait(), 3)
 
 
-async def test_lost_when_the_server_dies(new_server: "object", key: str) -> None:
+async def test_lost_when_the_server_dies(new_server: object, key: str) -> None:
     srv = new_server()  # type: ignore[operator]
     c = dl.asyncio.Client.from_url(srv.url)
     try:
@@ -169,7 +169,7 @@ async def test_rwlock_and_semaphore(aclient: dl.asyncio.Client, key: str) -> Non
     await a.release()
 
 
-async def test_errors(new_server: "object", key: str) -> None:
+async def test_errors(new_server: object, key: str) -> None:
     plain = new_server(module=False)  # type: ignore[operator]
     c = dl.asyncio.Client.from_url(plain.url, backend="native")
     with pytest.raises(dl.ModuleNotLoadedError,

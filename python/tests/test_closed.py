@@ -8,7 +8,8 @@ import asyncio
 import subprocess
 import sys
 import threading
-from typing import Any, Callable, List
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -18,13 +19,13 @@ from helpers import answer, in_thread, wait_until
 from servers import Server
 
 
-def connections(r: "redis.Redis") -> int:
+def connections(r: redis.Redis) -> int:
     """The server's clients, less the one asking."""
     return len(r.client_list()) - 1
 
 
 def every_call_raises_closed(c: dl.Client, held: dl.Held, key: str) -> None:
-    calls: List[Callable[[], Any]] = [
+    calls: list[Callable[[], Any]] = [
         lambda: c.lock(key), lambda: c.rwlock(key), lambda: c.semaphore(key, 2),
         held.release, held.renew, lambda: c.info(key), lambda: c.waiters(key),
         c.native_backend,
@@ -53,7 +54,7 @@ def test_close_ends_waits_connections_and_holds(new_server: Any, key: str,
         assert connections(r) > before
         lock_for_later = c.lock(key)
         c.close()
-        for t, out in waits:
+        for t, _ in waits:
             t.join(2)
             assert not t.is_alive()
         assert all(isinstance(out[0], dl.ClientClosedError) for _, out in waits), waits
@@ -72,7 +73,7 @@ def test_close_ends_waits_connections_and_holds(new_server: Any, key: str,
 def test_a_wait_in_flight_raises_closed(server: Server, client: dl.Client, key: str) -> None:
     client.lock(key).acquire()
     c = dl.Client.from_url(server.url)
-    errors: List[BaseException] = []
+    errors: list[BaseException] = []
 
     def wait() -> None:
         try:

@@ -9,7 +9,8 @@ import asyncio
 import threading
 import time
 import uuid
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional, Tuple
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
 
 import pytest
 import redis.asyncio.cluster
@@ -53,13 +54,13 @@ def other(cluster: Cluster) -> Iterator[dl.Client]:
 class Waiting(threading.Thread):
     """acquire(timeout) in a thread: the hold (or None), how long it took, or its error."""
 
-    def __init__(self, acquirable: dl.Acquirable, timeout: Optional[float]) -> None:
+    def __init__(self, acquirable: dl.Acquirable, timeout: float | None) -> None:
         super().__init__(daemon=True)
         self.acquirable, self.timeout = acquirable, timeout
-        self.held: Optional[dl.Held] = None
-        self.error: Optional[BaseException] = None
+        self.held: dl.Held | None = None
+        self.error: BaseException | None = None
         self.took = -1.0
-        self.owner: Optional[str] = None
+        self.owner: str | None = None
         self.start()
 
     def run(self) -> None:
@@ -71,7 +72,7 @@ class Waiting(threading.Thread):
             self.error = e
         self.took = time.monotonic() - start
 
-    def result(self, within: float) -> Optional[dl.Held]:
+    def result(self, within: float) -> dl.Held | None:
         self.join(within)
         assert not self.is_alive(), "the acquire did not return"
         if self.error is not None:
@@ -79,7 +80,7 @@ class Waiting(threading.Thread):
         return self.held
 
 
-def queued(c: dl.Client, key: str) -> List[str]:
+def queued(c: dl.Client, key: str) -> list[str]:
     return [w.owner for w in c.waiters(key)]
 
 
@@ -92,7 +93,7 @@ def test_locks_on_every_master(cluster: Cluster, client: dl.Client, other: dl.Cl
         assert [h.owner for h in other.info(key).holders] == [held.owner]
         # A waiter on that master, granted when the holder releases.
         w = Waiting(other.lock(key, fence=True), timeout=10)
-        wait_until(lambda: queued(client, key) == [w.owner], what="the waiter queued")
+        wait_until(lambda k=key, w=w: queued(client, k) == [w.owner], what="the waiter queued")
         assert held.release() is True
         second = w.result(5)
         assert second is not None and second.token == 2
@@ -317,7 +318,7 @@ def test_errors_name_the_cluster(cluster: Cluster, client: dl.Client) -> None:
 # -- asyncio ---------------------------------------------------------------------------
 
 
-Clients = Tuple[dl.asyncio.Client, dl.asyncio.Client]
+Clients = tuple[dl.asyncio.Client, dl.asyncio.Client]
 
 
 @pytest.fixture
@@ -340,9 +341,9 @@ async def waiting_count(c: dl.asyncio.Client, key: str, n: int) -> None:
 
 
 async def b_queues_behind_a(
-        aclients: Clients, cluster: Cluster, node: int, timeout: Optional[float], *,
+        aclients: Clients, cluster: Cluster, node: int, timeout: float | None, *,
         lease: float = 30.0, fence: bool = False,
-) -> Tuple[str, dl.asyncio.Held, "asyncio.Task[Optional[dl.asyncio.Held]]", float]:
+) -> tuple[str, dl.asyncio.Held, asyncio.Task[dl.asyncio.Held | None], float]:
     """A fresh key on master `node`, held by client a; client b's acquire(timeout) runs in a
     task, queued at the node. Returns the key, a's hold, b's task and when b began to wait."""
     a, b = aclients
@@ -414,7 +415,7 @@ def test_readme_cluster_example(cluster: Cluster) -> None:
     block = next(b for b in python_blocks() if "RedisCluster" in b)
     code = block.replace('host="10.0.0.1", port=7000', f'host="127.0.0.1", port={cluster.port}')
     assert code != block
-    scope: Dict[str, Any] = {}
+    scope: dict[str, Any] = {}
     exec(compile(code, "README.md", "exec"), scope)
     client = scope["client"]
     try:

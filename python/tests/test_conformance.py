@@ -1,7 +1,7 @@
 """The client conformance suite (conformance/README.md) for the Python client: every scenario
 of conformance/scenarios through `target/release/dlock-conformance`, with the Python driver,
-for the sync and the asyncio API, both runs at once. The runner starts the servers and checks everything; this
-module runs it and prints its summary lines.
+for the sync and the asyncio API, both runs at once. The runner starts the servers and checks
+everything; this module runs it and prints its summary lines.
 
 The runner binary is built by `cargo build --release -p dlock-conformance` (`make test-python`
 builds it); without it this test fails (it does not skip).
@@ -13,8 +13,8 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -75,7 +75,8 @@ def test_every_scenario(api: str, runs: dict[str, Run],
     # The runner's summary (scenarios passed, failed, skipped; the longest overlap), the lines
     # after it (one per failure and skip) and, on a failure, its log.
     lines = stdout.splitlines()
-    start = next((i for i, l in enumerate(lines) if l.startswith("conformance ")), len(lines))
+    start = next((i for i, line in enumerate(lines) if line.startswith("conformance ")),
+                 len(lines))
     with capsys.disabled():  # shown in `make test`'s output, passed or not
         print("", *lines[start:], sep="\n")
     assert code == 0, (

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import List, Tuple
 
 from servers import REPO
 
@@ -58,11 +57,11 @@ store = Store()
 '''
 
 
-def python_blocks(path: Path, fence: str) -> List[str]:
+def python_blocks(path: Path, fence: str) -> list[str]:
     return re.findall(rf"```{fence}\n(.*?)```", path.read_text(), re.S)
 
 
-def blocks() -> List[Tuple[str, str]]:
+def blocks() -> list[tuple[str, str]]:
     """(a name, the code) of every Python example of the two documents."""
     readme = python_blocks(REPO / "python" / "README.md", "python")
     clients = python_blocks(REPO / "docs" / "CLIENTS.md", "python")

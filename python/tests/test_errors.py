@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, List
+from typing import Any
 
 import pytest
 import redis
@@ -62,7 +62,7 @@ def test_bad_values_refused_where_the_lock_is_made(client: dl.Client, key: str) 
 def test_bounded_with_raises_a_timeout(client: dl.Client, key: str) -> None:
     holder = client.lock(key).acquire()
     assert holder is not None
-    out: List[Any] = []
+    out: list[Any] = []
 
     def other() -> None:
         try:

@@ -10,7 +10,8 @@ import contextlib
 import os
 import signal
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ def hung(srv: Server) -> Iterator[None]:
         os.kill(srv.proc.pid, signal.SIGCONT)
 
 
-def timed(fn: Callable[[], Any]) -> "tuple[Any, float]":
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
     """(what `fn` answered or raised, seconds it took)."""
     start = time.monotonic()
     out = answer(fn)
@@ -65,7 +66,7 @@ def test_short_calls_answer_within_one_response_time_out(new_server: Any, key: s
     with dl.Client.from_url(srv.url, response_timeout=RT, bind=None) as c, \
             dl.Client.from_url(srv.url, response_timeout=RT) as fresh:
         held = c.lock(key).acquire()
-        calls: "dict[str, Callable[[], Any]]" = {
+        calls: dict[str, Callable[[], Any]] = {
             "release": held.release, "renew": held.renew, "info": lambda: c.info(key),
             "zero_wait": lambda: c.lock(key + "2").acquire(timeout=0),
             "connect": fresh.native_backend,  # its first connection

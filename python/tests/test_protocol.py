@@ -7,7 +7,6 @@ import time
 import redis.exceptions as rexc
 
 from dlock_client._holds import Registry
-from dlock_client._sync import Lost
 from dlock_client._protocol import (
     BindSupport,
     Holder,
@@ -19,6 +18,7 @@ from dlock_client._protocol import (
     renew_command,
     wait_ms,
 )
+from dlock_client._sync import Lost
 
 
 def test_wait_argument() -> None:
@@ -63,7 +63,7 @@ def test_info_in_both_protocols() -> None:
     flat = ["kind", "lock", "mode", "exclusive", "lease-ms", 900,
             "holders", [["a:1", "exclusive", 2, 900]], "waiters", 1, "fence", None]
     info = parse_info(flat)
-    assert info == parse_info(dict(zip(flat[::2], flat[1::2])))
+    assert info == parse_info(dict(zip(flat[::2], flat[1::2], strict=True)))
     assert info.holders == (Holder("a:1", "exclusive", 2, 900),) and info.fence is None
 
 

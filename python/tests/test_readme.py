@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import re
 import textwrap
-from typing import Any, Dict, List
+from typing import Any
 
 from servers import REPO, Server
 
 
-def python_blocks() -> List[str]:
+def python_blocks() -> list[str]:
     text = (REPO / "python" / "README.md").read_text()
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
@@ -22,15 +22,15 @@ def block_with(text: str) -> str:
     return found[0]
 
 
-def run(block: str, server: Server, extra: Dict[str, Any]) -> Dict[str, Any]:
+def run(block: str, server: Server, extra: dict[str, Any]) -> dict[str, Any]:
     code = block.replace("redis://127.0.0.1:6379/0", server.url)
-    scope: Dict[str, Any] = dict(extra)
+    scope: dict[str, Any] = dict(extra)
     exec(compile(code, "README.md", "exec"), scope)
     return scope
 
 
 def test_sync_example(server: Server) -> None:
-    written: List[Any] = []
+    written: list[Any] = []
     block = block_with("with lock(timeout=5.0) as held:")
     scope = run(block, server, {"write_invoice": lambda token: written.append(token)})
     assert len(written) == 2 and written[-1] == scope["held"].token  # with lock, lock(timeout=)
@@ -48,7 +48,7 @@ def test_asyncio_example(server: Server) -> None:
 def test_lost_example(server: Server) -> None:
     class Store:
         def __init__(self) -> None:
-            self.writes: List[Any] = []
+            self.writes: list[Any] = []
 
         def write(self, chunk: Any, fencing_token: int) -> None:
             self.writes.append((chunk, fencing_token))

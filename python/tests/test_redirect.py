@@ -4,8 +4,6 @@ redirects. The cluster tests (test_cluster.py) show them against real reshards."
 
 from __future__ import annotations
 
-from typing import List
-
 import pytest
 import redis.exceptions as rexc
 
@@ -78,7 +76,7 @@ def test_one_deadline_across_redirects() -> None:
 def test_trying_again_later_stays_within_the_deadline() -> None:
     clock = Clock()
     f = Follow("k", deadline=clock.now + 0.05, waits=True, clock=clock)
-    pauses: List[float] = []
+    pauses: list[float] = []
     while True:
         step = f.after(rexc.TryAgainError("x"))
         if step is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, List
+from typing import Any
 
 import pytest
 
@@ -78,7 +78,7 @@ def test_deadlock_is_a_typed_error(client: dl.Client, key: str, features: Featur
     if not features.deadlock:
         pytest.skip("the module has no deadlock detection")
     k1, k2 = key + ":1", key + ":2"
-    errors: List[Any] = []
+    errors: list[Any] = []
     b_holds = threading.Event()
 
     def contender(mine: str, theirs: str, before_waiting: Any) -> None:
@@ -109,5 +109,6 @@ def test_deadlock_is_a_typed_error(client: dl.Client, key: str, features: Featur
     assert len(errors) == 1
     e = errors[0]
     assert str(e).startswith(f"{client.server}: DEADLOCK ")
-    assert " waits for " in e.cycle and " held by " in e.cycle and not e.cycle.startswith("DEADLOCK")
+    assert " waits for " in e.cycle and " held by " in e.cycle
+    assert not e.cycle.startswith("DEADLOCK")
     assert client.info(k1).kind == "none" and client.info(k2).kind == "none"

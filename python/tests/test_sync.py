@@ -10,8 +10,7 @@ from typing import Any
 import pytest
 
 import dlock_client as dl
-from helpers import (holders, in_thread, kill_holder_while_waiting, start_holder, wait_until,
-                     waiting)
+from helpers import holders, in_thread, kill_holder_while_waiting, start_holder, wait_until, waiting
 from servers import Server
 
 
@@ -240,7 +239,8 @@ def test_waiters_and_info_are_typed(client: dl.Client, key: str) -> None:
     (w,) = client.waiters(key)
     assert w.request == "lock" and 0 < w.timeout_left_ms <= 5000 and w.waited_ms >= 0
     info = client.info(key)
-    assert (info.kind, info.mode, info.waiters, info.fence) == ("lock", "exclusive", 1, holder.token)
+    assert (info.kind, info.mode, info.waiters, info.fence) == ("lock", "exclusive", 1,
+                                                                holder.token)
     assert info.holders[0] == dl.Holder(holder.owner, "exclusive", 1, info.holders[0].lease_ms)
     holder.release()
     t.join(5)

@@ -11,11 +11,11 @@ with client.lock("invoice:7", fence=True) as held:
 The asyncio API has the same names under :mod:`dlock_client.asyncio`.
 """
 
-from ._core import Backend
+from . import asyncio, errors
+from ._client import Backend
 from ._protocol import Holder, LockInfo, Waiter
 from ._sync import Acquirable, Bounded, Client, Held, Lock, Lost, ReadWriteLock, Semaphore
-from .errors import *  # the exceptions, listed once in errors.__all__
-from . import asyncio, errors
+from .errors import *  # noqa: F403 (the exceptions, listed once in errors.__all__)
 
 __version__ = "0.1.0"
 

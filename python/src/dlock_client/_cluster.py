@@ -7,7 +7,7 @@ cluster client (sync or asyncio), and the shells' requests served on them.
   no re-send after a lost connection;
 - waits go on a dedicated connection to the key's master (a pool per node, no read time-out),
   found in ``cmds``' slot map, or to the node a redirect named (the core follows redirects
-  within the wait's one deadline: ``Core._acquire_call``);
+  within the wait's one deadline: ``_backend.Native._acquire_call``);
 - the watchdog has a connection of its own per node (read time-out at most 1 s): renewals
   are pipelined per node, and RENEW ... BIND binds a node's holds to that node's connection
   (a link per node); the PING goes to every node's.
@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import inspect
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
+from typing import Any
 
 import redis
 import redis.asyncio
@@ -29,10 +31,11 @@ import redis.asyncio.cluster
 import redis.cluster
 import redis.exceptions as rexc
 
+from ._drive import Steps, arun_steps, run_steps
 from ._effects import Call, Pipe, Refresh, Replies, Role
-from ._waiting import Interrupt, wait_call
 from ._pools import Pools, no_maintenance_notifications
 from ._redirect import Later, redirect_of
+from ._waiting import Interrupt, wait_call
 
 # Settings of the caller's client that the package's connections keep. Not carried: those the
 # package sets (time-outs, retries, decoding) and those that would route elsewhere (replicas).
@@ -44,9 +47,9 @@ _NOT_CARRIED = frozenset({
 })
 
 
-def _seeds(rc: Any) -> List[Tuple[str, int]]:
+def _seeds(rc: Any) -> list[tuple[str, int]]:
     """The nodes the caller's client knows (or was given to start from)."""
-    nodes: Dict[str, Any] = {}
+    nodes: dict[str, Any] = {}
     manager = rc.nodes_manager
     for source in (getattr(manager, "nodes_cache", {}), getattr(manager, "startup_nodes", {})):
         nodes.update(source)
@@ -58,7 +61,7 @@ def cluster_name(rc: Any) -> str:
     return "cluster " + ",".join(f"{h}:{p}" for h, p in sorted(_seeds(rc))[:3])
 
 
-def _caller_settings(rc: Any) -> Tuple[Dict[str, Any], Any]:
+def _caller_settings(rc: Any) -> tuple[dict[str, Any], Any]:
     """The caller's connection keyword arguments and connection class."""
     if isinstance(rc, redis.cluster.RedisCluster):
         node = rc.get_default_node() or next(iter(rc.get_nodes()), None)
@@ -69,7 +72,7 @@ def _caller_settings(rc: Any) -> Tuple[Dict[str, Any], Any]:
     return kwargs, kwargs.get("connection_class")
 
 
-def derive_cluster(rc: Any, socket_timeout: Optional[float], retry: Any) -> Any:
+def derive_cluster(rc: Any, socket_timeout: float | None, retry: Any) -> Any:
     """A cluster client of the same kind (sync or asyncio) as `rc`, seeded with the nodes it
     knows and keeping its settings (credentials, TLS, address remapping), with the package's
     time-out and retry, replies decoded as text."""
@@ -96,7 +99,7 @@ def derive_cluster(rc: Any, socket_timeout: Optional[float], retry: Any) -> Any:
                decode_responses=True, **settings)
 
 
-def _redis_version() -> Tuple[int, ...]:
+def _redis_version() -> tuple[int, ...]:
     try:
         return tuple(int(p) for p in redis.__version__.split(".")[:2])
     except ValueError:
@@ -104,12 +107,13 @@ def _redis_version() -> Tuple[int, ...]:
 
 
 class _NodeClients:
-    """Plain clients per node address (``host:port``), made from a template's keyword
-    arguments with the address replaced."""
+    """Something per node address (``host:port``), made by `make` (given the host and port)
+    the first time it is asked for: plain clients made from a template's keyword arguments
+    with the address replaced, a shell's watchdog connections."""
 
     def __init__(self, make: Callable[[str, int], Any]) -> None:
         self._make = make
-        self.clients: Dict[str, Any] = {}
+        self.clients: dict[str, Any] = {}
         self._lock = threading.Lock()  # callers' threads (never held across an await)
 
     def get(self, addr: str) -> Any:
@@ -121,8 +125,8 @@ class _NodeClients:
             return client
 
 
-def _node_kwargs(kwargs: Dict[str, Any], retry: Any, socket_timeout: Optional[float],
-                 host: str, port: int) -> Dict[str, Any]:
+def _node_kwargs(kwargs: dict[str, Any], retry: Any, socket_timeout: float | None,
+                 host: str, port: int) -> dict[str, Any]:
     out = {k: v for k, v in kwargs.items()
            if k not in ("connection_pool", "redis_connect_func", "retry_on_timeout",
                         "retry_on_error")}
@@ -154,13 +158,13 @@ class _NodesBase:
 class Nodes(_NodesBase):
     """A sync cluster: ``cmds``, and per node the waits' and the watchdog's pools."""
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
+    def __init__(self, rc: redis.cluster.RedisCluster, retry: Any, response_timeout: float,
                  dog_timeout: float) -> None:
         super().__init__(rc, retry, response_timeout)
         pool = self._template()
         kwargs, connection_class = dict(pool.connection_kwargs), pool.connection_class
 
-        def maker(timeout: Optional[float]) -> Callable[[str, int], Any]:
+        def maker(timeout: float | None) -> Callable[[str, int], Any]:
             return lambda host, port: redis.Redis(connection_pool=redis.ConnectionPool(
                 connection_class=connection_class,
                 **_node_kwargs(kwargs, retry, timeout, host, port)))
@@ -195,7 +199,7 @@ class AsyncNodes(_NodesBase):
     """The same for an asyncio cluster; :meth:`ready` before first use (the cluster client
     reads its slot map then)."""
 
-    def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
+    def __init__(self, rc: redis.asyncio.cluster.RedisCluster, retry: Any,
                  response_timeout: float, dog_timeout: float) -> None:
         super().__init__(rc, retry, response_timeout)
         self._retry = retry
@@ -204,7 +208,7 @@ class AsyncNodes(_NodesBase):
         self.waits = _NodeClients(self._maker(None))
         self.dogs = _NodeClients(self._maker(dog_timeout))
 
-    def _maker(self, timeout: Optional[float]) -> Callable[[str, int], Any]:
+    def _maker(self, timeout: float | None) -> Callable[[str, int], Any]:
         def make(host: str, port: int) -> Any:
             node = self.cmds.get_default_node()
             return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
@@ -253,7 +257,7 @@ def _later(error: BaseException) -> bool:
     return isinstance(redirect_of(error), Later)
 
 
-def _reply(replies: List[Any]) -> Any:
+def _reply(replies: list[Any]) -> Any:
     """The command's reply after ASKING's; an error reply raised as it came."""
     reply = replies[-1]
     if isinstance(reply, Exception):
@@ -267,12 +271,12 @@ class _Routing:
 
     @staticmethod
     def groups(op: Pipe, addr_for: Callable[[str], str],
-               dog_nodes: Iterable[str]) -> Dict[str, List[int]]:
+               dog_nodes: Iterable[str]) -> dict[str, list[int]]:
         """Indexes of `op`'s commands per node: by key, all to `op.node`, and a command
         without key (the PING) to every node with a watchdog connection."""
         if op.node is not None:
             return {op.node: list(range(len(op.commands)))}
-        groups: Dict[str, List[int]] = {}
+        groups: dict[str, list[int]] = {}
         keyless = [i for i, k in enumerate(op.keys) if k is None]
         for i, key in enumerate(op.keys):
             if key is not None:
@@ -282,12 +286,12 @@ class _Routing:
         return groups
 
     @staticmethod
-    def commands(op: Pipe, indexes: List[int]) -> List[List[Any]]:
+    def commands(op: Pipe, indexes: list[int]) -> list[list[Any]]:
         cmds = [list(op.commands[i]) for i in indexes]
         return [["ASKING"]] + cmds if op.asking else cmds
 
     @staticmethod
-    def put(out: "_Out", addr: str, indexes: List[int], got: Any) -> None:
+    def put(out: _Out, addr: str, indexes: list[int], got: Any) -> None:
         """A node's replies (or the connection error that stopped them) into `out`."""
         if isinstance(got, BaseException):
             for i in indexes:
@@ -297,15 +301,15 @@ class _Routing:
         link = (Role.DOG, addr, got.link[-1])
         out.answered.append(link)
         values = got.values[1:] if len(got.values) > len(indexes) else got.values  # ASKING's
-        for i, value in zip(indexes, values):
+        for i, value in zip(indexes, values, strict=False):
             out.values[i], out.links[i] = value, link
 
 
 class _Out:
     def __init__(self, n: int) -> None:
-        self.values: List[Any] = [None] * n
-        self.links: List[Any] = [None] * n
-        self.answered: List[Any] = []
+        self.values: list[Any] = [None] * n
+        self.links: list[Any] = [None] * n
+        self.answered: list[Any] = []
 
     def replies(self) -> Replies:
         return Replies(self.values, None, self.links, self.answered)
@@ -315,16 +319,55 @@ class _Out:
 _UNREACHED = (rexc.ConnectionError, rexc.TimeoutError, OSError)
 
 
-class ClusterShell:
+def _fan_out(op: Pipe, groups: dict[str, list[int]], dog_of: Callable[[str], Any]
+             ) -> Steps[Replies]:
+    """A watchdog pipeline: each node its commands on that node's watchdog connection (made
+    by `dog_of`); a node not reached answers its commands with the connection error."""
+    out = _Out(len(op.commands))
+    for addr, indexes in groups.items():
+        try:
+            got = yield partial(dog_of(addr).pipe, _Routing.commands(op, indexes))
+        except _UNREACHED as error:
+            got = error
+        _Routing.put(out, addr, indexes, got)
+    return out.replies()
+
+
+def _wait_on(client: Any, op: Call, wait: Callable[[], Any]) -> Steps[Any]:
+    """A WAIT on a node's wait connection (`client`), sent by the shell's `wait` (after
+    ``ASKING`` for an ASK)."""
+    try:
+        if op.asking:
+            return _reply((yield partial(_asked(client, op.args).execute,
+                                         raise_on_error=False)))
+        return (yield wait)
+    except rexc.ResponseError as error:
+        if _later(error):  # tried again on a fresh connection
+            yield partial(client.connection_pool.disconnect, inuse_connections=False)
+        raise
+
+
+class _ShellBase:
+    """The nodes, and per node the watchdog connection `dog` makes from the node's pool."""
+
+    nodes: Nodes | AsyncNodes
+
+    def __init__(self, dog: Callable[[Any], Any]) -> None:
+        self._dogs = _NodeClients(
+            lambda host, port: dog(self.nodes.dogs.get(f"{host}:{port}").connection_pool))
+        self._dog_of = self._dogs.get
+
+
+class ClusterShell(_ShellBase):
     """Serves a sync client's requests on a cluster (see the module's docstring); `dog` makes
     the shell's watchdog connection (one per node) from a node's pool."""
 
-    def __init__(self, rc: "redis.cluster.RedisCluster", retry: Any, response_timeout: float,
+    nodes: Nodes
+
+    def __init__(self, rc: redis.cluster.RedisCluster, retry: Any, response_timeout: float,
                  dog: Callable[[Any], Any]) -> None:
+        super().__init__(dog)
         self.nodes = Nodes(rc, retry, response_timeout, min(response_timeout, 1.0))
-        self._dog = dog
-        self._dogs: Dict[str, Any] = {}
-        self._lock = threading.Lock()
 
     def do(self, op: Any, interrupt: Interrupt) -> Any:
         """`interrupt`: what ends a wait early (a cancel, the client closing)."""
@@ -332,23 +375,11 @@ class ClusterShell:
             if op.role is not Role.WAIT:
                 return self.nodes.cmds.execute_command(*op.args)  # routed by its key
             client = self.nodes.waits.get(op.node or self.nodes.addr_for(str(op.key)))
-            try:
-                if op.asking:
-                    return _reply(_asked(client, op.args).execute(raise_on_error=False))
-                return wait_call(client, op.args, op.reply_within, interrupt)
-            except rexc.ResponseError as error:
-                if _later(error):  # tried again on a fresh connection
-                    client.connection_pool.disconnect(inuse_connections=False)
-                raise
+            return run_steps(_wait_on(client, op, partial(wait_call, client, op.args,
+                                                          op.reply_within, interrupt)))
         if isinstance(op, Pipe):
-            out = _Out(len(op.commands))
-            for addr, indexes in _Routing.groups(op, self.nodes.addr_for, list(self._dogs)).items():
-                try:
-                    got: Any = self._dog_of(addr).pipe(_Routing.commands(op, indexes))
-                except _UNREACHED as error:
-                    got = error
-                _Routing.put(out, addr, indexes, got)
-            return out.replies()
+            groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs.clients))
+            return run_steps(_fan_out(op, groups, self._dog_of))
         if isinstance(op, Refresh):
             return self.nodes.refresh()
         raise TypeError(op)
@@ -357,27 +388,21 @@ class ClusterShell:
         """The waits' client of the node serving `key` (the script backend's subscriptions)."""
         return self.nodes.waits.get(self.nodes.addr_for(key))
 
-    def _dog_of(self, addr: str) -> Any:
-        with self._lock:
-            dog = self._dogs.get(addr)
-            if dog is None:
-                dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
-            return dog
-
     def close(self) -> None:
-        for dog in list(self._dogs.values()):
+        for dog in list(self._dogs.clients.values()):
             dog.close()
         self.nodes.close()
 
 
-class AsyncClusterShell:
+class AsyncClusterShell(_ShellBase):
     """:class:`ClusterShell` for asyncio."""
 
-    def __init__(self, rc: "redis.asyncio.cluster.RedisCluster", retry: Any,
+    nodes: AsyncNodes
+
+    def __init__(self, rc: redis.asyncio.cluster.RedisCluster, retry: Any,
                  response_timeout: float, dog: Callable[[Any], Any]) -> None:
+        super().__init__(dog)
         self.nodes = AsyncNodes(rc, retry, response_timeout, min(response_timeout, 1.0))
-        self._dog = dog
-        self._dogs: Dict[str, Any] = {}
 
     async def do(self, op: Any) -> Any:
         await self.nodes.ready()
@@ -385,31 +410,15 @@ class AsyncClusterShell:
             if op.role is not Role.WAIT:
                 return await self.nodes.cmds.execute_command(*op.args)
             client = self.nodes.waits.get(op.node or await self.nodes.addr_of(str(op.key)))
-            try:
-                if op.asking:
-                    return _reply(await _asked(client, op.args).execute(raise_on_error=False))
-                return await client.execute_command(*op.args)
-            except rexc.ResponseError as error:
-                if _later(error):
-                    await client.connection_pool.disconnect(inuse_connections=False)
-                raise
+            return await arun_steps(_wait_on(client, op, partial(client.execute_command,
+                                                                 *op.args)))
         if isinstance(op, Pipe):
-            out = _Out(len(op.commands))
             try:
-                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
+                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs.clients))
             except rexc.SlotNotCoveredError:
                 await self.nodes.refresh()
-                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs))
-            for addr, indexes in groups.items():
-                dog = self._dogs.get(addr)
-                if dog is None:
-                    dog = self._dogs[addr] = self._dog(self.nodes.dogs.get(addr).connection_pool)
-                try:
-                    got: Any = await dog.pipe(_Routing.commands(op, indexes))
-                except _UNREACHED as error:
-                    got = error
-                _Routing.put(out, addr, indexes, got)
-            return out.replies()
+                groups = _Routing.groups(op, self.nodes.addr_for, list(self._dogs.clients))
+            return await arun_steps(_fan_out(op, groups, self._dog_of))
         if isinstance(op, Refresh):
             return await self.nodes.refresh()
         raise TypeError(op)
@@ -418,6 +427,6 @@ class AsyncClusterShell:
         return self.nodes.waits.get(await self.nodes.addr_of(key))
 
     async def close(self) -> None:
-        for dog in list(self._dogs.values()):
+        for dog in list(self._dogs.clients.values()):
             await dog.close()
         await self.nodes.close()

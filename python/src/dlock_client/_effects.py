@@ -1,8 +1,9 @@
 """The I/O requests of the sans-I/O core, and the shape of its flows.
 
 Every piece of logic of the package (deciding, building commands, parsing replies, deadlines,
-owner bookkeeping) is written once, in :mod:`._core`, as a *flow*: a generator that yields
-one of the requests below whenever it needs I/O and gets the result sent back (or the
+owner bookkeeping) is written once, in :mod:`._client` and the modules it calls, as a
+*flow*: a generator that yields one of the requests below whenever it needs I/O and gets the
+result sent back (or the
 exception thrown in). The sync client (``_sync.py``) and the asyncio client (``asyncio.py``)
 are two shells that run flows: one with blocking calls, one awaiting.
 
@@ -14,8 +15,9 @@ every request carries the key it is about).
 from __future__ import annotations
 
 import enum
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generator, List, Optional, Sequence, TypeVar, Union
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -37,18 +39,18 @@ class Call:
 
     role: Role
     args: Sequence[Any]
-    key: Optional[str] = None
+    key: str | None = None
     #: Part of the clean-up after a cut-short acquire: the asyncio shell lets a second
     #: cancellation not interrupt it.
     cleanup: bool = False
     #: On a Redis Cluster, the node (``host:port``) a redirect named (None: the node serving
     #: `key` in the shell's slot map), and whether ``ASKING`` goes first (an ``ASK``).
-    node: Optional[str] = None
+    node: str | None = None
     asking: bool = False
     #: A WAIT: how long its reply may take (the wait plus one response time-out), after which
     #: the shell closes its connection and raises redis-py's ``TimeoutError``; None: no limit.
     #: Other roles have the response time-out of their connections.
-    reply_within: Optional[float] = None
+    reply_within: float | None = None
 
 
 @dataclass(frozen=True)
@@ -63,28 +65,28 @@ class Pipe:
 
     role: Role
     commands: Sequence[Sequence[Any]]
-    keys: Sequence[Optional[str]]
-    node: Optional[str] = None
+    keys: Sequence[str | None]
+    node: str | None = None
     asking: bool = False
 
 
 @dataclass(frozen=True)
 class Replies:
-    values: List[Any]
+    values: list[Any]
     #: Which connection answered: equal links mean the same connection, not reconnected in
     #: between (RENEW ... BIND binds to a connection, and a sign of life proves only its own).
     #: A link is ``(role, epoch)``, or on a cluster ``(role, node, epoch)``; None on a cluster,
     #: where `links` say it per value.
     link: Any
     #: On a cluster: the link that answered each value.
-    links: Optional[List[Any]] = None
+    links: list[Any] | None = None
     #: On a cluster: every link that answered during the exchange (the PING's included).
-    answered: Optional[List[Any]] = None
+    answered: list[Any] | None = None
 
     def link_of(self, i: int) -> Any:
         return self.link if self.links is None else self.links[i]
 
-    def all_links(self) -> List[Any]:
+    def all_links(self) -> list[Any]:
         """Every link known open by this exchange."""
         if self.answered is not None:
             return list(self.answered)
@@ -112,7 +114,7 @@ class Listen:
     subscription; the result is the message (redis-py's dict) or None."""
 
     handle: Any
-    timeout: Optional[float]
+    timeout: float | None
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Sleep:
     cleanup: bool = False  # as Call.cleanup
 
 
-Op = Union[Call, Pipe, Refresh, Subscribe, Listen, Unsubscribe, Sleep]
+Op = Call | Pipe | Refresh | Subscribe | Listen | Unsubscribe | Sleep
 
 #: A flow: yields requests, receives their results, returns a T.
 Flow = Generator[Op, Any, T]

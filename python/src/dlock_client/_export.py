@@ -9,13 +9,13 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Dict
+from typing import Any
 
 
 @lru_cache(maxsize=1)
-def _doc() -> Dict[str, Any]:
+def _doc() -> dict[str, Any]:
     data = resources.files(__package__).joinpath("scripts.json").read_text(encoding="utf-8")
-    doc: Dict[str, Any] = json.loads(data)
+    doc: dict[str, Any] = json.loads(data)
     return doc
 
 
@@ -26,7 +26,7 @@ def text(name: str) -> str:
     return value
 
 
-def limits() -> Dict[str, int]:
+def limits() -> dict[str, int]:
     """dlock-core's argument limits: ``max_ms``, ``max_lock_delay_ms``, ``max_capacity``."""
     value = _doc()["limits"]
     assert isinstance(value, dict)

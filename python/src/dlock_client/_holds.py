@@ -20,9 +20,9 @@ import math
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Generic, List, Literal, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Generic, Literal, Protocol, TypeVar
 
-from ._protocol import Kind
+from ._protocol import Kind, Request
 
 #: Why a hold is no longer held (``held.lost.reason``), the same values in every dlock client:
 #: ``not_held`` (the server says this owner does not hold it: deleted, expired or taken over
@@ -44,8 +44,8 @@ class LostBase:
     """
 
     def __init__(self, event: Any) -> None:
-        self.reason: Optional[LossReason] = None
-        self._deadline: Optional["DeadlineSource"] = None
+        self.reason: LossReason | None = None
+        self._deadline: DeadlineSource | None = None
         self._event = event  # a threading.Event or an asyncio.Event: what wait() waits on
 
     def is_set(self) -> bool:
@@ -59,7 +59,7 @@ class LostBase:
                 return True
         return False
 
-    def _time_left(self) -> Optional[float]:
+    def _time_left(self) -> float | None:
         """Seconds until the local deadline, None when there is none to watch."""
         source = self._deadline
         deadline = None if source is None else source.deadline()
@@ -81,7 +81,7 @@ class LostBase:
 
 
 class DeadlineSource(Protocol):
-    def deadline(self) -> Optional[float]: ...
+    def deadline(self) -> float | None: ...
 
 
 class HoldLike(Protocol):
@@ -90,6 +90,8 @@ class HoldLike(Protocol):
     kind: Kind
     count: int
     lost: LostBase
+    _request: Request  # what was asked for
+    _released: bool  # by the program (release() answered)
 
 
 H = TypeVar("H", bound=HoldLike)
@@ -104,7 +106,7 @@ class Entry(Generic[H]):
     next_due: float  # monotonic time of the next renewal
     lease_deadline: float  # send time of the last lease-setting command + lease
     link: Any  # the connection the hold is bound to; None: not bound
-    holds: List[H] = field(default_factory=list)
+    holds: list[H] = field(default_factory=list)
 
     @property
     def lease(self) -> float:
@@ -119,21 +121,21 @@ def retry_interval(lease: float) -> float:
 class _EntryDeadline:
     """What a hold's ``lost`` reads: its entry's deadline while the entry is registered."""
 
-    def __init__(self, registry: "Registry[Any]", key: Tuple[str, str]) -> None:
+    def __init__(self, registry: Registry[Any], key: tuple[str, str]) -> None:
         self._registry = registry
         self._key = key
 
-    def deadline(self) -> Optional[float]:
+    def deadline(self) -> float | None:
         return self._registry.deadline_of(self._key)
 
 
 class Registry(Generic[H]):
     """Thread-safe: holds are added and released from the callers' threads."""
 
-    def __init__(self, grace: Optional[float]) -> None:
+    def __init__(self, grace: float | None) -> None:
         self._lock = threading.Lock()
-        self._entries: Dict[Tuple[str, str], Entry[H]] = {}
-        self._alive: Dict[Any, float] = {}  # link -> send time of the last command answered
+        self._entries: dict[tuple[str, str], Entry[H]] = {}
+        self._alive: dict[Any, float] = {}  # link -> send time of the last command answered
         self.grace = grace  # the bind grace in seconds, where holds are bound
 
     def __len__(self) -> int:
@@ -145,7 +147,7 @@ class Registry(Generic[H]):
             deadline = min(deadline, self._alive.get(entry.link, -math.inf) + self.grace)
         return deadline
 
-    def deadline_of(self, key: Tuple[str, str]) -> Optional[float]:
+    def deadline_of(self, key: tuple[str, str]) -> float | None:
         with self._lock:
             entry = self._entries.get(key)
             return None if entry is None else self._deadline(entry)
@@ -196,13 +198,13 @@ class Registry(Generic[H]):
         for link in [k for k in self._alive if k not in live]:
             del self._alive[link]
 
-    def detach(self, hold: H) -> Optional[Entry[H]]:
+    def detach(self, hold: H) -> Entry[H] | None:
         """:meth:`remove`, answering the entry it was in, for :meth:`reattach`."""
         entry = self.entry(hold)
         self.remove(hold)
         return entry
 
-    def reattach(self, hold: H, entry: Optional[Entry[H]]) -> None:
+    def reattach(self, hold: H, entry: Entry[H] | None) -> None:
         """Undoes :meth:`detach` (a release that failed): renewed and watched again."""
         if entry is None or hold.lost.reason is not None:
             return
@@ -213,7 +215,7 @@ class Registry(Generic[H]):
                 current.holds.append(hold)
         hold.lost._deadline = _EntryDeadline(self, key)
 
-    def clear(self) -> List[H]:
+    def clear(self) -> list[H]:
         """Forgets every hold (the client closed), answering them."""
         with self._lock:
             holds = [h for e in self._entries.values() for h in e.holds]
@@ -223,7 +225,7 @@ class Registry(Generic[H]):
             hold.lost._deadline = None
         return holds
 
-    def entry(self, hold: H) -> Optional[Entry[H]]:
+    def entry(self, hold: H) -> Entry[H] | None:
         with self._lock:
             entry = self._entries.get((hold.key, hold.owner))
             return entry if entry is not None and hold in entry.holds else None
@@ -234,9 +236,10 @@ class Registry(Generic[H]):
             entry = self._entries.get((key, owner))
             if entry is None:
                 return 0
-            return sum(h.count if h.kind == "semaphore" else 1 for h in entry.holds if h.kind == kind)
+            return sum(h.count if h.kind == "semaphore" else 1
+                       for h in entry.holds if h.kind == kind)
 
-    def due(self, now: float) -> List[Entry[H]]:
+    def due(self, now: float) -> list[Entry[H]]:
         with self._lock:
             return [e for e in self._entries.values() if e.next_due <= now]
 
@@ -247,7 +250,7 @@ class Registry(Generic[H]):
                 return False
             return self._alive.get(link, -math.inf) + interval <= now
 
-    def next_wake(self, now: float, link: Any, ping_interval: Optional[float]) -> Optional[float]:
+    def next_wake(self, now: float, link: Any, ping_interval: float | None) -> float | None:
         """Seconds until something is due (a renewal, a deadline, a sign of life on `link`);
         None when nothing is held."""
         with self._lock:
@@ -267,14 +270,14 @@ class Registry(Generic[H]):
             entry.link = link
             entry.next_due = sent_at + entry.lease / 3
 
-    def gone(self, entry: Entry[H]) -> List[H]:
+    def gone(self, entry: Entry[H]) -> list[H]:
         """The server says the hold is gone: the entry's holds are lost."""
         with self._lock:
             if self._entries.get((entry.key, entry.owner)) is entry:
                 del self._entries[(entry.key, entry.owner)]
             return list(entry.holds)
 
-    def unreachable(self, entries: List[Entry[H]], now: float) -> None:
+    def unreachable(self, entries: list[Entry[H]], now: float) -> None:
         with self._lock:
             for entry in entries:
                 entry.next_due = now + retry_interval(entry.lease)
@@ -289,9 +292,9 @@ class Registry(Generic[H]):
                         and e.link[1:-1] == link[1:-1]):
                     e.next_due = min(e.next_due, now)
 
-    def expired(self, now: float) -> List[H]:
+    def expired(self, now: float) -> list[H]:
         """Holds whose local deadline passed before a renewal got through: lost."""
-        lost: List[H] = []
+        lost: list[H] = []
         with self._lock:
             for key, entry in list(self._entries.items()):
                 if self._deadline(entry) <= now:

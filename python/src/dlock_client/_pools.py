@@ -12,13 +12,13 @@ package opens its own pools from those settings, with the socket settings its co
 
 from __future__ import annotations
 
-from typing import Any, Dict, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple
 
 from ._protocol import server_name
 
 
-def derive(pool: Any, retry: Any, socket_timeout: Optional[float],
-           response_timeout: float) -> Tuple[Dict[str, Any], str]:
+def derive(pool: Any, retry: Any, socket_timeout: float | None,
+           response_timeout: float) -> tuple[dict[str, Any], str]:
     """Connection keyword arguments for a new pool like `pool`, and the server's name."""
     kwargs = {k: v for k, v in pool.connection_kwargs.items() if k != "connection_pool"}
     kwargs["socket_connect_timeout"] = connect_timeout(kwargs, response_timeout)
@@ -35,13 +35,13 @@ def derive(pool: Any, retry: Any, socket_timeout: Optional[float],
     return kwargs, server_name(kwargs, getattr(pool, "service_name", None))
 
 
-def connect_timeout(kwargs: Dict[str, Any], response_timeout: float) -> float:
+def connect_timeout(kwargs: dict[str, Any], response_timeout: float) -> float:
     """The caller's connect time-out, at most the response time-out."""
     theirs = kwargs.get("socket_connect_timeout")
     return response_timeout if theirs is None else min(theirs, response_timeout)
 
 
-def no_maintenance_notifications(kwargs: Dict[str, Any]) -> None:
+def no_maintenance_notifications(kwargs: dict[str, Any]) -> None:
     """Turns redis-py's maintenance notifications off in connection (or cluster) keyword
     arguments: redis-py >= 7 skips the check of a pooled connection's health on checkout (a
     connection the server closed meanwhile is then used, and fails) while they are on ("auto"
@@ -55,7 +55,7 @@ def no_maintenance_notifications(kwargs: Dict[str, Any]) -> None:
         kwargs["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
 
 
-def new_pool(pool: Any, kwargs: Dict[str, Any]) -> Any:
+def new_pool(pool: Any, kwargs: dict[str, Any]) -> Any:
     """A pool of the same kind as `pool` (a Sentinel-managed master stays one)."""
     service = getattr(pool, "service_name", None)
     if service is not None:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Literal
 
 import redis.exceptions as rexc
 
@@ -29,7 +30,7 @@ from .errors import (
 #: What a hold is: an exclusive lock, either mode of a read-write lock, or semaphore permits.
 Kind = Literal["lock", "read", "write", "semaphore"]
 
-Arg = Union[str, int]
+Arg = str | int
 
 
 def new_owner_prefix() -> str:
@@ -43,7 +44,7 @@ def _limit(name: str) -> int:
 
 
 def to_ms(seconds: float, what: str, positive: bool = False,
-          most_ms: Optional[int] = None) -> int:
+          most_ms: int | None = None) -> int:
     """Seconds (a lease, a grace, a delay) as whole milliseconds, rounded up; refused (a
     :class:`ConfigError`) where the server would refuse it."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
@@ -67,7 +68,7 @@ def check_seconds(seconds: float, what: str, positive: bool = False) -> float:
     return seconds
 
 
-def check_timeout(timeout: Optional[float]) -> Optional[float]:
+def check_timeout(timeout: float | None) -> float | None:
     """An acquire's time-out: None (no limit) or finite seconds >= 0; a negative, NaN or
     infinite one is refused where it is given, before anything is sent."""
     return None if timeout is None else check_seconds(timeout, "timeout")
@@ -77,7 +78,7 @@ def lease_ms(lease: float) -> int:
     return to_ms(lease, "lease", positive=True)
 
 
-def wait_ms(timeout: Optional[float]) -> Optional[int]:
+def wait_ms(timeout: float | None) -> int | None:
     """The WAIT argument for a time-out: None waits without limit (``WAIT 0``), 0 or less
     does not wait (no WAIT), anything else waits that long (at least 1 ms)."""
     if timeout is None:
@@ -95,12 +96,12 @@ class Request:
     key: str
     lease_ms: int
     fence: bool = False
-    lock_delay_ms: Optional[int] = None
+    lock_delay_ms: int | None = None
     capacity: int = 0
     count: int = 1
 
-    def command(self, owner: str, wait: Optional[int], bind_ms: Optional[int]) -> List[Arg]:
-        args: List[Arg]
+    def command(self, owner: str, wait: int | None, bind_ms: int | None) -> list[Arg]:
+        args: list[Arg]
         if self.kind == "lock":
             args = ["DLOCK.ACQUIRE", self.key, owner, self.lease_ms]
         elif self.kind == "semaphore":
@@ -119,23 +120,23 @@ class Request:
             args += ["LOCKDELAY", self.lock_delay_ms]
         return args
 
-    def read_mode(self) -> "Request":
+    def read_mode(self) -> Request:
         """The READ side of a read-write lock's request (LOCKDELAY is for WRITE only)."""
         return replace(self, kind="read", lock_delay_ms=None)
 
-    def with_count(self, count: int) -> "Request":
+    def with_count(self, count: int) -> Request:
         """A semaphore request for `count` permits."""
         return replace(self, count=check_count(count, "count"))
 
-    def release_command(self, owner: str) -> List[Arg]:
-        args: List[Arg] = ["DLOCK.RELEASE", self.key, owner]
+    def release_command(self, owner: str) -> list[Arg]:
+        args: list[Arg] = ["DLOCK.RELEASE", self.key, owner]
         if self.kind in ("read", "write"):
             args.append(self.kind.upper())
         elif self.kind == "semaphore" and self.count != 1:
             args += ["COUNT", self.count]
         return args
 
-    def parse_grant(self, reply: Any) -> Optional[Tuple[int, Optional[int]]]:
+    def parse_grant(self, reply: Any) -> tuple[int, int | None] | None:
         """(hold count or permits, fencing token) of a grant; None when not granted."""
         if reply is None:
             return None
@@ -145,7 +146,7 @@ class Request:
         return int(reply), None
 
 
-def _delay_ms(lock_delay: Optional[float]) -> Optional[int]:
+def _delay_ms(lock_delay: float | None) -> int | None:
     if lock_delay is None:
         return None
     return to_ms(lock_delay, "lock_delay", most_ms=_limit("max_lock_delay_ms"))
@@ -157,16 +158,16 @@ def _name(name: str) -> str:
     return name
 
 
-def lock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
+def lock_request(name: str, lease: float, fence: bool, lock_delay: float | None) -> Request:
     return Request("lock", _name(name), lease_ms(lease), fence, _delay_ms(lock_delay))
 
 
-def rwlock_request(name: str, lease: float, fence: bool, lock_delay: Optional[float]) -> Request:
+def rwlock_request(name: str, lease: float, fence: bool, lock_delay: float | None) -> Request:
     """The WRITE request; :meth:`Request.read_mode` gives the READ one."""
     return Request("write", _name(name), lease_ms(lease), fence, _delay_ms(lock_delay))
 
 
-def check_count(count: Optional[int], what: str) -> int:
+def check_count(count: int | None, what: str) -> int:
     if isinstance(count, bool) or not isinstance(count, int) or not \
             1 <= count <= _limit("max_capacity"):
         raise ConfigError(f"{what} must be an int from 1 to {_limit('max_capacity')}, "
@@ -174,13 +175,13 @@ def check_count(count: Optional[int], what: str) -> int:
     return count
 
 
-def semaphore_request(name: str, capacity: Optional[int], lease: float) -> Request:
+def semaphore_request(name: str, capacity: int | None, lease: float) -> Request:
     return Request("semaphore", _name(name), lease_ms(lease),
                    capacity=check_count(capacity, "capacity"))
 
 
-def renew_command(key: str, owner: str, lease_ms: int, bind_ms: Optional[int]) -> List[Arg]:
-    args: List[Arg] = ["DLOCK.RENEW", key, owner, lease_ms]
+def renew_command(key: str, owner: str, lease_ms: int, bind_ms: int | None) -> list[Arg]:
+    args: list[Arg] = ["DLOCK.RENEW", key, owner, lease_ms]
     if bind_ms is not None:
         args += bind_args(bind_ms, lease_ms)
     return args
@@ -190,7 +191,7 @@ MODULE_BIND_MS = 2000
 """The module's grace for a bare ``BIND``: 2 s, or the lease when shorter."""
 
 
-def bind_args(bind_ms: int, lease_ms: int) -> List[Arg]:
+def bind_args(bind_ms: int, lease_ms: int) -> list[Arg]:
     """``BIND grace-ms`` (the grace at most the lease), or a bare ``BIND`` where that is the
     module's default grace: the default then costs the server no number to read."""
     grace = min(bind_ms, lease_ms)
@@ -249,7 +250,7 @@ def script_unsupported(what: str, server: str) -> NotSupportedError:
         f"{what} is not available on the script backend ({server} has no dlock module)", server)
 
 
-def server_name(connection_kwargs: Mapping[str, Any], service: Optional[str] = None) -> str:
+def server_name(connection_kwargs: Mapping[str, Any], service: str | None = None) -> str:
     """How errors name the server: host:port, a Unix socket path, or a Sentinel service."""
     if service is not None:
         return f"sentinel service {service}"
@@ -273,31 +274,31 @@ class LockInfo:
     """``DLOCK.INFO key`` as a value."""
 
     kind: str  # lock, rwlock, semaphore or none
-    mode: Optional[str]
+    mode: str | None
     lease_ms: int  # remaining TTL of the key: -1 no expiry, -2 no key
-    holders: Tuple[Holder, ...]
+    holders: tuple[Holder, ...]
     waiters: int
-    fence: Optional[int]
-    capacity: Optional[int] = None  # semaphores only
-    available: Optional[int] = None  # semaphores only
-    delay_ms: Optional[int] = None  # lock-delay left, where the module reports it
+    fence: int | None
+    capacity: int | None = None  # semaphores only
+    available: int | None = None  # semaphores only
+    delay_ms: int | None = None  # lock-delay left, where the module reports it
 
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _opt_int(value: Any) -> Optional[int]:
+def _opt_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
 def parse_info(reply: Any) -> LockInfo:
     """A map (RESP3) or a flat field/value array (RESP2)."""
-    fields: Dict[str, Any]
+    fields: dict[str, Any]
     if isinstance(reply, dict):
         fields = {_text(k): v for k, v in reply.items()}
     else:
-        fields = {_text(k): v for k, v in zip(reply[::2], reply[1::2])}
+        fields = {_text(k): v for k, v in zip(reply[::2], reply[1::2], strict=False)}
     holders = tuple(
         Holder(_text(o), _text(m), int(c), int(lease)) for o, m, c, lease in fields["holders"]
     )
@@ -325,21 +326,21 @@ class Waiter:
     timeout_left_ms: int  # -1 for a wait without limit
 
 
-def parse_waiters(reply: Sequence[Any]) -> List[Waiter]:
+def parse_waiters(reply: Sequence[Any]) -> list[Waiter]:
     return [Waiter(_text(o), _text(r), int(w), int(t)) for o, r, w, t in reply]
 
 
-def waiters_command(key: str, count: Optional[int]) -> List[Arg]:
-    args: List[Arg] = ["DLOCK.WAITERS", key]
+def waiters_command(key: str, count: int | None) -> list[Arg]:
+    args: list[Arg] = ["DLOCK.WAITERS", key]
     return args if count is None else args + ["COUNT", count]
 
 
-def opt_ms(seconds: Optional[float], what: str) -> Optional[int]:
+def opt_ms(seconds: float | None, what: str) -> int | None:
     return None if seconds is None else to_ms(seconds, what, positive=True)
 
 
 def give_back_command(info: LockInfo, owner: str, request: Request,
-                      before: int) -> Optional[List[Arg]]:
+                      before: int) -> list[Arg] | None:
     """The RELEASE that gives back what a request cut short was granted: what `owner` holds
     on the key in the request's kind beyond `before` (hold counts, or permits); None when
     it was granted nothing."""
@@ -350,7 +351,7 @@ def give_back_command(info: LockInfo, owner: str, request: Request,
     return replace(request, count=excess).release_command(owner)
 
 
-def first_unknown_option(replies: List[Any]) -> Optional[BaseException]:
+def first_unknown_option(replies: list[Any]) -> BaseException | None:
     """In a pipeline's replies, an error saying the module does not know an option."""
     return next((r for r in replies if isinstance(r, Exception) and is_unknown_option(r)), None)
 
@@ -359,25 +360,25 @@ class BindSupport:
     """Whether to send ``BIND``: learnt from the first command that carries it (a module
     without it answers a syntax or arity error, and the command is sent again without)."""
 
-    def __init__(self, grace_ms: Optional[int]) -> None:
+    def __init__(self, grace_ms: int | None) -> None:
         self.grace_ms = grace_ms
-        self.supported: Optional[bool] = None if grace_ms is not None else False
+        self.supported: bool | None = None if grace_ms is not None else False
 
-    def arg(self) -> Optional[int]:
+    def arg(self) -> int | None:
         return None if self.supported is False else self.grace_ms
 
-    def accepted(self, sent: Optional[int]) -> None:
+    def accepted(self, sent: int | None) -> None:
         if sent is not None:
             self.supported = True
 
-    def retry_without(self, error: BaseException, sent: Optional[int]) -> bool:
+    def retry_without(self, error: BaseException, sent: int | None) -> bool:
         if sent is not None and not self.supported and is_unknown_option(error):
             self.supported = False
             return True
         return False
 
 
-def check_options(error: BaseException, request: Optional["Request"], server: str) -> None:
+def check_options(error: BaseException, request: Request | None, server: str) -> None:
     """A LOCKDELAY the module does not know is an error of its own, not a syntax error."""
     if request is not None and request.lock_delay_ms is not None and is_unknown_option(error):
         raise not_supported("LOCKDELAY", server) from error

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
 
 import redis.exceptions as rexc
 
+from ._effects import Flow, Refresh, Sleep
 from .errors import RedirectedError
 
 #: At most this many MOVED/ASK one request follows (each a reshard step seen, or a slot map
@@ -48,14 +49,14 @@ class Later:
     (asked again, it redirects to the new master)."""
 
 
-Redirect = Union[Moved, Ask, Later]
+Redirect = Moved | Ask | Later
 
 # redis-py parses these error codes into their own classes and strips the code off the text.
 _CODES = ((rexc.MovedError, "MOVED"), (rexc.AskError, "ASK"),
           (rexc.TryAgainError, "TRYAGAIN"), (rexc.ClusterDownError, "CLUSTERDOWN"))
 
 
-def error_code(error: BaseException) -> "tuple[str, str]":
+def error_code(error: BaseException) -> tuple[str, str]:
     """An error reply's code and the rest, as the server sent them."""
     text = str(error)
     for cls, code in _CODES:  # MovedError subclasses AskError: MOVED is tried first
@@ -65,7 +66,7 @@ def error_code(error: BaseException) -> "tuple[str, str]":
     return code, details
 
 
-def redirect_of(error: BaseException) -> Optional[Redirect]:
+def redirect_of(error: BaseException) -> Redirect | None:
     """The redirect an error reply stands for; None for any other error."""
     if not isinstance(error, rexc.ResponseError):
         return None
@@ -90,7 +91,7 @@ class Backoff:
     def __init__(self) -> None:
         self._next = 0.010
 
-    def next_pause(self, left: Optional[float]) -> Optional[float]:
+    def next_pause(self, left: float | None) -> float | None:
         """The pause (seconds) before the next try when `left` (the time left; None: no
         limit) is longer than it, else None: the time is up."""
         pause = self._next
@@ -106,9 +107,9 @@ class Try:
     key; `asking`: ``ASKING`` first; `wait_ms`: the WAIT argument (what is left of the
     deadline, 0 without limit), None for a command without WAIT."""
 
-    addr: Optional[str]
+    addr: str | None
     asking: bool
-    wait_ms: Optional[int]
+    wait_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,9 @@ class Pause:
     """Try again at the same node after `seconds`, on a fresh connection."""
 
     seconds: float
+
+    def effects(self) -> Flow[None]:
+        yield Sleep(self.seconds)
 
 
 @dataclass(frozen=True)
@@ -126,8 +130,13 @@ class Go:
     addr: str
     moved: bool
 
+    def effects(self) -> Flow[None]:
+        """The slot map read again after a MOVED (the next try goes to `addr` either way)."""
+        if self.moved:
+            yield Refresh()
 
-Step = Union[Pause, Go]
+
+Step = Pause | Go
 
 
 class Follow:
@@ -141,33 +150,33 @@ class Follow:
     :class:`RedirectedError` raised past :data:`MAX_REDIRECTS`.
     """
 
-    def __init__(self, key: str, deadline: Optional[float], waits: bool,
+    def __init__(self, key: str, deadline: float | None, waits: bool,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.key = key
         self.deadline = deadline
         self.waits = waits
         self.redirects = 0
         self._clock = clock
-        self._addr: Optional[str] = None
+        self._addr: str | None = None
         self._asking = False
         self._backoff = Backoff()
 
-    def left(self) -> Optional[float]:
+    def left(self) -> float | None:
         """Seconds left of the deadline (never negative); None without limit."""
         if self.deadline is None:
             return None
         return max(0.0, self.deadline - self._clock())
 
-    def next_try(self) -> Optional[Try]:
+    def next_try(self) -> Try | None:
         left = self.left()
         if left is not None and left <= 0:
             return None
-        wait: Optional[int] = None
+        wait: int | None = None
         if self.waits:
             wait = 0 if left is None else max(1, math.ceil(left * 1000))
         return Try(self._addr, self._asking, wait)
 
-    def after(self, error: BaseException) -> Optional[Step]:
+    def after(self, error: BaseException) -> Step | None:
         redirect = redirect_of(error)
         if redirect is None:
             return None

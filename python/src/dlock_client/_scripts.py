@@ -7,8 +7,8 @@ The Lua texts are the Rust client's (``dlock_client::scripts``), read from the s
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
-from typing import Any, List, Optional, Tuple
+from functools import cache
+from typing import Any
 
 from ._export import text as text  # re-exported: the texts by name
 from ._protocol import Arg, Request
@@ -26,12 +26,12 @@ def unlock_message() -> str:
     return text("unlock_message")
 
 
-@lru_cache(maxsize=None)
+@cache
 def sha(name: str) -> str:
     return hashlib.sha1(text(name).encode()).hexdigest()
 
 
-def channel(key: str, prefix: Optional[str] = None) -> str:
+def channel(key: str, prefix: str | None = None) -> str:
     """Redisson's unlock channel of `key`: ``<prefix>:{key}``, or ``<prefix>:key`` when the key
     already has a hash tag (the rule of dlock-core's ``names::unlock_channel``)."""
     prefix = text("default_channel_prefix") if prefix is None else prefix
@@ -42,15 +42,15 @@ class Script:
     """One script invocation: ``EVALSHA`` (``EVAL`` of the same text when the server answers
     ``NOSCRIPT``)."""
 
-    def __init__(self, name: str, keys: List[str], args: List[Arg]) -> None:
+    def __init__(self, name: str, keys: list[str], args: list[Arg]) -> None:
         self.name = name
         self.keys = keys
         self.args = args
 
-    def evalsha(self) -> List[Arg]:
+    def evalsha(self) -> list[Arg]:
         return ["EVALSHA", sha(self.name), len(self.keys), *self.keys, *self.args]
 
-    def eval(self) -> List[Arg]:
+    def eval(self) -> list[Arg]:
         return ["EVAL", text(self.name), len(self.keys), *self.keys, *self.args]
 
 
@@ -64,7 +64,7 @@ def try_script(request: Request, owner: str) -> Script:
     return Script(name, [request.key], [owner, request.kind, request.lease_ms])
 
 
-def parse_try(request: Request, reply: Any) -> Tuple[bool, int]:
+def parse_try(request: Request, reply: Any) -> tuple[bool, int]:
     """(granted, n): when granted, n is the hold count or permits (0 when the script does not
     say: the exclusive lock's); else how many ms to wait at most before trying again (-1: the
     key has no expiry). A semaphore of another capacity is a ValueError with the module's

@@ -1,43 +1,32 @@
 """The synchronous API: a Client, its locks, and the watchdog thread.
 
-A thin shell: the logic is :mod:`._core`'s flows, run here with blocking calls (``_run`` and
-``_do``: the one place a request reaches a connection).
+A thin shell: the logic is :mod:`._client`'s flows, run here with blocking calls (``_run`` and
+``_do``: the one place a request reaches a connection), and the watchdog's thread.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import threading
 import time
-from typing import Any, List, Optional, Set, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 import redis
 import redis.cluster
-import redis.exceptions as rexc
-from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from ._core import DEFAULT_RESPONSE_TIMEOUT, Backend, check_client
-from ._common import (
-    AcquirableBase,
-    BoundedBase,
-    ClientBase,
-    DogConnectionBase,
-    HeldBase,
-    ReadWriteLockBase,
-    renamed_timeout,
-)
+from . import _effects as fx
+from . import _shell
+from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import ClusterShell
-from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe)
+from ._drive import drive, run_steps
 from ._holds import LostBase
-from ._pools import open_pools
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
-from .errors import ClientClosedError, DlockError, NotHeldError
+from .errors import DlockError
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 _thread_numbers = threading.local()
 _next_number = itertools.count(1)
@@ -52,7 +41,7 @@ class Lost(LostBase):
     def __init__(self) -> None:
         super().__init__(threading.Event())
 
-    def wait(self, timeout: Optional[float] = None) -> bool:
+    def wait(self, timeout: float | None = None) -> bool:
         end = None if timeout is None else time.monotonic() + timeout
         while not self.is_set():
             waits = [w for w in (self._time_left(),
@@ -64,109 +53,79 @@ class Lost(LostBase):
         return True
 
 
-class Held(HeldBase):
+class _Scoped(_shell.ScopedBase[E]):
+    """``with``: entering and leaving run the object's flows (see :mod:`._shell`)."""
+
+    _client: Client
+
+    def __enter__(self) -> E:
+        return self._client._run(self._enter_flow())
+
+    def __exit__(self, *exc: object) -> None:
+        self._client._run(self._exit_flow())
+
+
+class Held(_shell.HeldBase, _Scoped["Held"]):
     """A hold the server granted: released with :meth:`release` or by leaving a ``with``.
     ``lost`` (a :class:`Lost`, with :class:`threading.Event`'s ``is_set()`` and ``wait()``)
     says whether the hold is lost, checked against the clock when asked."""
 
-    def __init__(self, client: "Client", request: Request, owner: str, count: int,
-                 token: Optional[int]) -> None:
-        super().__init__(request, owner, count, token)
-        self._client = client
-        self.lost = Lost()
-
+    _lost = Lost
     lost: Lost
+    _client: Client
 
     def release(self) -> bool:
         """True when this released the owner's last hold (or these permits were its last);
         False when the owner still holds the key (reentered). Raises
         :class:`~dlock_client.NotHeldError` when the hold is no longer held (released
         already, or lost), as redis-py's ``Lock.release()`` raises ``LockNotOwnedError``."""
-        client = self._client
-        client._check_open()
-        if self._released:
-            raise self._not_held(client.server)
-        try:
-            released = client._run(client._core.release(self, self._request))
-        except NotHeldError:
-            self._released = True
-            raise
-        self._released = True
-        return released
+        return self._client._run(self._client._core.release(self))
 
     def renew(self) -> bool:
         """Sets the lease again now (the watchdog does it by itself): True;
         :class:`~dlock_client.NotHeldError` when the hold is no longer held (lost or
         released), as :meth:`release`."""
-        self._client._check_open()
-        if self._released:
-            raise self._not_held(self._client.server)
         return self._client._run(self._client._core.renew(self))
 
-    def __enter__(self) -> "Held":
+    def __enter__(self) -> Held:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
-
-class Bounded(BoundedBase):
+class Bounded(_shell.BoundedBase, _Scoped[Held]):
     """``with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
-    _client: "Client"
-    _held: Optional[Held] = None
 
-    def __enter__(self) -> Held:
-        held = self._client._acquire(self._request, self._timeout)
-        if held is None:
-            raise self._not_granted()
-        self._held = held
-        return held
-
-    def __exit__(self, *exc: object) -> None:
-        if self._held is not None:
-            self._held.release()
-
-
-class Acquirable(AcquirableBase):
+class Acquirable(_shell.AcquirableBase, _Scoped[Held]):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
-    _client: "Client"
+    _client: Client
 
-    def __init__(self, client: "Client", request: Request) -> None:
+    def __init__(self, client: Client, request: Request) -> None:
         super().__init__(client, request)
         self._entered = threading.local()
 
     @overload
-    def acquire(self, timeout: None = None, *, cancel: Optional[CancelLike] = None) -> Held: ...
+    def acquire(self, timeout: None = None, *, cancel: CancelLike | None = None) -> Held: ...
 
     @overload
-    def acquire(self, timeout: Optional[float], *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]: ...
+    def acquire(self, timeout: float | None, *,
+                cancel: CancelLike | None = None) -> Held | None: ...
 
-    def acquire(self, timeout: Optional[float] = None, *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]:
+    def acquire(self, timeout: float | None = None, *,
+                cancel: CancelLike | None = None) -> Held | None:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out. `cancel`: a
         :class:`threading.Event`; setting it (from any thread) ends the wait with
         :class:`~dlock_client.AcquireCancelledError`, leaving nothing held or queued."""
         return self._client._acquire(self._request, check_timeout(timeout), cancel)
 
-    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+    def __call__(self, timeout: float | None = None) -> Bounded:
         """``with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
         return Bounded(self, timeout, 1)
 
-    def __enter__(self) -> Held:
-        held = self.acquire(None)
-        self._stack().append(held)
-        return held
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack().pop().release()
-
-    def _stack(self) -> List[Held]:
-        stack: Optional[List[Held]] = getattr(self._entered, "stack", None)
+    def _stack(self) -> list[Held]:
+        stack: list[Held] | None = getattr(self._entered, "stack", None)
         if stack is None:
             stack = self._entered.stack = []
         return stack
@@ -176,7 +135,7 @@ class Lock(Acquirable):
     """An exclusive, reentrant lock (per thread). ``client.lock(name)``."""
 
 
-class ReadWriteLock(ReadWriteLockBase[Acquirable]):
+class ReadWriteLock(_shell.ReadWriteLockBase[Acquirable]):
     """``client.rwlock(name)``: ``.read()`` and ``.write()`` are acquired like a Lock."""
 
     _side = Acquirable
@@ -187,42 +146,30 @@ class Semaphore(Acquirable):
 
     @overload
     def acquire(self, timeout: None = None, count: int = 1, *,
-                cancel: Optional[CancelLike] = None) -> Held: ...
+                cancel: CancelLike | None = None) -> Held: ...
 
     @overload
-    def acquire(self, timeout: Optional[float], count: int = 1, *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]: ...
+    def acquire(self, timeout: float | None, count: int = 1, *,
+                cancel: CancelLike | None = None) -> Held | None: ...
 
-    def acquire(self, timeout: Optional[float] = None, count: int = 1, *,
-                cancel: Optional[CancelLike] = None) -> Optional[Held]:
+    def acquire(self, timeout: float | None = None, count: int = 1, *,
+                cancel: CancelLike | None = None) -> Held | None:
         """`count` permits (see :meth:`Acquirable.acquire`)."""
         return self._client._acquire(self._request.with_count(count), check_timeout(timeout),
                                      cancel)
 
-    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+    def __call__(self, timeout: float | None = None, count: int = 1) -> Bounded:
         return Bounded(self, timeout, count)
 
 
-class _DogConnection(DogConnectionBase):
+class _DogConnection(_shell.DogConnectionBase):
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
         self._lock = threading.Lock()
 
-    def pipe(self, commands: List[List[Any]]) -> Replies:
+    def pipe(self, commands: list[list[Any]]) -> fx.Replies:
         with self._lock:
-            conn = self._connection()
-            try:
-                conn.send_packed_command(conn.pack_commands(commands))
-                values: List[Any] = []
-                for _ in commands:
-                    try:
-                        values.append(conn.read_response())
-                    except rexc.ResponseError as error:
-                        values.append(error)
-            except BaseException:
-                conn.disconnect()
-                raise
-            return self._replies(values)
+            return run_steps(self._exchange(commands))
 
     def close(self) -> None:
         """Closes the connection, also under a renewal reading on it (which then fails)."""
@@ -230,41 +177,35 @@ class _DogConnection(DogConnectionBase):
             self._conn.disconnect()
 
 
-class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
     grace in seconds for a crashed process's holds; ``response_timeout``: how long the server
     may take to answer, default 5 s; ``backend``: ``"auto"``, ``"native"`` or ``"script"``;
-    all explained in ``dlock_client._common.ClientBase``). ``command_timeout`` is the former
+    all explained in ``dlock_client._shell.ClientBase``). ``command_timeout`` is the former
     name of ``response_timeout``."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
-    def __init__(self, redis_client: "redis.Redis | redis.cluster.RedisCluster", *,
-                 bind: Optional[float] = MODULE_BIND_MS / 1000,
+    _redis, _redis_cluster, _retry = redis.Redis, redis.cluster.RedisCluster, Retry
+    _cluster_shell, _dog_connection = ClusterShell, _DogConnection
+    _cluster: ClusterShell | None
+    _dog_conn: _DogConnection
+
+    def __init__(self, redis_client: redis.Redis | redis.cluster.RedisCluster, *,
+                 bind: float | None = MODULE_BIND_MS / 1000,
                  response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
-                 backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
-        response_timeout = renamed_timeout(response_timeout, command_timeout)
-        check_client(bind, response_timeout, backend)  # before anything is opened
-        retry = Retry(NoBackoff(), 0)
-        self._cluster: Optional[ClusterShell] = None
-        if isinstance(redis_client, redis.cluster.RedisCluster):
-            self._cluster = ClusterShell(redis_client, retry, response_timeout, _DogConnection)
-        super().__init__(
-            open_pools(redis_client, redis.Redis, retry, response_timeout)
-            if self._cluster is None else self._cluster.nodes.pools(), bind, backend,
-            response_timeout)
-        self._core.cluster = self._cluster is not None
-        self._dog: Optional[threading.Thread] = None
+                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
+        super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
+        self._dog: threading.Thread | None = None
         self._dog_wake = threading.Event()
         self._dog_lock = threading.Lock()
-        self._dog_conn = _DogConnection(self._dog_pool)
         # Flows in flight (close waits for them) and open subscriptions (close ends them).
         self._state = threading.Condition()
         self._running = 0
-        self._pubsubs: Set[Any] = set()
+        self._pubsubs: set[Any] = set()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "Client":
+    def from_url(cls, url: str, **kwargs: Any) -> Client:
         """``Client.from_url("redis://127.0.0.1:6379/0")``; keyword arguments go to Client."""
         return cls(redis.Redis.from_url(url), **kwargs)
 
@@ -274,7 +215,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         """This thread's owner id: ``<128-bit random id of the client>:<n>``, where n numbers
         the threads of the process (a thread's id, unlike ``threading.get_ident()``, is never
         reused by a later thread, which must not inherit a finished thread's holds)."""
-        n: Optional[int] = getattr(_thread_numbers, "n", None)
+        n: int | None = getattr(_thread_numbers, "n", None)
         if n is None:
             n = _thread_numbers.n = next(_next_number)
         return f"{self._prefix}:{n}"
@@ -282,17 +223,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     def native_backend(self) -> bool:
         """True when the dlock module serves this client, False for the script backend (asks
         the server the first time, with ``backend="auto"``)."""
-        self._check_open()
-        return self._run(self._core.translating(self._core.detect()))
+        return self._run(self._core.is_native())
 
-    def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
+    def waiters(self, name: str, count: int | None = None) -> list[Waiter]:
         """``DLOCK.WAITERS``: who waits on `name`, in FIFO order (native backend)."""
-        self._check_open()
         return self._run(self._core.waiters(name, count))
 
     def info(self, name: str) -> LockInfo:
         """``DLOCK.INFO``: kind, holders, waiters, last fencing token (native backend)."""
-        self._check_open()
         return self._run(self._core.info(name))
 
     def close(self) -> None:
@@ -329,7 +267,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         for pool in (self._waits.connection_pool, self._cmds.connection_pool, self._dog_pool):
             pool.disconnect()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -337,16 +275,12 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     # -- the shell: running flows -----------------------------------------------------
 
-    def _acquire(self, request: Request, timeout: Optional[float],
-                 cancel: Optional[CancelLike] = None) -> Optional[Held]:
-        self._check_open()
-        held = self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
+    def _acquire(self, request: Request, timeout: float | None,
+                 cancel: CancelLike | None = None) -> Held | None:
+        return self._run(self._core.acquire(request, self.owner(), timeout, self._make_held),
                          cancel)
-        if held is not None:
-            self._start_watchdog(self._core.wake_for(held))
-        return held
 
-    def _run(self, flow: Flow[T], cancel: Optional[CancelLike] = None) -> T:
+    def _run(self, flow: fx.Flow[T], cancel: CancelLike | None = None) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
         that fails because the client closed meanwhile raises ``ClientClosedError``."""
         with self._state:
@@ -357,43 +291,30 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         interrupt = Interrupt(cancel, self._check_open, self.server)
         calm = Interrupt(None, self._check_open, self.server)  # a clean-up is not cancelled
         try:
-            op = next(flow)
-            while True:
-                try:
-                    result = self._do(op, calm if getattr(op, "cleanup", False) else interrupt)
-                except BaseException as error:
-                    op = flow.throw(error)
-                else:
-                    op = flow.send(result)
-        except StopIteration as stop:
-            value: T = stop.value
-            return value
-        except Exception as error:
-            if self._closed and not isinstance(error, ClientClosedError):
-                raise self._closed_error() from error
-            raise
+            return drive(self._driver(flow), lambda op: self._do(
+                op, calm if getattr(op, "cleanup", False) else interrupt))
         finally:
             with self._state:
                 self._running -= 1
                 self._state.notify_all()
 
-    def _do(self, op: Op, interrupt: Interrupt) -> Any:
+    def _do(self, op: fx.Op, interrupt: Interrupt) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
+        if isinstance(op, fx.Unsubscribe):  # also once closed: it closes a connection
             self._unsubscribe(op.handle)
             return None
         interrupt.check()
-        if self._cluster is not None and isinstance(op, (Call, Pipe, Refresh)):
+        if self._cluster is not None and isinstance(op, (fx.Call, fx.Pipe, fx.Refresh)):
             return self._cluster.do(op, interrupt)
-        if isinstance(op, Refresh):
+        if isinstance(op, fx.Refresh):
             return None
-        if isinstance(op, Call):
-            if op.role is Role.WAIT:
+        if isinstance(op, fx.Call):
+            if op.role is fx.Role.WAIT:
                 return wait_call(self._waits, op.args, op.reply_within, interrupt)
             return self._cmds.execute_command(*op.args)
-        if isinstance(op, Pipe):
+        if isinstance(op, fx.Pipe):
             return self._dog_conn.pipe([list(c) for c in op.commands])
-        if isinstance(op, Subscribe):
+        if isinstance(op, fx.Subscribe):
             # On a cluster, on the node serving the key (a PUBLISH reaches every node).
             waits = self._waits if self._cluster is None else self._cluster.waits_for(op.key)
             ps = waits.pubsub()
@@ -405,9 +326,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._unsubscribe(ps)
                 raise
             return ps
-        if isinstance(op, Listen):
+        if isinstance(op, fx.Listen):
             return listen(op.handle, op.timeout, interrupt)
-        if isinstance(op, Sleep):
+        if isinstance(op, fx.Sleep):
             sleep(op.seconds, interrupt)
             return None
         raise TypeError(op)
@@ -431,18 +352,15 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 self._dog.start()
 
     def _watch(self) -> None:
-        core = self._core
+        dog = self._core.watchdog
         while not self._closed:
-            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-            now = time.monotonic()
-            wake = core.next_wake(now)
-            core.dog_sleeps_until = math.inf if wake is None else now + wake
-            self._dog_wake.wait(timeout=wake)
+            self._dog_wake.wait(timeout=dog.doze())
             self._dog_wake.clear()
             if self._closed:
                 break
             try:
-                self._run(core.watch_round())
+                self._run(dog.round())
             except DlockError:
                 break  # closed meanwhile
+
 

@@ -10,7 +10,8 @@ response time-out (then the connection is closed, which drops the waiter, and re
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import redis.exceptions as rexc
 
@@ -30,7 +31,7 @@ class CancelLike(Protocol):
 class Interrupt:
     """What ends a wait early: its cancel event, or the client closing (`stop`)."""
 
-    def __init__(self, cancel: Optional[CancelLike], stop: Callable[[], None],
+    def __init__(self, cancel: CancelLike | None, stop: Callable[[], None],
                  server: str) -> None:
         self.cancel = cancel
         self.stop = stop  # raises when the client closed
@@ -51,7 +52,7 @@ def checkout(pool: Any) -> Any:
         return pool.get_connection("DLOCK")
 
 
-def wait_call(client: Any, args: Sequence[Any], within: Optional[float],
+def wait_call(client: Any, args: Sequence[Any], within: float | None,
               interrupt: Interrupt) -> Any:
     """Sends `args` on a connection of `client`'s pool and waits for the reply at most
     `within` seconds (None: without limit); the connection is closed when the wait ends
@@ -72,7 +73,7 @@ def wait_call(client: Any, args: Sequence[Any], within: Optional[float],
         pool.release(conn)
 
 
-def _ready(conn: Any, within: Optional[float], interrupt: Interrupt) -> None:
+def _ready(conn: Any, within: float | None, interrupt: Interrupt) -> None:
     end = None if within is None else time.monotonic() + within
     while True:
         interrupt.check()
@@ -83,7 +84,7 @@ def _ready(conn: Any, within: Optional[float], interrupt: Interrupt) -> None:
             return
 
 
-def _step(left: Optional[float], interrupt: Interrupt) -> Optional[float]:
+def _step(left: float | None, interrupt: Interrupt) -> float | None:
     """How long to block at once: in slices where there is a cancel event to look at, else
     the time left (None: until an answer; close disconnects the connection, which ends it)."""
     if interrupt.cancel is None:
@@ -91,7 +92,7 @@ def _step(left: Optional[float], interrupt: Interrupt) -> Optional[float]:
     return SLICE if left is None else min(left, SLICE)
 
 
-def listen(handle: Any, timeout: Optional[float], interrupt: Interrupt) -> Any:
+def listen(handle: Any, timeout: float | None, interrupt: Interrupt) -> Any:
     """The next pub/sub message within `timeout` seconds (None: without limit), or None."""
     end = None if timeout is None else time.monotonic() + timeout
     while True:

@@ -16,8 +16,8 @@ context variable): ``asyncio.wait_for(lock.acquire(), 5)`` and ``asyncio.timeout
 caller's owner, though ``wait_for`` runs the coroutine in a task of its own on Python < 3.12.
 Two tasks exclude each other, a task re-entering its own lock counts up.
 
-A thin shell: the logic is :mod:`._core`'s flows, awaited here (``_run`` and ``_do``: the one
-place a request reaches a connection).
+A thin shell: the logic is :mod:`._client`'s flows, awaited here (``_run`` and ``_do``: the one
+place a request reaches a connection), and the watchdog's task.
 """
 
 from __future__ import annotations
@@ -25,45 +25,33 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import itertools
-import math
-import time
 import weakref
-from typing import Any, Awaitable, Coroutine, List, Optional, Set, Tuple, TypeVar, overload
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar, overload
 
 import redis.asyncio as aredis
-import redis.asyncio.cluster
 import redis.exceptions as rexc
 from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 
-from ._core import DEFAULT_RESPONSE_TIMEOUT, Backend, check_client
-from ._common import (
-    AcquirableBase,
-    BoundedBase,
-    ClientBase,
-    DogConnectionBase,
-    HeldBase,
-    ReadWriteLockBase,
-    renamed_timeout,
-)
+from . import _effects as fx
+from . import _shell
+from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import AsyncClusterShell
-from ._effects import (Call, Flow, Listen, Op, Pipe, Refresh, Replies, Role, Sleep,
-                       Subscribe, Unsubscribe)
+from ._drive import adrive, arun_steps
 from ._holds import LostBase
-from ._pools import open_pools
 from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
-from .errors import ClientClosedError, NotHeldError
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
 
 T = TypeVar("T")
+E = TypeVar("E")
 
 _task_numbers = itertools.count(1)
 #: The owner number of the task whose context this is: (the task, its number). A task created
 #: from another copies its context, so the task is kept too: a copy in another task is not
 #: that task's owner.
-_owner_number: "contextvars.ContextVar[Optional[Tuple[weakref.ref[asyncio.Task[Any]], int]]]" = (
+_owner_number: contextvars.ContextVar[tuple[weakref.ref[asyncio.Task[Any]], int] | None] = (
     contextvars.ContextVar("dlock_owner_number", default=None))
 
 
@@ -85,85 +73,64 @@ class Lost(LostBase):
         return True
 
 
-class Held(HeldBase):
+class _Scoped(_shell.ScopedBase[E]):
+    """``async with``: entering and leaving run the object's flows (see :mod:`._shell`)."""
+
+    _client: Client
+
+    async def __aenter__(self) -> E:
+        return await self._client._run(self._enter_flow())
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client._run(self._exit_flow())
+
+
+class Held(_shell.HeldBase, _Scoped["Held"]):
     """A hold the server granted; ``lost`` is a :class:`Lost` (``is_set()``, ``await
     wait()``). See :class:`dlock_client.Held`."""
 
-    def __init__(self, client: "Client", request: Request, owner: str, count: int,
-                 token: Optional[int]) -> None:
-        super().__init__(request, owner, count, token)
-        self._client = client
-        self.lost = Lost()
-
+    _lost = Lost
     lost: Lost
+    _client: Client
 
     async def release(self) -> bool:
         """True when this released the owner's last hold; False when it still holds the key
         (reentered); :class:`~dlock_client.NotHeldError` when it is no longer held (released
         already, or lost). See :meth:`dlock_client.Held.release`."""
-        client = self._client
-        client._check_open()
-        if self._released:
-            raise self._not_held(client.server)
-        try:
-            released = await client._run(client._core.release(self, self._request))
-        except NotHeldError:
-            self._released = True
-            raise
-        self._released = True
-        return released
+        return await self._client._run(self._client._core.release(self))
 
     async def renew(self) -> bool:
         """Sets the lease again now: True; :class:`~dlock_client.NotHeldError` when the hold
         is no longer held (lost or released)."""
-        self._client._check_open()
-        if self._released:
-            raise self._not_held(self._client.server)
         return await self._client._run(self._client._core.renew(self))
 
-    async def __aenter__(self) -> "Held":
+    async def __aenter__(self) -> Held:
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.release()
 
-
-class Bounded(BoundedBase):
+class Bounded(_shell.BoundedBase, _Scoped[Held]):
     """``async with lock(timeout=5.0) as held:``: waits up to `timeout` seconds, raises
     :class:`~dlock_client.AcquireTimeoutError` when not granted, releases on exit."""
 
-    _client: "Client"
-    _held: Optional[Held] = None
 
-    async def __aenter__(self) -> Held:
-        held = await self._client._acquire(self._request, self._timeout,
-                                           self._client._caller_owner())
-        if held is None:
-            raise self._not_granted()
-        self._held = held
-        return held
+class Acquirable(_shell.AcquirableBase, _Scoped[Held]):
+    """See :class:`dlock_client.Acquirable`; owners are tasks."""
 
-    async def __aexit__(self, *exc: object) -> None:
-        if self._held is not None:
-            await self._held.release()
+    _client: Client
 
-
-class Acquirable(AcquirableBase):
-    _client: "Client"
-
-    def __init__(self, client: "Client", request: Request) -> None:
+    def __init__(self, client: Client, request: Request) -> None:
         super().__init__(client, request)
-        self._entered: "weakref.WeakKeyDictionary[asyncio.Task[Any], List[Held]]" = (
+        self._entered: weakref.WeakKeyDictionary[asyncio.Task[Any], list[Held]] = (
             weakref.WeakKeyDictionary())
 
     @overload
     def acquire(self, timeout: None = None) -> Coroutine[Any, Any, Held]: ...
 
     @overload
-    def acquire(self, timeout: Optional[float]) -> Coroutine[Any, Any, Optional[Held]]: ...
+    def acquire(self, timeout: float | None) -> Coroutine[Any, Any, Held | None]: ...
 
-    def acquire(self, timeout: Optional[float] = None
-                ) -> Coroutine[Any, Any, Optional[Held]]:
+    def acquire(self, timeout: float | None = None
+                ) -> Coroutine[Any, Any, Held | None]:
         """Wait in the server's FIFO queue: without limit (None), not at all (0), or up to
         `timeout` seconds. The hold, or None when the time ran out. The owner is the task
         that calls this (not the one that awaits it). Cancelling the call leaves nothing held
@@ -171,19 +138,11 @@ class Acquirable(AcquirableBase):
         return self._client._acquire(self._request, check_timeout(timeout),
                                      self._client._caller_owner())
 
-    def __call__(self, timeout: Optional[float] = None) -> Bounded:
+    def __call__(self, timeout: float | None = None) -> Bounded:
         """``async with lock(timeout=5.0) as held:`` (see :class:`Bounded`)."""
         return Bounded(self, timeout, 1)
 
-    async def __aenter__(self) -> Held:
-        held = await self.acquire(None)
-        self._stack().append(held)
-        return held
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._stack().pop().release()
-
-    def _stack(self) -> List[Held]:
+    def _stack(self) -> list[Held]:
         task = asyncio.current_task()
         assert task is not None
         return self._entered.setdefault(task, [])
@@ -193,7 +152,7 @@ class Lock(Acquirable):
     """An exclusive lock, reentrant per task."""
 
 
-class ReadWriteLock(ReadWriteLockBase[Acquirable]):
+class ReadWriteLock(_shell.ReadWriteLockBase[Acquirable]):
     _side = Acquirable
 
 
@@ -202,76 +161,57 @@ class Semaphore(Acquirable):
     def acquire(self, timeout: None = None, count: int = 1) -> Coroutine[Any, Any, Held]: ...
 
     @overload
-    def acquire(self, timeout: Optional[float], count: int = 1
-                ) -> Coroutine[Any, Any, Optional[Held]]: ...
+    def acquire(self, timeout: float | None, count: int = 1
+                ) -> Coroutine[Any, Any, Held | None]: ...
 
-    def acquire(self, timeout: Optional[float] = None, count: int = 1
-                ) -> Coroutine[Any, Any, Optional[Held]]:
+    def acquire(self, timeout: float | None = None, count: int = 1
+                ) -> Coroutine[Any, Any, Held | None]:
         return self._client._acquire(self._request.with_count(count), check_timeout(timeout),
                                      self._client._caller_owner())
 
-    def __call__(self, timeout: Optional[float] = None, count: int = 1) -> Bounded:
+    def __call__(self, timeout: float | None = None, count: int = 1) -> Bounded:
         return Bounded(self, timeout, count)
 
 
-class _DogConnection(DogConnectionBase):
+class _DogConnection(_shell.DogConnectionBase):
     def __init__(self, pool: Any) -> None:
         super().__init__(pool)
-        self._lock: Optional[asyncio.Lock] = None  # made on the loop that uses it
+        self._lock: asyncio.Lock | None = None  # made on the loop that uses it
 
-    async def pipe(self, commands: List[List[Any]]) -> Replies:
+    async def pipe(self, commands: list[list[Any]]) -> fx.Replies:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:
-            conn = self._connection()
-            try:
-                await conn.send_packed_command(conn.pack_commands(commands))
-                values: List[Any] = []
-                for _ in commands:
-                    try:
-                        values.append(await conn.read_response())
-                    except rexc.ResponseError as error:
-                        values.append(error)
-            except BaseException:
-                await conn.disconnect()
-                raise
-            return self._replies(values)
+            return await arun_steps(self._exchange(commands))
 
     async def close(self) -> None:
         if self._conn is not None:
             await self._conn.disconnect()
 
 
-class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
-    def __init__(self, redis_client: "aredis.Redis | aredis.cluster.RedisCluster", *,
-                 bind: Optional[float] = MODULE_BIND_MS / 1000,
+    _redis, _redis_cluster, _retry = aredis.Redis, aredis.cluster.RedisCluster, Retry
+    _cluster_shell, _dog_connection = AsyncClusterShell, _DogConnection
+    _cluster: AsyncClusterShell | None
+    _dog_conn: _DogConnection
+
+    def __init__(self, redis_client: aredis.Redis | aredis.cluster.RedisCluster, *,
+                 bind: float | None = MODULE_BIND_MS / 1000,
                  response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
-                 backend: Backend = "auto", command_timeout: Optional[float] = None) -> None:
-        response_timeout = renamed_timeout(response_timeout, command_timeout)
-        check_client(bind, response_timeout, backend)  # before anything is opened
-        retry = Retry(NoBackoff(), 0)
-        self._cluster: Optional[AsyncClusterShell] = None
-        if isinstance(redis_client, aredis.cluster.RedisCluster):
-            self._cluster = AsyncClusterShell(redis_client, retry, response_timeout,
-                                              _DogConnection)
-        super().__init__(
-            open_pools(redis_client, aredis.Redis, retry, response_timeout)
-            if self._cluster is None else self._cluster.nodes.pools(), bind, backend,
-            response_timeout)
-        self._core.cluster = self._cluster is not None
-        self._dog: Optional["asyncio.Task[None]"] = None
+                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
+        super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
+        self._dog: asyncio.Task[None] | None = None
         self._dog_wake = asyncio.Event()
-        self._dog_conn = _DogConnection(self._dog_pool)
         # I/O in flight (aclose cancels it) and open subscriptions (aclose ends them).
-        self._inflight: "Set[asyncio.Future[Any]]" = set()
-        self._pubsubs: Set[Any] = set()
+        self._inflight: set[asyncio.Future[Any]] = set()
+        self._pubsubs: set[Any] = set()
 
     @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> "Client":
+    def from_url(cls, url: str, **kwargs: Any) -> Client:
         return cls(aredis.Redis.from_url(url), **kwargs)
 
     def owner(self) -> str:
@@ -287,7 +227,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
             _owner_number.set((weakref.ref(task), n))
         return f"{self._prefix}:task-{n}"
 
-    def _caller_owner(self) -> Optional[str]:
+    def _caller_owner(self) -> str | None:
         """The owner of the task calling now; None outside a task (found when awaited)."""
         try:
             return self.owner()
@@ -296,15 +236,12 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     async def native_backend(self) -> bool:
         """See :meth:`dlock_client.Client.native_backend`."""
-        self._check_open()
-        return await self._run(self._core.translating(self._core.detect()))
+        return await self._run(self._core.is_native())
 
-    async def waiters(self, name: str, count: Optional[int] = None) -> List[Waiter]:
-        self._check_open()
+    async def waiters(self, name: str, count: int | None = None) -> list[Waiter]:
         return await self._run(self._core.waiters(name, count))
 
     async def info(self, name: str) -> LockInfo:
-        self._check_open()
         return await self._run(self._core.info(name))
 
     async def aclose(self) -> None:
@@ -337,7 +274,7 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     close = aclose
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -345,57 +282,38 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
 
     # -- the shell: running flows -----------------------------------------------------
 
-    async def _acquire(self, request: Request, timeout: Optional[float],
-                       owner: Optional[str]) -> Optional[Held]:
-        self._check_open()
-        held = await self._run(self._core.acquire(
+    async def _acquire(self, request: Request, timeout: float | None,
+                       owner: str | None) -> Held | None:
+        return await self._run(self._core.acquire(
             request, owner if owner is not None else self.owner(), timeout, self._make_held))
-        if held is not None:
-            self._start_watchdog(self._core.wake_for(held))
-        return held
 
-    async def _run(self, flow: Flow[T]) -> T:
+    async def _run(self, flow: fx.Flow[T]) -> T:
         """Runs a flow of the core: each request it yields is served by :meth:`_do`. A flow
         that fails because the client closed meanwhile raises ``ClientClosedError``."""
         if self._closed:
             flow.close()
             raise self._closed_error()
-        try:
-            op = next(flow)
-            while True:
-                try:
-                    result = await self._do(op)
-                except BaseException as error:
-                    op = flow.throw(error)
-                else:
-                    op = flow.send(result)
-        except StopIteration as stop:
-            value: T = stop.value
-            return value
-        except Exception as error:
-            if self._closed and not isinstance(error, ClientClosedError):
-                raise self._closed_error() from error
-            raise
+        return await adrive(self._driver(flow), self._do)
 
-    async def _do(self, op: Op) -> Any:
+    async def _do(self, op: fx.Op) -> Any:
         """Where a request reaches a connection (a cluster client routes here by ``op.key``)."""
-        if isinstance(op, Unsubscribe):  # also once closed: it closes a connection
+        if isinstance(op, fx.Unsubscribe):  # also once closed: it closes a connection
             await self._unsubscribe(op.handle)
             return None
         self._check_open()
         # Short commands answer within the response time-out by themselves (and fail at once
         # when aclose disconnects their connection); what waits longer is a task of its own.
-        if isinstance(op, Call):
-            if op.role is Role.WAIT or op.cleanup:
+        if isinstance(op, fx.Call):
+            if op.role is fx.Role.WAIT or op.cleanup:
                 return await self._io(self._call(op), op.reply_within, op.cleanup)
             return await self._call(op)
-        if self._cluster is not None and isinstance(op, (Pipe, Refresh)):
+        if self._cluster is not None and isinstance(op, (fx.Pipe, fx.Refresh)):
             return await self._cluster.do(op)
-        if isinstance(op, Refresh):
+        if isinstance(op, fx.Refresh):
             return None
-        if isinstance(op, Pipe):
+        if isinstance(op, fx.Pipe):
             return await self._dog_conn.pipe([list(c) for c in op.commands])
-        if isinstance(op, Subscribe):
+        if isinstance(op, fx.Subscribe):
             # On a cluster, on the node serving the key (a PUBLISH reaches every node).
             waits = (self._waits if self._cluster is None
                      else await self._cluster.waits_for(op.key))
@@ -407,9 +325,9 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 await self._unsubscribe(ps)
                 raise
             return ps
-        if isinstance(op, Listen):
+        if isinstance(op, fx.Listen):
             return await self._io(op.handle.get_message(timeout=op.timeout))
-        if isinstance(op, Sleep):
+        if isinstance(op, fx.Sleep):
             return await self._io(asyncio.sleep(op.seconds), cleanup=op.cleanup)
         raise TypeError(op)
 
@@ -417,14 +335,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
         self._pubsubs.discard(ps)
         await _uninterrupted(ps.aclose())
 
-    def _call(self, op: Call) -> Awaitable[Any]:
+    def _call(self, op: fx.Call) -> Awaitable[Any]:
         if self._cluster is not None:
             return self._cluster.do(op)
-        conn = self._waits if op.role is Role.WAIT else self._cmds
+        conn = self._waits if op.role is fx.Role.WAIT else self._cmds
         sent: Awaitable[Any] = conn.execute_command(*op.args)
         return sent
 
-    async def _io(self, aw: Awaitable[Any], within: Optional[float] = None,
+    async def _io(self, aw: Awaitable[Any], within: float | None = None,
                   cleanup: bool = False) -> Any:
         """Awaits one request's I/O that may wait long (a WAIT, a subscription, a sleep) as a
         task :meth:`aclose` can cancel; at most `within`
@@ -459,18 +377,14 @@ class Client(ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
                 asyncio.get_running_loop().create_task, self._watch())
 
     async def _watch(self) -> None:
-        core = self._core
+        dog = self._core.watchdog
         while True:
-            core.dog_sleeps_until = -math.inf  # an acquire meanwhile wakes it
-            now = time.monotonic()
-            wake = core.next_wake(now)
-            core.dog_sleeps_until = math.inf if wake is None else now + wake
             try:
-                await asyncio.wait_for(self._dog_wake.wait(), timeout=wake)
+                await asyncio.wait_for(self._dog_wake.wait(), timeout=dog.doze())
             except asyncio.TimeoutError:
                 pass
             self._dog_wake.clear()
-            await self._run(core.watch_round())
+            await self._run(dog.round())
 
 
 def _cancelling() -> bool:

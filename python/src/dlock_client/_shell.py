@@ -1,25 +1,43 @@
-"""What the sync and asyncio APIs share, apart from I/O (sync calls or awaited ones) and the
-kind of their events: a hold's fields, a read-write lock's two sides, the client's state and
-its factories. The logic itself is in :mod:`._core`."""
+"""What the two shells (the sync API, ``_sync.py``, and the asyncio API, ``asyncio.py``)
+share, apart from I/O (sync calls or awaited ones) and the kind of their events: the public
+objects' bases (a hold's fields, a lock's and a read-write lock's sides, the client's state,
+connections and factories), the flows ``with`` blocks run, and the watchdog connection's
+pipeline. The logic itself is in :mod:`._client`."""
 
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Generic, List, Optional, TypeVar
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar
 
-from ._core import Backend, Core, not_held
-from ._effects import Replies, Role
+import redis.exceptions as rexc
+from redis.backoff import NoBackoff
+
+from ._client import Backend, ClientCore, check_client, not_held
+from ._drive import Driver
+from ._effects import Flow, Replies, Role
 from ._holds import LostBase
-from ._pools import Pools
-from ._protocol import (Kind, Request, check_timeout, lock_request, rwlock_request,
-                        semaphore_request)
+from ._pools import open_pools
+from ._protocol import Kind, Request, check_timeout, lock_request, rwlock_request, semaphore_request
 from .errors import AcquireTimeoutError, ClientClosedError, NotHeldError
 
+T = TypeVar("T")
+E = TypeVar("E")
 A = TypeVar("A")
 L = TypeVar("L")
 RW = TypeVar("RW")
 S = TypeVar("S")
 H = TypeVar("H", bound="HeldBase")
+
+
+class ScopedBase(Generic[E]):
+    """What ``with`` runs on entering and leaving (each shell's ``_Scoped`` runs the flows)."""
+
+    def _enter_flow(self) -> Flow[E]:
+        raise NotImplementedError
+
+    def _exit_flow(self) -> Flow[Any]:
+        raise NotImplementedError
 
 
 class HeldBase:
@@ -28,8 +46,12 @@ class HeldBase:
     ``lost``: whether it is lost, read against the clock when asked (see the subclasses)."""
 
     lost: LostBase
+    _lost: Callable[[], LostBase]  # the shell's kind of ``lost``
 
-    def __init__(self, request: Request, owner: str, count: int, token: Optional[int]) -> None:
+    def __init__(self, client: Any, request: Request, owner: str, count: int,
+                 token: int | None) -> None:
+        self._client = client
+        self.lost = self._lost()
         self._request = request
         self.key = request.key
         self.kind: Kind = request.kind
@@ -45,6 +67,11 @@ class HeldBase:
 
     def _not_held(self, server: str) -> NotHeldError:
         return not_held(self, server)
+
+    def _exit_flow(self) -> Flow[Any]:
+        """Leaving ``with held:``: the release."""
+        flow: Flow[Any] = self._client._core.release(self)
+        return flow
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.kind} {self.key!r} owner={self.owner!r} "
@@ -81,21 +108,41 @@ class ClientBase(Generic[L, RW, S, H]):
     :class:`~dlock_client.ConfigError` before anything is opened.
     """
 
-    _held: Callable[[Any, Request, str, int, Optional[int]], H]
+    _held: Callable[[Any, Request, str, int, int | None], H]
     _lock: Callable[[Any, Request], L]
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
+    # The shell's I/O classes: redis-py's client, cluster client and retry (sync or asyncio),
+    # the shell's cluster topology and its watchdog connection.
+    _redis: Any
+    _redis_cluster: Any
+    _retry: Any
+    _cluster_shell: Any
+    _dog_connection: Any
 
-    def __init__(self, pools: Pools, bind: Optional[float], backend: Backend,
-                 response_timeout: float) -> None:
-        self._core: Core[H] = Core(pools.server, bind, backend, response_timeout)
+    def __init__(self, redis_client: Any, bind: float | None, response_timeout: float,
+                 backend: Backend, command_timeout: float | None) -> None:
+        response_timeout = renamed_timeout(response_timeout, command_timeout)
+        check_client(bind, response_timeout, backend)  # before anything is opened
+        retry = self._retry(NoBackoff(), 0)
+        self._cluster: Any = None
+        if isinstance(redis_client, self._redis_cluster):
+            self._cluster = self._cluster_shell(redis_client, retry, response_timeout,
+                                                self._dog_connection)
+            pools = self._cluster.nodes.pools()
+        else:
+            pools = open_pools(redis_client, self._redis, retry, response_timeout)
+        self._core: ClientCore[H] = ClientCore(pools.server, bind, backend, response_timeout)
+        self._core.cluster = self._cluster is not None
+        self._core.start_watchdog = self._start_watchdog
         self.server, self._waits, self._cmds, self._dog_pool = pools
+        self._dog_conn = self._dog_connection(self._dog_pool)
         self._closed = False
         self._prefix = self._core.prefix
         self._registry = self._core.registry
 
     @property
-    def native(self) -> Optional[bool]:
+    def native(self) -> bool | None:
         """True when the dlock module serves this client, False for the script backend, None
         until the first command with ``backend="auto"`` found out."""
         return self._core.native
@@ -113,12 +160,20 @@ class ClientBase(Generic[L, RW, S, H]):
     def _closed_error(self) -> ClientClosedError:
         return ClientClosedError(f"the dlock client of {self.server} is closed", self.server)
 
-    def _make_held(self, request: Request, owner: str, count: int, token: Optional[int]) -> H:
+    def _start_watchdog(self, wake: bool) -> None:
+        """Starts the shell's watchdog (a thread, a task) where it does not run; wakes it
+        where `wake`."""
+        raise NotImplementedError
+
+    def _make_held(self, request: Request, owner: str, count: int, token: int | None) -> H:
         """A hold object of the shell's kind, for the core."""
         return self._held(self, request, owner, count, token)
 
+    def _driver(self, flow: Flow[T]) -> Driver[T]:
+        return Driver(flow, self)
+
     def lock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-             lock_delay: Optional[float] = None) -> L:
+             lock_delay: float | None = None) -> L:
         """An exclusive lock, reentrant per owner. `lease` in seconds (the watchdog renews);
         `fence`: grants carry a fencing token; `lock_delay` (seconds, at most 60): after a
         hold ends without a release, nobody gets the lock for that long. Bad values raise
@@ -127,12 +182,12 @@ class ClientBase(Generic[L, RW, S, H]):
         return self._lock(self, lock_request(name, lease, fence, lock_delay))
 
     def rwlock(self, name: str, *, lease: float = 30.0, fence: bool = False,
-               lock_delay: Optional[float] = None) -> RW:
+               lock_delay: float | None = None) -> RW:
         """A read-write lock; `lock_delay` applies to the write side, as on the server."""
         self._check_open()
         return self._rwlock(self, rwlock_request(name, lease, fence, lock_delay))
 
-    def semaphore(self, name: str, capacity: Optional[int] = None, *,
+    def semaphore(self, name: str, capacity: int | None = None, *,
                   lease: float = 30.0) -> S:
         """`capacity` permits, each holder with its own lease (required: a semaphore made
         without it raises :class:`~dlock_client.ConfigError`)."""
@@ -151,19 +206,50 @@ class AcquirableBase:
     def name(self) -> str:
         return self._request.key
 
+    def _stack(self) -> list[Any]:
+        """The holds the calling owner (thread, task) took by entering ``with lock:``."""
+        raise NotImplementedError
+
+    def _enter_flow(self) -> Flow[Any]:
+        """Entering ``with lock:``: the acquire, without limit."""
+        client = self._client
+        held = yield from client._core.acquire(self._request, client.owner(), None,
+                                               client._make_held)
+        self._stack().append(held)
+        return held
+
+    def _exit_flow(self) -> Flow[Any]:
+        """Leaving ``with lock:``: the release of the hold its entering took."""
+        flow: Flow[Any] = self._client._core.release(self._stack().pop())
+        return flow
+
 
 class BoundedBase:
     """``with lock(timeout=...)``: the acquire it stands for (the shells enter and exit)."""
 
-    def __init__(self, acquirable: AcquirableBase, timeout: Optional[float], count: int) -> None:
+    _held: Any = None
+
+    def __init__(self, acquirable: AcquirableBase, timeout: float | None, count: int) -> None:
         self._client = acquirable._client
         self._name = acquirable.name
         self._request = acquirable._request.with_count(count)
         self._timeout = check_timeout(timeout)
 
-    def _not_granted(self) -> AcquireTimeoutError:
-        return AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
-                                   self._client.server)
+    def _enter_flow(self) -> Flow[Any]:
+        """Entering: the acquire; not granted in time: :class:`AcquireTimeoutError`."""
+        client = self._client
+        held = yield from client._core.acquire(self._request, client.owner(), self._timeout,
+                                               client._make_held)
+        if held is None:
+            raise AcquireTimeoutError(f"{self._name!r} not granted within {self._timeout} s",
+                                      client.server)
+        self._held = held
+        return held
+
+    def _exit_flow(self) -> Flow[None]:
+        """Leaving: the release of what entering got."""
+        if self._held is not None:
+            yield from self._client._core.release(self._held)
 
 
 class DogConnectionBase:
@@ -185,13 +271,30 @@ class DogConnectionBase:
             self._conn.register_connect_callback(self._connected)
         return self._conn
 
-    def _replies(self, values: List[Any]) -> Replies:
+    def _exchange(self, commands: list[list[Any]]
+                  ) -> Generator[Callable[[], Any], Any, Replies]:
+        """One pipeline on the connection, as steps the shell runs (calls, awaited in
+        asyncio; see :class:`Driver`): error replies are values, a connection error closes
+        the connection and is raised."""
+        conn = self._connection()
+        try:
+            yield lambda: conn.send_packed_command(conn.pack_commands(commands))
+            values: list[Any] = []
+            for _ in commands:
+                try:
+                    values.append((yield conn.read_response))
+                except rexc.ResponseError as error:
+                    values.append(error)
+        except BaseException:
+            yield conn.disconnect
+            raise
         return Replies(values, (Role.DOG, self._epoch))
 
 
-def renamed_timeout(response_timeout: float, command_timeout: Optional[float]) -> float:
+def renamed_timeout(response_timeout: float, command_timeout: float | None) -> float:
     """``command_timeout=``, the former name of ``response_timeout=``, still taken."""
     if command_timeout is None:
         return response_timeout
     warnings.warn("command_timeout= is now response_timeout=", DeprecationWarning, stacklevel=3)
     return command_timeout
+
