@@ -18,15 +18,23 @@ pub struct Granted {
     pub token: Option<i64>,
     /// The owner held something on the lock before this grant (any mode, any permits).
     pub held_before: bool,
+    /// The owner held nothing of what it asked for before (a first grant, not a reentrant
+    /// one; for permits: exactly the count it just got).
+    pub fresh: bool,
 }
 
 impl Granted {
-    /// Whether the owner held nothing of what it asked for before (a first grant, not a
-    /// reentrant one; for permits: exactly the count it just got).
-    pub fn fresh(&self, want: Want) -> bool {
-        match want {
-            Want::Permits { count, .. } => self.count == count,
-            _ => self.count == 1,
+    /// A grant of `count` (the owner's hold count after it) for `want`.
+    pub fn new(want: Want, count: i64, token: Option<i64>, held_before: bool) -> Self {
+        let fresh = match want {
+            Want::Permits { count: asked, .. } => count == asked,
+            _ => count == 1,
+        };
+        Granted {
+            count,
+            token,
+            held_before,
+            fresh,
         }
     }
 }
@@ -57,11 +65,7 @@ pub fn turn<O: AsRef<[u8]>>(
             count,
             fresh_exclusive,
         } => match fence(value, ask.want, fresh_exclusive, ask.fence, draw) {
-            Ok(token) => Ok(Some(Granted {
-                count,
-                token,
-                held_before,
-            })),
+            Ok(token) => Ok(Some(Granted::new(ask.want, count, token, held_before))),
             Err(e) => {
                 if let Some(before) = undo {
                     *value = before;

@@ -73,11 +73,7 @@ pub fn turn(
     if let (true, LockValue::Exclusive(x)) = (second, &mut *value) {
         x.holders.insert(ask.owner, 1);
         x.expire_at = Some(ask.lease_ms);
-        return Ok(Some(Granted {
-            count: 1,
-            token: None,
-            held_before: false,
-        }));
+        return Ok(Some(Granted::new(ask.want, 1, None, false)));
     }
     Ok(turn)
 }

@@ -291,7 +291,7 @@ fn on_grant(key: &mut Key, u: &mut Unit, waiter: Waiter, granted: Granted) {
     }
     key.cuts.retain(|c| c.0 != o);
     if let (Want::Exclusive | Want::Write, Some(token)) = (want, granted.token) {
-        let above = if granted.fresh(want) {
+        let above = if granted.fresh {
             token > key.last_token
         } else {
             token >= key.last_token

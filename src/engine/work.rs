@@ -68,7 +68,7 @@ fn on_grant<O: AsRef<[u8]>>(
         }
         None => {}
     }
-    let counter = if granted.fresh(req.want) {
+    let counter = if granted.fresh {
         &STATS.grants
     } else {
         &STATS.reentrant_grants
