@@ -54,7 +54,7 @@ pub fn enqueue(
     let waiter = Waiter {
         client,
         terms: terms.owned(),
-        connection: ctx.connection(),
+        connection: terms.bind.and_then(|_| ctx.connection()),
         timer,
         since,
         until: limited.then(|| since + Duration::from_millis(wait_ms as u64)),

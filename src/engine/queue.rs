@@ -14,7 +14,8 @@ use crate::ffi::blocked::BlockedClient;
 pub struct Waiter {
     pub client: BlockedClient,
     pub terms: Terms,
-    /// The connection that asked (`Ctx::connection`): what its BIND binds the hold to.
+    /// The connection that asked (`Ctx::connection`), when it asked for a BIND: what the
+    /// hold is bound to.
     pub connection: Option<u64>,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,

@@ -41,7 +41,9 @@ pub fn try_grant(
         queue_ahead,
         draw,
     )?;
-    Ok(turn.map(|granted| on_grant(ctx, lk, req, ctx.connection(), granted)))
+    // The connection is asked for only where a BIND needs it (a context-flags call).
+    let connection = || req.bind.and_then(|_| ctx.connection());
+    Ok(turn.map(|granted| on_grant(ctx, lk, req, connection(), granted)))
 }
 
 /// What a grant to `req` means beyond the lock's value: the LOCKDELAY it asked for, its
