@@ -18,30 +18,32 @@
 //! 4. `stats`: INFO counters, which the layers above report to;
 //! 5. `engine`: everything between a command's parsed request and Redis's key API:
 //!    1. `job`: why each engine timer was armed (plain data; `fire` runs them);
-//!    2. `request`: what a request for a hold asks (plain data; a waiter keeps it as it came);
-//!    3. `queue`: one key's waiter queue and its waiters (plain data);
-//!    4. `registry`: the module's one registry of the queues, with its client and owner
+//!    2. `queue`: one key's waiter queue and its waiters, each with the terms it asked
+//!       (plain data);
+//!    3. `registry`: the module's one registry of the queues, with its client and owner
 //!       indexes (plain data, unit-tested without a server), behind its lock;
-//!    5. `wake`: the keys that have a queue, those marked by events, the poll (when it is
+//!    4. `wake`: the keys that have a queue, those marked by events, the poll (when it is
 //!       due, and what it looks at: it only reads and marks);
-//!    6. `delay_keys`: where LOCKDELAY's companion keys may exist at all;
-//!    7. `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
-//!    8. `held`: the lock keys granted here and not yet gone (an expiry of one counts);
-//!    9. `store`: lock keys and fencing counters as Redis holds them, written and propagated;
-//!    10. `unlock`: whether a freed lock's unlock message goes out now (`publish auto`), and
-//!        the messages held back while nobody subscribed;
-//!    11. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
-//!    12. `listen`: what the module subscribes to on each server version and when, and the
+//!    5. `delay_keys`: where LOCKDELAY's companion keys may exist at all;
+//!    6. `delay`: LOCKDELAY's companion key, loaded and saved with the lock;
+//!    7. `held`: the lock keys granted here and not yet gone (an expiry of one counts);
+//!    8. `store`: lock keys and fencing counters as Redis holds them, written and propagated;
+//!    9. `unlock`: whether a freed lock's unlock message goes out now (`publish auto`), and
+//!       the messages held back while nobody subscribed;
+//!    10. `bind`: holds bound to a connection (BIND), and the lease cuts due when one closes;
+//!    11. `listen`: what the module subscribes to on each server version and when, and the
 //!        handlers of those events (they only mark keys or arm timers);
-//!    13. `depart`: waiters leaving their queue (timers stopped, key unwatched);
-//!    14. `deadlock`: the cycle a WAIT request would close, found before it queues;
-//!    15. `work`: the unit of work every writing command and every wake-up goes through, and
+//!    12. `blocked`: a waiter's life: blocking a client (limits, timer, watch) and every
+//!        answer (grant, time-out, redirect, the client leaving); the only file that blocks
+//!        or unblocks a client;
+//!    13. `deadlock`: the cycle a WAIT request would close, found before it queues;
+//!    14. `work`: the unit of work every writing command and every wake-up goes through, and
 //!        the one grant step;
-//!    16. `fire`: what each timer does when it fires, through the unit of work;
-//!    17. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
-//!    18. `scripts`: which calls are Redisson's lock scripts, the command filter that hands
+//!    15. `fire`: what each timer does when it fires, through the unit of work;
+//!    16. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
+//!    17. `scripts`: which calls are Redisson's lock scripts, the command filter that hands
 //!        them to DLOCK.REDISSON, and the ACL guard on serving them natively;
-//!    19. `redisson`: Redisson's lock scripts run natively (or, where they must, as Lua);
+//!    18. `redisson`: Redisson's lock scripts run natively (or, where they must, as Lua);
 //! 6. `commands`: one file per command, each with its declaration;
 //! 7. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -337,11 +337,11 @@ fn want_name(w: args::Want) -> &'static str {
 fn mod_acq(r: Result<args::AcquireArgs, error::LockError>, cmd: &str) -> Result<Acq, String> {
     r.map(|a| Acq {
         key: a.key.to_vec(),
-        owner: a.owner.to_vec(),
-        want: want_name(a.want),
-        lease: a.lease_ms,
+        owner: a.terms.owner.to_vec(),
+        want: want_name(a.terms.want),
+        lease: a.terms.lease_ms,
         wait: a.wait_ms,
-        fence: a.fence,
+        fence: a.terms.fence,
     })
     .map_err(|e| e.message(cmd))
 }
@@ -510,15 +510,15 @@ fn semaphore_and_waiters_parsers_match_the_reference() {
     run("dlock.semaphore/waiters", |a| {
         let got = args::semaphore(a)
             .map(|r| {
-                let args::Want::Permits { capacity, count } = r.want else {
-                    panic!("DLOCK.SEMAPHORE {a:?} parsed as {:?}", r.want)
+                let args::Want::Permits { capacity, count } = r.terms.want else {
+                    panic!("DLOCK.SEMAPHORE {a:?} parsed as {:?}", r.terms.want)
                 };
-                assert!(!r.fence, "DLOCK.SEMAPHORE {a:?}: no FENCE");
+                assert!(!r.terms.fence, "DLOCK.SEMAPHORE {a:?}: no FENCE");
                 (
                     r.key.to_vec(),
-                    r.owner.to_vec(),
+                    r.terms.owner.to_vec(),
                     format!("permits:{count}/{capacity}"),
-                    r.lease_ms,
+                    r.terms.lease_ms,
                     r.wait_ms,
                 )
             })

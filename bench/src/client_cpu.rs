@@ -287,7 +287,7 @@ fn instructions(ctx: &Ctx, variants: &[Variant], rep: &mut Report) -> bool {
         if !st.success() {
             return Err(format!("callgrind child: {st}"));
         }
-        crate::instr::callgrind_total(&out).ok_or_else(|| "no callgrind total".to_string())
+        crate::callgrind::callgrind_total(&out).ok_or_else(|| "no callgrind total".to_string())
     };
     eprintln!("scenario {SCENARIO}: client instructions per cycle (callgrind, {WORKERS} tasks x {INSTR_CYCLES} and x {})", 2 * INSTR_CYCLES);
     for &v in variants {

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use dlock_testutil::{Cluster, Server, ServerBuilder};
 
-use crate::instr::{annotate, callgrind_total, inclusive_in, instrumentation};
+use crate::callgrind::{annotate, callgrind_total, inclusive_in, instrumentation};
 use crate::scale::{block, blocked_clients, pipelined, wait_until};
 
 /// Seconds counted per setting (wall clock: the server idles, valgrind keeps up).

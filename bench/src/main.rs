@@ -28,6 +28,7 @@
 //! wait, with callgrind (`idle_instr.rs`).
 #![forbid(unsafe_code)]
 
+mod callgrind;
 mod client_cpu;
 mod headline;
 mod idle_instr;

@@ -6,6 +6,7 @@
 use crate::error::LockError;
 use crate::model::MODE_FIELD;
 pub use crate::model::{Mode, Want};
+use crate::terms::Terms;
 
 use crate::limits::MAX_LOCK_DELAY_MS;
 pub use crate::limits::{DEFAULT_BIND_GRACE_MS, MAX_CAPACITY, MAX_MS, MAX_OWNER_LEN};
@@ -14,18 +15,10 @@ pub use crate::limits::{DEFAULT_BIND_GRACE_MS, MAX_CAPACITY, MAX_MS, MAX_OWNER_L
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcquireArgs<'a> {
     pub key: &'a [u8],
-    pub owner: &'a [u8],
-    pub want: Want,
-    pub lease_ms: i64,
     /// `WAIT timeout-ms`: `Some(0)` waits without limit.
     pub wait_ms: Option<i64>,
-    pub fence: bool,
-    /// `BIND grace-ms`: the hold is bound to the sending connection; its lease is cut to
-    /// `grace-ms` when that connection closes.
-    pub bind: Option<i64>,
-    /// `LOCKDELAY ms` (exclusive lock and WRITE): nobody is granted the key for `ms` after
-    /// this hold ends without a RELEASE.
-    pub lock_delay: Option<i64>,
+    /// The hold asked for.
+    pub terms: Terms<&'a [u8]>,
 }
 
 /// DLOCK.RELEASE.
@@ -144,13 +137,11 @@ fn lock_delay(arg: &[u8]) -> Result<i64, LockError> {
     }
 }
 
-/// The options after the fixed arguments, in any order, each at most once.
+/// The options after the fixed arguments that are not terms of the hold (those are written
+/// into it as they are parsed).
 #[derive(Default)]
 struct Options {
     wait: Option<i64>,
-    fence: bool,
-    bind: Option<i64>,
-    lock_delay: Option<i64>,
     count: Option<i64>,
 }
 
@@ -163,9 +154,10 @@ enum Takes {
     Count,
 }
 
-/// Parses the options; an unknown, repeated or misplaced one is `ERR syntax error`.
+/// Parses the options, in any order, each at most once, into `terms` and the rest; an
+/// unknown, repeated or misplaced one is `ERR syntax error`.
 #[inline]
-fn options(rest: &[&[u8]], lease_ms: i64, takes: Takes) -> Result<Options, LockError> {
+fn options(rest: &[&[u8]], terms: &mut Terms<&[u8]>, takes: Takes) -> Result<Options, LockError> {
     let mut o = Options::default();
     let mut i = 0;
     while i < rest.len() {
@@ -174,17 +166,17 @@ fn options(rest: &[&[u8]], lease_ms: i64, takes: Takes) -> Result<Options, LockE
         let lock = takes == Takes::FenceAndDelay;
         if word.eq_ignore_ascii_case(WAIT) && o.wait.is_none() {
             o.wait = Some(timeout(value()?)?);
-        } else if word.eq_ignore_ascii_case(BIND) && o.bind.is_none() {
-            let (grace, words) = bind_option(rest.get(i + 1).copied(), lease_ms)?;
-            o.bind = Some(grace);
+        } else if word.eq_ignore_ascii_case(BIND) && terms.bind.is_none() {
+            let (grace, words) = bind_option(rest.get(i + 1).copied(), terms.lease_ms)?;
+            terms.bind = Some(grace);
             i += words;
             continue;
-        } else if lock && word.eq_ignore_ascii_case(FENCE) && !o.fence {
-            o.fence = true;
+        } else if lock && word.eq_ignore_ascii_case(FENCE) && !terms.fence {
+            terms.fence = true;
             i += 1;
             continue;
-        } else if lock && word.eq_ignore_ascii_case(LOCKDELAY) && o.lock_delay.is_none() {
-            o.lock_delay = Some(lock_delay(value()?)?);
+        } else if lock && word.eq_ignore_ascii_case(LOCKDELAY) && terms.lock_delay.is_none() {
+            terms.lock_delay = Some(lock_delay(value()?)?);
         } else if !lock && word.eq_ignore_ascii_case(COUNT) && o.count.is_none() {
             o.count = Some(permits(value()?, "COUNT")?);
         } else {
@@ -202,18 +194,12 @@ pub fn acquire<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     if argv.len() < 3 {
         return Err(LockError::WrongArity);
     }
-    let owner = owner(argv[1])?;
-    let lease_ms = lease(argv[2])?;
-    let o = options(&argv[3..], lease_ms, Takes::FenceAndDelay)?;
+    let mut terms = Terms::new(owner(argv[1])?, Want::Exclusive, lease(argv[2])?);
+    let o = options(&argv[3..], &mut terms, Takes::FenceAndDelay)?;
     Ok(AcquireArgs {
         key: argv[0],
-        owner,
-        want: Want::Exclusive,
-        lease_ms,
         wait_ms: o.wait,
-        fence: o.fence,
-        bind: o.bind,
-        lock_delay: o.lock_delay,
+        terms,
     })
 }
 
@@ -229,20 +215,15 @@ pub fn rwlock<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
         Some(Mode::Write) => Want::Write,
         None => return Err(LockError::ModeWord),
     };
-    let lease_ms = lease(argv[3])?;
-    let o = options(&argv[4..], lease_ms, Takes::FenceAndDelay)?;
-    if want == Want::Read && o.lock_delay.is_some() {
+    let mut terms = Terms::new(owner, want, lease(argv[3])?);
+    let o = options(&argv[4..], &mut terms, Takes::FenceAndDelay)?;
+    if want == Want::Read && terms.lock_delay.is_some() {
         return Err(LockError::LockDelayOnRead);
     }
     Ok(AcquireArgs {
         key: argv[0],
-        owner,
-        want,
-        lease_ms,
         wait_ms: o.wait,
-        fence: o.fence,
-        bind: o.bind,
-        lock_delay: o.lock_delay,
+        terms,
     })
 }
 
@@ -271,22 +252,18 @@ pub fn semaphore<'a>(argv: &[&'a [u8]]) -> Result<AcquireArgs<'a>, LockError> {
     }
     let owner = owner(argv[1])?;
     let capacity = permits(argv[2], "capacity")?;
-    let lease_ms = lease(argv[3])?;
+    let mut terms = Terms::new(owner, Want::Permits { capacity, count: 1 }, lease(argv[3])?);
     // FENCE, LOCKDELAY, READ, WRITE and anything else: syntax error.
-    let o = options(&argv[4..], lease_ms, Takes::Count)?;
+    let o = options(&argv[4..], &mut terms, Takes::Count)?;
     let count = o.count.unwrap_or(1);
     if count > capacity {
         return Err(LockError::CountOverCapacity { count, capacity });
     }
+    terms.want = Want::Permits { capacity, count };
     Ok(AcquireArgs {
         key: argv[0],
-        owner,
-        want: Want::Permits { capacity, count },
-        lease_ms,
         wait_ms: o.wait,
-        fence: false,
-        bind: o.bind,
-        lock_delay: None,
+        terms,
     })
 }
 

@@ -14,6 +14,8 @@
 //! - [`rules`]: the grant rules of docs/COMMANDS.md as pure functions over a decoded lock.
 //! - [`serve`]: one request's turn at a lock (lock-delay, grant rules, fencing token) and
 //!   whom a key's queue serves, in which order.
+//! - [`terms`]: the terms of a hold (who, which hold, lease, FENCE, BIND, LOCKDELAY): what
+//!   the parser produces, the grant rules read and a waiter keeps.
 //! - [`waits`]: who a waiting request waits for (the edges deadlock detection walks).
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 //! - [`number`]: the one decimal-integer parser (hash fields as Redis writes them, arguments).
@@ -34,4 +36,5 @@ pub mod number;
 pub mod redisson;
 pub mod rules;
 pub mod serve;
+pub mod terms;
 pub mod waits;

@@ -7,16 +7,7 @@ use crate::delay::{self, Delay};
 use crate::error::LockError;
 use crate::model::{LockValue, Want};
 use crate::rules::{self, Grant};
-
-/// What a request for a hold asks at its turn (the terms the rules read).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ask<'a> {
-    pub owner: &'a [u8],
-    pub want: Want,
-    pub lease_ms: i64,
-    /// FENCE: the grant answers with a fencing token.
-    pub fence: bool,
-}
+use crate::terms::Terms;
 
 /// A granted turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,15 +18,23 @@ pub struct Granted {
     pub token: Option<i64>,
     /// The owner held something on the lock before this grant (any mode, any permits).
     pub held_before: bool,
+    /// The owner held nothing of what it asked for before (a first grant, not a reentrant
+    /// one; for permits: exactly the count it just got).
+    pub fresh: bool,
 }
 
 impl Granted {
-    /// Whether the owner held nothing of what it asked for before (a first grant, not a
-    /// reentrant one; for permits: exactly the count it just got).
-    pub fn fresh(&self, want: Want) -> bool {
-        match want {
-            Want::Permits { count, .. } => self.count == count,
-            _ => self.count == 1,
+    /// A grant of `count` (the owner's hold count after it) for `want`.
+    pub fn new(want: Want, count: i64, token: Option<i64>, held_before: bool) -> Self {
+        let fresh = match want {
+            Want::Permits { count: asked, .. } => count == asked,
+            _ => count == 1,
+        };
+        Granted {
+            count,
+            token,
+            held_before,
+            fresh,
         }
     }
 }
@@ -46,31 +45,27 @@ impl Granted {
 /// the key's counter, `draw(advance)` its next value (`true`) or its current one. `Ok(None)`:
 /// it must wait. An error, the counter's included, leaves `value` as it was.
 #[inline]
-pub fn turn(
+pub fn turn<O: AsRef<[u8]>>(
     value: &mut LockValue,
     delay: Option<&Delay>,
-    ask: &Ask,
+    ask: &Terms<O>,
     now: i64,
     queue_ahead: bool,
     draw: impl FnOnce(bool) -> Result<i64, LockError>,
 ) -> Result<Option<Granted>, LockError> {
-    let held_before = rules::holds(value, ask.owner);
+    let held_before = rules::holds(value, ask.owner());
     if delay::running_until(delay, value, now).is_some() && !held_before {
         return Ok(None);
     }
     // The counter can only fail when a fence is asked for or the grant is fresh, never on an
     // exclusive lock re-entered without FENCE: skip the copy in that (hot) case.
     let undo = (ask.fence || !matches!(value, LockValue::Exclusive(_))).then(|| value.clone());
-    match rules::acquire(value, ask.owner, ask.want, ask.lease_ms, now, queue_ahead) {
+    match rules::acquire(value, ask.owner(), ask.want, ask.lease_ms, now, queue_ahead) {
         Grant::Granted {
             count,
             fresh_exclusive,
         } => match fence(value, ask.want, fresh_exclusive, ask.fence, draw) {
-            Ok(token) => Ok(Some(Granted {
-                count,
-                token,
-                held_before,
-            })),
+            Ok(token) => Ok(Some(Granted::new(ask.want, count, token, held_before))),
             Err(e) => {
                 if let Some(before) = undo {
                     *value = before;
@@ -123,16 +118,16 @@ fn fence(
 /// fit holds back everyone behind it (a writer at the head is granted alone; no barging, so a
 /// large request is never starved). Returns the outcome of each request served, in queue
 /// order: they are the first ones of the queue, to be answered and taken out of it.
-pub fn serve<'q>(
+pub fn serve<'q, O: AsRef<[u8]> + 'q>(
     value: &mut LockValue,
     delay: Option<&Delay>,
     now: i64,
-    queue: impl IntoIterator<Item = Ask<'q>>,
+    queue: impl IntoIterator<Item = &'q Terms<O>>,
     mut draw: impl FnMut(bool) -> Result<i64, LockError>,
 ) -> Vec<Result<Granted, LockError>> {
     let mut served = vec![];
     for ask in queue {
-        match turn(value, delay, &ask, now, false, &mut draw) {
+        match turn(value, delay, ask, now, false, &mut draw) {
             Ok(None) => break,
             Ok(Some(granted)) => served.push(Ok(granted)),
             Err(e) => served.push(Err(e)),
@@ -145,13 +140,8 @@ pub fn serve<'q>(
 mod tests {
     use super::*;
 
-    fn ask(owner: &[u8], want: Want) -> Ask<'_> {
-        Ask {
-            owner,
-            want,
-            lease_ms: 100,
-            fence: false,
-        }
+    fn ask(owner: &[u8], want: Want) -> Terms<&[u8]> {
+        Terms::new(owner, want, 100)
     }
 
     fn no_counter(_: bool) -> Result<i64, LockError> {
@@ -167,7 +157,7 @@ mod tests {
             ask(b"w", Want::Write),
             ask(b"r3", Want::Read),
         ];
-        let served = serve(&mut v, None, 0, queue, no_counter);
+        let served = serve(&mut v, None, 0, &queue, no_counter);
         assert_eq!(
             served.len(),
             2,
@@ -179,7 +169,7 @@ mod tests {
         let mut x = LockValue::Free;
         let queue = [ask(b"a", Want::Read), ask(b"b", Want::Exclusive)];
         assert!(matches!(
-            serve(&mut x, None, 0, queue, no_counter)[..],
+            serve(&mut x, None, 0, &queue, no_counter)[..],
             [Ok(_), Err(LockError::WrongType)]
         ));
         // A semaphore head that does not fit holds back a smaller request behind it.
@@ -187,7 +177,7 @@ mod tests {
         let mut sem = LockValue::Free;
         rules::acquire(&mut sem, b"h", p(1), 100, 0, false);
         let queue = [ask(b"big", p(2)), ask(b"small", p(1))];
-        assert!(serve(&mut sem, None, 0, queue, no_counter).is_empty());
+        assert!(serve(&mut sem, None, 0, &queue, no_counter).is_empty());
     }
 
     #[test]
@@ -228,7 +218,7 @@ mod tests {
             counter += i64::from(advance);
             Ok(counter)
         };
-        let fenced = |owner| Ask {
+        let fenced = |owner| Terms {
             fence: true,
             ..ask(owner, Want::Write)
         };
@@ -241,7 +231,7 @@ mod tests {
             Some(1),
             "reentrant: the hold's token"
         );
-        let read = Ask {
+        let read = Terms {
             fence: true,
             ..ask(b"a", Want::Read)
         };

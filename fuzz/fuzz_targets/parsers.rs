@@ -42,9 +42,10 @@ fn check_err(e: error::LockError, cmd: &str) {
 fn check_acquire(r: Result<args::AcquireArgs, error::LockError>, argv: &[&[u8]], cmd: &str) {
     match r {
         Ok(a) => {
-            check_owner(&a.owner);
+            check_owner(&a.terms.owner);
             assert_eq!(a.key, argv[0]);
-            assert!((1..=MAX_MS).contains(&a.lease_ms), "lease {}", a.lease_ms);
+            let lease = a.terms.lease_ms;
+            assert!((1..=MAX_MS).contains(&lease), "lease {lease}");
             if let Some(w) = a.wait_ms {
                 assert!((0..=MAX_MS).contains(&w), "wait {w}");
             }

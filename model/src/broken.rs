@@ -8,7 +8,8 @@ use dlock_core::delay::{self, Delay};
 use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules;
-use dlock_core::serve::{self, Ask, Granted};
+use dlock_core::serve::{self, Granted};
+use dlock_core::terms::Terms;
 
 use crate::World;
 
@@ -54,7 +55,7 @@ pub fn turn(
     w: &World,
     value: &mut LockValue,
     stored: Option<&Delay>,
-    ask: &Ask,
+    ask: &Terms<&[u8]>,
     queue_ahead: bool,
     mut draw: impl FnMut(bool) -> Result<i64, LockError>,
 ) -> Result<Option<Granted>, LockError> {
@@ -72,11 +73,7 @@ pub fn turn(
     if let (true, LockValue::Exclusive(x)) = (second, &mut *value) {
         x.holders.insert(ask.owner, 1);
         x.expire_at = Some(ask.lease_ms);
-        return Ok(Some(Granted {
-            count: 1,
-            token: None,
-            held_before: false,
-        }));
+        return Ok(Some(Granted::new(ask.want, 1, None, false)));
     }
     Ok(turn)
 }
@@ -86,7 +83,7 @@ pub fn serve<'q>(
     w: &World,
     value: &mut LockValue,
     stored: Option<&Delay>,
-    queue: impl IntoIterator<Item = Ask<'q>>,
+    queue: impl IntoIterator<Item = &'q Terms<&'q [u8]>>,
     mut draw: impl FnMut(bool) -> Result<i64, LockError>,
 ) -> Vec<(usize, Result<Granted, LockError>)> {
     let mutated = matches!(
@@ -102,7 +99,7 @@ pub fn serve<'q>(
     // The mutated copies of `serve::serve`'s loop.
     let mut served = vec![];
     for (i, ask) in queue.into_iter().enumerate() {
-        match serve::turn(value, stored, &ask, 0, false, &mut draw) {
+        match serve::turn(value, stored, ask, 0, false, &mut draw) {
             Ok(None) if w.broken == Some(Broken::SkipBusyHead) => continue,
             Ok(None) => break,
             Ok(Some(granted)) => {

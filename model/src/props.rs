@@ -7,7 +7,8 @@ use dlock_core::delay::State as DelayState;
 use dlock_core::error::LockError;
 use dlock_core::model::{LockValue, Want};
 use dlock_core::rules;
-use dlock_core::serve::{self, Ask};
+use dlock_core::serve;
+use dlock_core::terms::Terms;
 use stateright::Property;
 
 use crate::step::live;
@@ -62,11 +63,9 @@ fn not_forgotten(key: &Key) -> bool {
         return true;
     }
     let mut value = live(key);
-    let ask = Ask {
-        owner: OWNERS[head.owner as usize],
-        want: head.want,
-        lease_ms: LEASE,
+    let ask = Terms {
         fence: head.opts.fence,
+        ..Terms::new(OWNERS[head.owner as usize], head.want, LEASE)
     };
     let draw = |_| Ok::<i64, LockError>(key.counter + 1);
     serve::turn(&mut value, key.delay.as_ref(), &ask, 0, false, draw) == Ok(None)

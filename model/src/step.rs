@@ -2,7 +2,7 @@
 //! what each does. A command or a wake-up is one unit of work on a key, as in the module's
 //! `engine::work::unit_of_work`: Redis expires what has passed, lapsed holders are dropped, the
 //! queue is served, the step runs, the lock-delay companion is saved. Which events mark a key
-//! for a wake-up mirrors `engine::listen`/`depart`/`fire`: a key deleted or flushed, the head
+//! for a wake-up mirrors `engine::listen`/`blocked`/`fire`: a key deleted or flushed, the head
 //! leaving, a lease or delay running out (the engine's lease timer) all leave a wake-up
 //! pending ([`Action::Wake`]); a WAIT time-out serves the queue at once.
 
@@ -10,7 +10,8 @@ use dlock_core::deadlock::{self, Wait};
 use dlock_core::delay;
 use dlock_core::model::{LockValue, Mode, Want};
 use dlock_core::rules::{self, Released};
-use dlock_core::serve::{Ask, Granted};
+use dlock_core::serve::Granted;
+use dlock_core::terms::Terms;
 
 use crate::{broken, props, Action, Key, State, Waiter, World, DELAY, GRACE, LEASE};
 use crate::{Opts, CAPACITY, MAX_COUNT, OWNERS};
@@ -230,12 +231,10 @@ fn wake(w: &World, s: &mut State, k: usize) {
     unit(w, s, k, |_, _, _| ());
 }
 
-fn ask(o: u8, want: Want, fence: bool) -> Ask<'static> {
-    Ask {
-        owner: owner(o),
-        want,
-        lease_ms: LEASE,
+fn ask(o: u8, want: Want, fence: bool) -> Terms<&'static [u8]> {
+    Terms {
         fence,
+        ..Terms::new(owner(o), want, LEASE)
     }
 }
 
@@ -245,7 +244,7 @@ fn serve_queue(w: &World, key: &mut Key, u: &mut Unit) {
     if key.queue.is_empty() {
         return;
     }
-    let asks: Vec<Ask> = key
+    let asks: Vec<Terms<&[u8]>> = key
         .queue
         .iter()
         .map(|wt| ask(wt.owner, wt.want, wt.opts.fence))
@@ -255,7 +254,7 @@ fn serve_queue(w: &World, key: &mut Key, u: &mut Unit) {
         *counter += i64::from(advance);
         Ok(*counter)
     };
-    let served = broken::serve(w, &mut key.value, key.delay.as_ref(), asks, draw);
+    let served = broken::serve(w, &mut key.value, key.delay.as_ref(), &asks, draw);
     // Fairness: the requests served are the first ones of the queue.
     if served.iter().enumerate().any(|(n, (i, _))| n != *i) {
         u.broken = u.broken.or(Some(props::FAIRNESS));
@@ -292,7 +291,7 @@ fn on_grant(key: &mut Key, u: &mut Unit, waiter: Waiter, granted: Granted) {
     }
     key.cuts.retain(|c| c.0 != o);
     if let (Want::Exclusive | Want::Write, Some(token)) = (want, granted.token) {
-        let above = if granted.fresh(want) {
+        let above = if granted.fresh {
             token > key.last_token
         } else {
             token >= key.last_token
@@ -377,7 +376,7 @@ fn cycle(w: &World, s: &State, o: u8, k: usize, want: Want) -> bool {
     deadlock::cycle_through(owner(o), first, waits_of).is_some()
 }
 
-/// `owner`'s connection closes (`engine::depart::DepartingClients`, `engine::bind`): its
+/// `owner`'s connection closes (`engine::blocked::DepartingClients`, `engine::bind`): its
 /// waiting client leaves (a head leaving marks the key), then each hold bound to it has its
 /// lease cut to the grace, in a unit of work of its own.
 fn close(w: &World, s: &mut State, o: u8) {

@@ -10,7 +10,6 @@ use dlock_core::error::LockError;
 use super::docs::{BIND, FENCE, KEY, LEASE, LOCKDELAY, OWNER, READ, WAIT, WRITE};
 use crate::engine;
 use crate::engine::acquire::Acquired;
-use crate::engine::request::HoldRequest;
 use crate::ffi::command::{Args, Command};
 use crate::ffi::command_info::{arg, option, Arg, KeyUse, Kind, Spec};
 use crate::ffi::{Ctx, Reply};
@@ -108,28 +107,13 @@ const fn taking(
 }
 
 fn acquire(ctx: Ctx, a: AcquireArgs, strs: Args) -> Result<Reply, LockError> {
-    let req = HoldRequest {
-        owner: a.owner,
-        want: a.want,
-        lease_ms: a.lease_ms,
-        fence: a.fence,
-        bind: bind_to(ctx, a.bind),
-        lock_delay: a.lock_delay,
-    };
+    let (name, owner) = (strs.get(0), strs.get(1));
     Ok(
-        match engine::acquire::acquire(ctx, a.key, strs.get(0), strs.get(1), &req, a.wait_ms)? {
+        match engine::acquire::acquire(ctx, a.key, name, owner, &a.terms, a.wait_ms)? {
             Acquired::Now(reply) => reply,
-            // Queued: `work::enqueue` started what a queue needs to hear (`engine::listen`).
+            // Queued: `blocked::enqueue` blocked the client; its answer comes from there.
             Acquired::Queued => Reply::None,
             Acquired::NotNow => Reply::Null,
         },
     )
-}
-
-/// `BIND grace-ms`: the sending connection and the grace; nothing from a script, a master or
-/// the AOF (no user's connection to watch).
-pub(super) fn bind_to(ctx: Ctx, grace_ms: Option<i64>) -> Option<(u64, i64)> {
-    grace_ms
-        .filter(|_| ctx.sent_by_a_connection())
-        .map(|g| (ctx.client_id(), g))
 }

@@ -47,7 +47,8 @@ fn renew(ctx: Ctx, a: args::RenewArgs, strs: Args) -> Result<Reply, LockError> {
     });
     if result == Ok(true) {
         Stats::add(&STATS.renewals, 1);
-        if let Some((client, grace_ms)) = super::acquire::bind_to(ctx, a.bind) {
+        // BIND binds to a user's connection: nothing from a script, a master or the AOF.
+        if let Some((grace_ms, client)) = a.bind.zip(ctx.connection()) {
             bind::bind(client, db, a.key, a.owner, grace_ms);
         }
     }

@@ -4,15 +4,14 @@
 //! null).
 
 use dlock_core::error::LockError;
+use dlock_core::terms::Terms;
 
 use crate::ffi::string::ArgStr;
 use crate::ffi::{Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-use super::deadlock::{self, AboutToQueue};
-use super::request::HoldRequest;
 use super::store::Requester;
-use super::work;
+use super::{blocked, deadlock, work};
 
 /// How a request for a hold ended.
 pub enum Acquired {
@@ -24,15 +23,15 @@ pub enum Acquired {
     NotNow,
 }
 
-/// Runs `req` on `key` in the selected database, waiting up to `wait_ms` (`Some(0)`: no
-/// limit) when given. `name`, `owner_arg`: the key and owner as the command's own argument
+/// Asks for the hold `req` on `key` in the selected database, waiting up to `wait_ms`
+/// (`Some(0)`: no limit) when given. `name`, `owner_arg`: the key and owner as the command's own argument
 /// strings, shared instead of copied.
 pub fn acquire(
     ctx: Ctx,
     key: &[u8],
     name: Option<ArgStr>,
     owner_arg: Option<ArgStr>,
-    req: &HoldRequest<&[u8]>,
+    req: &Terms<&[u8]>,
     wait_ms: Option<i64>,
 ) -> Result<Acquired, LockError> {
     let db = ctx.selected_db();
@@ -48,18 +47,11 @@ pub fn acquire(
         let Some(wait_ms) = wait_ms.filter(|_| ctx.may_block()) else {
             return Ok(Acquired::NotNow);
         };
-        let about_to_queue = AboutToQueue {
-            db,
-            key,
-            value: &lk.value,
-            owner: req.owner,
-            want: req.want,
-        };
-        if let Some(cycle) = deadlock::find(ctx, reg, &about_to_queue, now) {
+        if let Some(cycle) = deadlock::find(ctx, reg, db, lk, req, now) {
             Stats::add(&STATS.deadlocks, 1);
             return Err(LockError::Deadlock(cycle));
         }
-        work::enqueue(ctx, reg, db, key, req, wait_ms)?;
+        blocked::enqueue(ctx, reg, db, key, req, wait_ms)?;
         Ok(Acquired::Queued)
     })
 }

@@ -7,79 +7,79 @@
 //! nothing depends on how many locks are held on the server.
 
 use dlock_core::deadlock::{self, Wait};
-use dlock_core::model::{LockValue, Want};
 use dlock_core::rules;
+use dlock_core::terms::Terms;
 
 use crate::ffi::Ctx;
 
 use super::registry::Registry;
 use super::store::{LockKey, Open};
 
-/// The request about to queue, on its key already opened by the command.
-pub struct AboutToQueue<'a> {
-    pub db: i32,
-    pub key: &'a [u8],
-    pub value: &'a LockValue,
-    pub owner: &'a [u8],
-    pub want: Want,
-}
-
-/// The cycle `req` would close if it queued, as the text after `DEADLOCK `; `None` when
-/// there is none.
-pub fn find(ctx: Ctx, reg: &Registry, req: &AboutToQueue, now: i64) -> Option<String> {
+/// The cycle `req` would close if it queued on `lk` (in database `db`, the key already
+/// opened by the command), as the text after `DEADLOCK `; `None` when there is none.
+pub fn find(
+    ctx: Ctx,
+    reg: &Registry,
+    db: i32,
+    lk: &LockKey,
+    req: &Terms<&[u8]>,
+    now: i64,
+) -> Option<String> {
+    let (key, value, requester) = (lk.key, &lk.value, req.owner);
     // Nobody can wait for an owner that neither waits nor holds a key with a queue: no
     // cycle (the common case, checked without walking anything).
-    let waited_for =
-        !reg.places_of_owner(req.owner).is_empty() || holds_a_waited_key(ctx, reg, req);
-    ctx.select_db(req.db);
+    let waited_for = !reg.places_of_owner(requester).is_empty()
+        || holds_a_waited_key(ctx, reg, db, lk, requester);
+    ctx.select_db(db);
     if !waited_for {
         return None;
     }
     let ahead = reg
-        .queued_on(req.db, req.key)
-        .map(|w| (w.request.owner(), w.request.want));
-    let first = Wait::of(req.key, req.value, req.owner, req.want, ahead, now);
+        .queued_on(db, key)
+        .map(|w| (w.terms.owner(), w.terms.want));
+    let first = Wait::of(key, value, requester, req.want, ahead, now);
     if first.is_empty() {
         return None;
     }
-    let found = deadlock::cycle_through(req.owner, first, |owner| {
+    let found = deadlock::cycle_through(requester, first, |owner| {
         let mut waits = vec![];
         for place in reg.places_of_owner(owner) {
             let Some((w, ahead)) = reg.waiter_at(place) else {
                 continue;
             };
-            let value = if place.db == req.db && place.key == req.key {
-                req.value.clone()
+            let value = if place.db == db && place.key == key {
+                value.clone()
             } else {
                 ctx.select_db(place.db);
                 LockKey::open(ctx, &place.key, Open::Read { name: None }).value
             };
-            let ahead = ahead.map(|a| (a.request.owner(), a.request.want));
+            let ahead = ahead.map(|a| (a.terms.owner(), a.terms.want));
             waits.push(Wait::of(
                 &place.key,
                 &value,
                 owner,
-                w.request.want,
+                w.terms.want,
                 ahead,
                 now,
             ));
         }
         waits
     });
-    ctx.select_db(req.db);
+    ctx.select_db(db);
     found
 }
 
-/// Whether the requester holds a key that clients wait on (costs one read per such key).
-fn holds_a_waited_key(ctx: Ctx, reg: &Registry, req: &AboutToQueue) -> bool {
-    reg.all_keys().into_iter().any(|(db, key)| {
-        if db == req.db && key == req.key {
-            return rules::holds(req.value, req.owner);
+/// Whether `owner` holds a key that clients wait on (costs one read per such key other than
+/// `lk`, the key of database `db` already open).
+fn holds_a_waited_key(ctx: Ctx, reg: &Registry, db: i32, lk: &LockKey, owner: &[u8]) -> bool {
+    reg.all_keys().into_iter().any(|(at, key)| {
+        if at == db && key == lk.key {
+            return rules::holds(&lk.value, owner);
         }
-        ctx.select_db(db);
+        ctx.select_db(at);
         rules::holds(
             &LockKey::open(ctx, &key, Open::Read { name: None }).value,
-            req.owner,
+            owner,
         )
     })
 }

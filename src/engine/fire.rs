@@ -1,5 +1,5 @@
-//! What each engine timer (`job::Job`) does when it fires: a WAIT time-out answers its
-//! waiter, a lease check or the keys marked by events serve their queues, a lease cut
+//! What each engine timer (`job::Job`) does when it fires: a WAIT time-out has its waiter
+//! answered (`blocked`), a lease check or the keys marked by events serve their queues, a lease cut
 //! shortens the leases of a closed connection's bound holds. Every change goes through the
 //! unit of work (`work`), written like a command would (replicated); `Job::Poll` runs the
 //! poll's tick (`wake::poll`) where Redis's cron ticks too seldom.
@@ -18,26 +18,19 @@ use crate::ffi::cluster::{self, Route};
 use crate::ffi::context::now_ms;
 use crate::ffi::replicate::publish_unlock_here;
 use crate::ffi::timer::TimerJob;
-use crate::ffi::{Ctx, RStr, Reply};
+use crate::ffi::{Ctx, RStr};
 use crate::stats::{Stats, STATS};
 
 use super::job::Job;
 use super::registry::registry;
-use super::{bind, depart, unlock, wake, work};
+use super::{bind, blocked, unlock, wake, work};
 
 impl TimerJob for Job {
     fn fire(self, ctx: Ctx) {
         match self {
             Job::WaitTimeout { db, key, seq } => {
-                let removed = {
-                    let mut reg = registry();
-                    // The timer has fired: it must not be stopped again.
-                    reg.clear_wait_timer(db, &key, seq);
-                    depart::remove(ctx, &mut reg, db, &key, seq)
-                };
-                if let Some(waiter) = removed {
-                    Stats::add(&STATS.wait_timeouts, 1);
-                    waiter.client.unblock(Some(Reply::Null));
+                // The waiters behind the one timed out may be served now.
+                if blocked::time_out(ctx, db, &key, seq) {
                     wake_key(ctx, db, &key);
                 }
             }
@@ -80,7 +73,7 @@ fn answer_demoted(ctx: Ctx) {
             Route::Elsewhere(redirect) => redirect,
             Route::Here => DEMOTED.into(),
         };
-        depart::answer_all(ctx, &mut registry(), db, &key, &error);
+        blocked::answer_all(ctx, &mut registry(), db, &key, &error);
     }
 }
 

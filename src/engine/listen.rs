@@ -11,15 +11,16 @@
 //! | this node's `CLUSTER SETSLOT` / `DELSLOTS` / `FLUSHSLOTS` / `RESET` | a command filter ([`SlotCommands`]) | cluster mode, while some key has a queue |
 //! | a waited key overwritten by another type; the cluster going down, a slot taken in gossip | nothing: `wake`'s poll (every `wake::POLL_MS`), run in Redis's cron tick ([`Cron`]) | while some key has a queue |
 //!
-//! Why not more: Redis builds a context for every event it delivers to a subscriber (~600
-//! instructions). `RedisModuleEvent_Key` (7.2+) and the `overwritten`/`type_changed` classes
-//! (8.2+) would report overwrites at once, but they fire for every overwrite of any key (a
-//! `SET` over an existing string): listening to them while clients waited cost every such
+//! Why not more: every event Redis delivers to a subscriber costs it a module context (what
+//! that costs: docs/DESIGN.md, "What a command costs", keyspace events).
+//! `RedisModuleEvent_Key` (7.2+) and the `overwritten`/`type_changed` classes (8.2+) would
+//! report overwrites at once, but they fire for every overwrite of any key (a `SET` over an
+//! existing string): listening to them while clients waited cost every such
 //! write ~20% (Redis 8.2.3). The generic class fires for DEL/EXPIRE/RENAME-like commands
 //! only, never for SET, HSET or other type-specific writes. A write thus pays no context for
 //! the waiters unless it deletes, renames or expires a key. Before 8.2 (and on Valkey) the
-//! generic subscription stays once made, so those writes pay ~600 instructions each from the
-//! first wait on.
+//! generic subscription stays once made, so those writes pay a context each from the first
+//! wait on.
 //!
 //! What every write pays anyway, waiters or not: Redis tests each keyspace subscription's
 //! classes for every event raised (~8 instructions a subscription, after ~38 for having any)

@@ -7,10 +7,10 @@
 
 pub mod acquire;
 pub mod bind;
+pub mod blocked;
 pub mod deadlock;
 pub mod delay;
 pub mod delay_keys;
-pub mod depart;
 pub mod fire;
 pub mod held;
 pub mod job;
@@ -18,7 +18,6 @@ pub mod listen;
 pub mod queue;
 pub mod redisson;
 mod registry;
-pub mod request;
 pub mod scripts;
 pub mod store;
 pub mod unlock;

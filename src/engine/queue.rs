@@ -5,14 +5,18 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use dlock_core::terms::Terms;
+
 use super::job::Timer;
-use super::request::HoldRequest;
 use crate::ffi::blocked::BlockedClient;
 
-/// One queued client and its request, kept as it arrived.
+/// One queued client and the terms it asked, kept as they arrived.
 pub struct Waiter {
     pub client: BlockedClient,
-    pub request: HoldRequest,
+    pub terms: Terms,
+    /// The connection that asked (`Ctx::connection`), when it asked for a BIND: what the
+    /// hold is bound to.
+    pub connection: Option<u64>,
     /// Its WAIT time-out timer (none for `WAIT 0`, or once it fired).
     pub timer: Option<Timer>,
     /// When it joined the queue (wait-time percentiles, DLOCK.WAITERS).

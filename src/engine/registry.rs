@@ -95,8 +95,8 @@ impl Registry {
             .values()
             .take(limit)
             .map(|w| WaiterView {
-                owner: w.request.owner.clone(),
-                request: w.request.want.describe(),
+                owner: w.terms.owner.clone(),
+                request: w.terms.want.describe(),
                 waited_ms: ms(now.saturating_duration_since(w.since)),
                 timeout_left_ms: w
                     .until
@@ -121,7 +121,7 @@ impl Registry {
             seq,
         };
         self.by_owner
-            .entry(waiter.request.owner.clone())
+            .entry(waiter.terms.owner.clone())
             .or_default()
             .push(place.clone());
         self.clients.insert(waiter.client.id(), place);
@@ -154,10 +154,10 @@ impl Registry {
             }
         }
         self.clients.remove(&waiter.client.id());
-        if let Some(places) = self.by_owner.get_mut(&waiter.request.owner) {
+        if let Some(places) = self.by_owner.get_mut(&waiter.terms.owner) {
             places.retain(|p| !(p.seq == seq && p.db == db));
             if places.is_empty() {
-                self.by_owner.remove(&waiter.request.owner);
+                self.by_owner.remove(&waiter.terms.owner);
             }
         }
         Some(Removed {
@@ -262,21 +262,15 @@ pub(super) fn free() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::request::HoldRequest;
     use crate::ffi::blocked::BlockedClient;
     use dlock_core::model::Want;
+    use dlock_core::terms::Terms;
 
     fn waiter(n: usize) -> Waiter {
         Waiter {
             client: BlockedClient::for_test(n),
-            request: HoldRequest {
-                owner: format!("o{n}").into_bytes(),
-                want: Want::Exclusive,
-                lease_ms: 100,
-                fence: false,
-                bind: None,
-                lock_delay: None,
-            },
+            terms: Terms::new(format!("o{n}").into_bytes(), Want::Exclusive, 100),
+            connection: None,
             timer: None,
             since: Instant::now(),
             until: None,
@@ -291,7 +285,7 @@ mod tests {
         a.since = t0;
         let mut b = waiter(2);
         b.since = t0 + std::time::Duration::from_millis(40);
-        b.request.want = Want::Permits {
+        b.terms.want = Want::Permits {
             capacity: 4,
             count: 3,
         };
@@ -336,9 +330,9 @@ mod tests {
             (r.waiters_on(0, b"k"), r.waiters_on(1, b"k"), r.len()),
             (2, 1, 4)
         );
-        assert_eq!(r.head(0, b"k").unwrap().1.request.owner, b"o1");
+        assert_eq!(r.head(0, b"k").unwrap().1.terms.owner, b"o1");
         let out = r.remove(0, b"k", s1).unwrap();
-        assert_eq!(out.waiter.request.owner, b"o1");
+        assert_eq!(out.waiter.terms.owner, b"o1");
         assert_eq!(r.head(0, b"k").unwrap().0, s2);
         assert!(r.remove(0, b"k", s1).is_none(), "a waiter leaves once");
         let mut keys = r.all_keys();
@@ -382,7 +376,7 @@ mod tests {
         let mut r = Registry::default();
         let s1 = r.push(0, b"k1", waiter(1));
         let mut other = waiter(2);
-        other.request.owner = b"o1".to_vec(); // the same owner on a second connection
+        other.terms.owner = b"o1".to_vec(); // the same owner on a second connection
         let s2 = r.push(0, b"k2", other);
         r.push(0, b"k1", waiter(3));
         let places: Vec<&[u8]> = r
@@ -393,9 +387,9 @@ mod tests {
         assert_eq!(places, [&b"k1"[..], &b"k2"[..]]);
         let third = r.places_of_owner(b"o3")[0].clone();
         let (w, ahead) = r.waiter_at(&third).unwrap();
-        assert_eq!(w.request.owner, b"o3");
+        assert_eq!(w.terms.owner, b"o3");
         assert_eq!(
-            ahead.map(|w| w.request.owner.clone()).collect::<Vec<_>>(),
+            ahead.map(|w| w.terms.owner.clone()).collect::<Vec<_>>(),
             [b"o1".to_vec()]
         );
         assert_eq!(r.queued_on(0, b"k1").count(), 2);

@@ -3,35 +3,31 @@
 //! Every writing command and every wake-up goes through [`unit_of_work`], and every grant
 //! through [`try_grant`].
 
-use std::time::Instant;
-
 use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules;
 use dlock_core::serve::{self, Granted};
+use dlock_core::terms::Terms;
 
-use crate::ffi::blocked::BlockedClient;
 use crate::ffi::cluster::Route;
 use crate::ffi::string::ArgStr;
 use crate::ffi::{timer, Ctx, Reply};
 use crate::stats::{Stats, STATS};
 
-use super::depart::{self, DepartingClients};
+use super::blocked;
 use super::job::Job;
-use super::queue::Waiter;
 use super::registry::registry;
 use super::registry::Registry;
-use super::request::HoldRequest;
 use super::store::{FenceCounter, LockKey, Open, Requester};
 
 /// One request against the lock: its turn (`dlock_core::serve::turn`: lock-delay, grant
 /// rules, the fencing counter on a grant), then what a grant means here (LOCKDELAY noted,
 /// BIND, INFO). `Ok(Some(reply))` granted, `Ok(None)` must wait, `Err` refused (nothing
 /// changed). `queue_ahead`: other clients wait in front of this request.
-pub fn try_grant<O: AsRef<[u8]>>(
+pub fn try_grant(
     ctx: Ctx,
     lk: &mut LockKey,
-    req: &HoldRequest<O>,
+    req: &Terms<&[u8]>,
     now: i64,
     queue_ahead: bool,
 ) -> Result<Option<Reply>, LockError> {
@@ -40,20 +36,24 @@ pub fn try_grant<O: AsRef<[u8]>>(
     let turn = serve::turn(
         &mut lk.value,
         lk.delay.stored(),
-        &req.ask(),
+        req,
         now,
         queue_ahead,
         draw,
     )?;
-    Ok(turn.map(|granted| on_grant(ctx, lk, req, granted)))
+    // The connection is asked for only where a BIND needs it (a context-flags call).
+    let connection = || req.bind.and_then(|_| ctx.connection());
+    Ok(turn.map(|granted| on_grant(ctx, lk, req, connection(), granted)))
 }
 
 /// What a grant to `req` means beyond the lock's value: the LOCKDELAY it asked for, its
-/// BIND (or a binding left from an earlier hold undone), the INFO counters; the reply.
+/// BIND to `connection` (or a binding left from an earlier hold undone), the INFO counters;
+/// the reply.
 fn on_grant<O: AsRef<[u8]>>(
     ctx: Ctx,
     lk: &mut LockKey,
-    req: &HoldRequest<O>,
+    req: &Terms<O>,
+    connection: Option<u64>,
     granted: Granted,
 ) -> Reply {
     let owner = req.owner();
@@ -61,8 +61,8 @@ fn on_grant<O: AsRef<[u8]>>(
         lk.delay.ask(owner, ms);
     }
     let db = ctx.selected_db();
-    match req.bind {
-        Some((client, grace_ms)) => super::bind::bind(client, db, lk.key, owner, grace_ms),
+    match req.bind.zip(connection) {
+        Some((grace_ms, client)) => super::bind::bind(client, db, lk.key, owner, grace_ms),
         // A new hold without BIND: a binding left from an earlier hold (that lapsed) must
         // not cut it. (Only asked while some hold is bound.)
         None if !granted.held_before && super::bind::any_bound() => {
@@ -70,7 +70,7 @@ fn on_grant<O: AsRef<[u8]>>(
         }
         None => {}
     }
-    let counter = if granted.fresh(req.want) {
+    let counter = if granted.fresh {
         &STATS.grants
     } else {
         &STATS.reentrant_grants
@@ -82,50 +82,6 @@ fn on_grant<O: AsRef<[u8]>>(
     }
 }
 
-/// Blocks the running command's client at the tail of the queue of `key`.
-pub fn enqueue(
-    ctx: Ctx,
-    reg: &mut Registry,
-    db: i32,
-    key: &[u8],
-    req: &HoldRequest<&[u8]>,
-    wait_ms: i64,
-) -> Result<(), LockError> {
-    let cfg = crate::config::get();
-    if cfg.max_waiters_per_key > 0 && reg.waiters_on(db, key) >= cfg.max_waiters_per_key {
-        return Err(LockError::TooManyWaitersOnKey(cfg.max_waiters_per_key));
-    }
-    if cfg.max_waiters > 0 && reg.len() >= cfg.max_waiters {
-        return Err(LockError::TooManyWaiters(cfg.max_waiters));
-    }
-    let client = BlockedClient::block::<DepartingClients>(ctx);
-    let seq = reg.next_seq();
-    let timer = (wait_ms > 0).then(|| {
-        timer::start(
-            ctx,
-            wait_ms,
-            Job::WaitTimeout {
-                db,
-                key: key.to_vec(),
-                seq,
-            },
-        )
-    });
-    let waiter = Waiter {
-        client,
-        request: req.owned(),
-        timer,
-        since: Instant::now(),
-        until: (wait_ms > 0)
-            .then(|| Instant::now() + std::time::Duration::from_millis(wait_ms as u64)),
-    };
-    if reg.waiters_on(db, key) == 0 {
-        super::listen::watch(ctx, db, key);
-    }
-    reg.push(db, key, waiter);
-    Ok(())
-}
-
 /// Whether a unit of work outside a command (a timer) may serve `key` on this node. In a
 /// cluster the key may have left it (migrated, its slot given away, the cluster down): then
 /// nothing may be granted or created here, and every waiter of the key is answered with the
@@ -135,37 +91,34 @@ pub fn served_here(ctx: Ctx, db: i32, key: &[u8]) -> bool {
     let Route::Elsewhere(error) = crate::ffi::cluster::route(ctx, key) else {
         return true;
     };
-    let answered = depart::answer_all(ctx, &mut registry(), db, key, &error);
+    let answered = blocked::answer_all(ctx, &mut registry(), db, key, &error);
     Stats::add(&STATS.cluster_redirects, answered);
     false
 }
 
 /// Serves the queue of `lk` as `dlock_core::serve::serve` decides (head first, while the
-/// lock allows it): each waiter served is answered (its grant, or its error: WRONGTYPE when
-/// the value no longer suits) and leaves the queue. The caller saves `lk` afterwards.
+/// lock allows it): each waiter served is answered (`blocked::answer_head`: its grant, or its
+/// error: WRONGTYPE when the value no longer suits). The caller saves `lk` afterwards.
 pub fn serve(ctx: Ctx, reg: &mut Registry, db: i32, lk: &mut LockKey, now: i64) {
     if reg.waiters_on(db, lk.key) == 0 {
         return;
     }
     let key = lk.key;
-    let queue = reg.queued_on(db, key).map(|w| w.request.ask());
+    let queue = reg.queued_on(db, key).map(|w| &w.terms);
     let draw = |advance| FenceCounter::of(key).token(ctx, advance);
     let served = serve::serve(&mut lk.value, lk.delay.stored(), now, queue, draw);
     for outcome in served {
-        let (seq, _) = reg.head(db, key).expect("a served waiter");
-        let waiter = depart::remove(ctx, reg, db, key, seq).expect("head waiter");
-        let reply = match outcome {
+        blocked::answer_head(ctx, reg, db, key, |waiter| match outcome {
             Ok(granted) => {
                 Stats::add(&STATS.handoffs, 1);
                 crate::stats::record_wait(waiter.since.elapsed());
-                on_grant(ctx, lk, &waiter.request, granted)
+                on_grant(ctx, lk, &waiter.terms, waiter.connection, granted)
             }
             Err(e) => {
                 Stats::add(&STATS.errors, 1);
                 Reply::Error(e.message("dlock"))
             }
-        };
-        waiter.client.unblock(Some(reply));
+        });
     }
 }
 

@@ -74,6 +74,13 @@ impl Ctx {
         self.flags() & not == 0
     }
 
+    /// The id of the user's connection that sent the running command (see
+    /// [`Ctx::sent_by_a_connection`]): what a BIND binds a hold to. None from a script, a
+    /// master or the AOF.
+    pub fn connection(self) -> Option<u64> {
+        self.sent_by_a_connection().then(|| self.client_id())
+    }
+
     /// Whether this server is a master (loading or not).
     pub fn is_master(self) -> bool {
         self.flags() & raw::REDISMODULE_CTX_FLAGS_MASTER != 0

@@ -318,8 +318,9 @@ pub fn filter_slot_commands<H: SlotCommandHandler>(ctx: Ctx, on: bool) {
     }
 }
 
-/// Subscribes `H` to Redis's cron ticks (`on`), or drops the subscription (`!on`). Redis
-/// builds a context for each tick it delivers (~600 instructions, `hz` times a second); on
+/// Subscribes `H` to Redis's cron ticks (`on`), or drops the subscription (`!on`). Each tick
+/// delivered costs a module context, `hz` times a second (docs/DESIGN.md, "What a command
+/// costs": keyspace events say what a context costs); on
 /// 7.2+ every server-event listener also costs a step of Redis's walk for each key deleted or
 /// overwritten (~10 instructions), hence subscribed only while needed. Never drop it from
 /// inside a server-event callback (this one's included): Redis walks its listener list while

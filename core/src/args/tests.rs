@@ -16,9 +16,12 @@ fn msg(r: Result<AcquireArgs, LockError>) -> String {
 #[test]
 fn acquire_options_any_order_and_case() {
     let r = a(&["k", "o", "100", "fence", "wait", "5"]).unwrap();
-    assert_eq!((r.wait_ms, r.fence, r.lease_ms), (Some(5), true, 100));
+    assert_eq!(
+        (r.wait_ms, r.terms.fence, r.terms.lease_ms),
+        (Some(5), true, 100)
+    );
     let r = a(&["k", "o", "100"]).unwrap();
-    assert_eq!((r.wait_ms, r.fence), (None, false));
+    assert_eq!((r.wait_ms, r.terms.fence), (None, false));
     assert_eq!(a(&["k", "o", "1", "WAIT", "0"]).unwrap().wait_ms, Some(0));
 }
 
@@ -98,7 +101,7 @@ fn rwlock_and_release_and_renew() {
     let owned = v(&["k", "o", "read", "10", "WAIT", "3"]);
     let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
     let r = rwlock(&refs).unwrap();
-    assert_eq!((r.want, r.wait_ms), (Want::Read, Some(3)));
+    assert_eq!((r.terms.want, r.wait_ms), (Want::Read, Some(3)));
     let owned = v(&["k", "o", "both", "10"]);
     let refs: Vec<&[u8]> = owned.iter().map(|w| w.as_slice()).collect();
     assert_eq!(
@@ -145,15 +148,18 @@ fn bind_and_lockdelay() {
     ])
     .unwrap();
     assert_eq!(
-        (r.bind, r.lock_delay, r.wait_ms),
+        (r.terms.bind, r.terms.lock_delay, r.wait_ms),
         (Some(20), Some(50), Some(1))
     );
-    assert_eq!(a(&["k", "o", "100"]).unwrap().bind, None);
+    assert_eq!(a(&["k", "o", "100"]).unwrap().terms.bind, None);
     assert_eq!(
-        a(&["k", "o", "100", "BIND", "100"]).unwrap().bind,
+        a(&["k", "o", "100", "BIND", "100"]).unwrap().terms.bind,
         Some(100)
     );
-    assert_eq!(a(&["k", "o", "100", "BIND", "0"]).unwrap().bind, Some(0));
+    assert_eq!(
+        a(&["k", "o", "100", "BIND", "0"]).unwrap().terms.bind,
+        Some(0)
+    );
     assert_eq!(
         msg(a(&["k", "o", "100", "BIND", "101"])),
         "ERR grace-ms must be at most the lease-ms (100)"
@@ -168,12 +174,18 @@ fn bind_and_lockdelay() {
     );
     // A bare BIND: the default grace, capped at the lease; the next word is the grace
     // unless it starts an option.
-    assert_eq!(a(&["k", "o", "100", "BIND"]).unwrap().bind, Some(100));
-    assert_eq!(a(&["k", "o", "30000", "BIND"]).unwrap().bind, Some(2000));
+    assert_eq!(a(&["k", "o", "100", "BIND"]).unwrap().terms.bind, Some(100));
+    assert_eq!(
+        a(&["k", "o", "30000", "BIND"]).unwrap().terms.bind,
+        Some(2000)
+    );
     let r = a(&["k", "o", "30000", "BIND", "fence", "WAIT", "5"]).unwrap();
-    assert_eq!((r.bind, r.fence, r.wait_ms), (Some(2000), true, Some(5)));
+    assert_eq!(
+        (r.terms.bind, r.terms.fence, r.wait_ms),
+        (Some(2000), true, Some(5))
+    );
     let r = a(&["k", "o", "30000", "BIND", "LOCKDELAY", "7"]).unwrap();
-    assert_eq!((r.bind, r.lock_delay), (Some(2000), Some(7)));
+    assert_eq!((r.terms.bind, r.terms.lock_delay), (Some(2000), Some(7)));
     assert_eq!(
         msg(a(&["k", "o", "100", "BIND", "soon"])),
         "ERR grace-ms must be a non-negative integer"
@@ -189,6 +201,7 @@ fn bind_and_lockdelay() {
     assert_eq!(
         a(&["k", "o", "100", "LOCKDELAY", "60000"])
             .unwrap()
+            .terms
             .lock_delay,
         Some(60000)
     );
@@ -216,6 +229,7 @@ fn bind_and_lockdelay() {
     assert_eq!(
         rw(&["k", "o", "WRITE", "10", "LOCKDELAY", "5"])
             .unwrap()
+            .terms
             .lock_delay,
         Some(5)
     );
@@ -224,19 +238,23 @@ fn bind_and_lockdelay() {
         "ERR LOCKDELAY is an option of WRITE, not READ"
     );
     assert_eq!(
-        rw(&["k", "o", "READ", "10", "BIND", "5"]).unwrap().bind,
+        rw(&["k", "o", "READ", "10", "BIND", "5"])
+            .unwrap()
+            .terms
+            .bind,
         Some(5)
     );
     fn sem<'w>(w: &[&'w str]) -> Result<AcquireArgs<'w>, String> {
         semaphore(&refs(w)).map_err(|e| e.message("x"))
     }
     assert_eq!(
-        sem(&["k", "o", "2", "10", "BIND", "5"]).unwrap().bind,
+        sem(&["k", "o", "2", "10", "BIND", "5"]).unwrap().terms.bind,
         Some(5)
     );
     assert_eq!(
         sem(&["k", "o", "2", "10", "BIND", "COUNT", "2"])
             .unwrap()
+            .terms
             .bind,
         Some(10)
     );
@@ -284,7 +302,7 @@ fn semaphore_arguments() {
     }
     let r = s(&["k", "o", "4", "100", "wait", "5", "count", "3"]).unwrap();
     assert_eq!(
-        (r.want, r.wait_ms, r.lease_ms, r.fence),
+        (r.terms.want, r.wait_ms, r.terms.lease_ms, r.terms.fence),
         (
             Want::Permits {
                 capacity: 4,
@@ -297,7 +315,7 @@ fn semaphore_arguments() {
     );
     let r = s(&["k", "o", "4", "100"]).unwrap();
     assert_eq!(
-        (r.want, r.wait_ms),
+        (r.terms.want, r.wait_ms),
         (
             Want::Permits {
                 capacity: 4,
