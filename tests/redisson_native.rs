@@ -53,12 +53,12 @@ fn newest_version() -> Option<Version> {
 
 /// How the script is sent.
 #[derive(Clone, Copy, PartialEq)]
-enum Send {
+pub(crate) enum Send {
     Eval,
     EvalSha,
 }
 
-fn script(
+pub(crate) fn script(
     con: &mut Connection,
     how: Send,
     s: &CapturedScript,
@@ -156,7 +156,7 @@ fn sequence(v: &Version, p: &str) -> Vec<Step> {
 }
 
 /// Every key with its type, value and PTTL.
-fn keyspace(con: &mut Connection) -> BTreeMap<String, (String, String, i64)> {
+pub(crate) fn keyspace(con: &mut Connection) -> BTreeMap<String, (String, String, i64)> {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(con).unwrap();
     keys.into_iter()
         .map(|k| {
@@ -175,7 +175,7 @@ fn keyspace(con: &mut Connection) -> BTreeMap<String, (String, String, i64)> {
 /// Two keyspaces alike: the same keys, types and values, and TTLs within a second of each
 /// other (the two servers' clocks run on while the test reads them).
 #[track_caller]
-fn assert_same_keyspace(
+pub(crate) fn assert_same_keyspace(
     a: &BTreeMap<String, (String, String, i64)>,
     b: &BTreeMap<String, (String, String, i64)>,
     what: &str,
@@ -196,7 +196,7 @@ fn assert_same_keyspace(
 }
 
 /// Replies compared as the scripts give them: PTTLs within a second, errors by their code.
-fn same_reply(a: &Reply, b: &Reply) -> bool {
+pub(crate) fn same_reply(a: &Reply, b: &Reply) -> bool {
     match (a, b) {
         (Reply::Int(x), Reply::Int(y)) if *x > 100 && *y > 100 => (x - y).abs() < 1000,
         (Reply::Err(x), Reply::Err(y)) => x.split(' ').next() == y.split(' ').next(),
@@ -205,7 +205,7 @@ fn same_reply(a: &Reply, b: &Reply) -> bool {
 }
 
 /// Everything a `PSUBSCRIBE *` connection received, until it has been quiet for 300 ms.
-fn drain(ps: &mut redis::PubSub<'static>) -> Vec<(String, String)> {
+pub(crate) fn drain(ps: &mut redis::PubSub<'static>) -> Vec<(String, String)> {
     let mut out = vec![];
     while let Ok(m) = ps.get_message() {
         out.push((
@@ -216,7 +216,7 @@ fn drain(ps: &mut redis::PubSub<'static>) -> Vec<(String, String)> {
     out
 }
 
-fn listener(srv: &Server) -> redis::PubSub<'static> {
+pub(crate) fn listener(srv: &Server) -> redis::PubSub<'static> {
     let mut c = srv.connection();
     let _: () = redis::cmd("CONFIG")
         .arg("SET")
