@@ -7,12 +7,10 @@
 //! `DLOCK.RWLOCK` holds a lock (the Lua would join it).
 
 use crate::common;
-use crate::redisson_native::{
-    assert_same_keyspace, drain, keyspace, listener, same_reply, script, Send,
-};
+use crate::redisson_native::{load, per_version, replica_agrees, script, Send, Twins};
 use common::*;
 use dlock_testutil::redisson::{captured_or_skip, CapturedScript};
-use dlock_testutil::replication::{sync_replicas, ReplicaSet};
+use dlock_testutil::replication::ReplicaSet;
 
 const READ_TRY_LOCK: &str = "95553a6ff11176c18e71344e89d116b06fd6f753";
 
@@ -30,25 +28,18 @@ struct Version {
 }
 
 fn versions(all: &[CapturedScript]) -> Vec<Version> {
-    let mut names: Vec<&str> = all.iter().map(|s| s.redisson.as_str()).collect();
-    names.sort();
-    names.dedup();
-    names
-        .into_iter()
-        .filter_map(|v| {
-            let role = |r: &str| all.iter().find(|s| s.redisson == v && s.role == r).cloned();
-            Some(Version {
-                name: v.to_string(),
-                read: role("rwlock.read.tryLock")?,
-                write: role("rwlock.write.tryLock")?,
-                read_unlock: role("rwlock.read.unlock")?,
-                write_unlock: role("rwlock.write.unlock")?,
-                read_force: role("rwlock.read.forceUnlock")?,
-                write_force: role("rwlock.write.forceUnlock")?,
-                renew: role("rwlock.read.renew").or_else(|| role("rwlock.renewBatch"))?,
-            })
+    per_version(all, |v, role| {
+        Some(Version {
+            name: v.to_string(),
+            read: role("rwlock.read.tryLock")?,
+            write: role("rwlock.write.tryLock")?,
+            read_unlock: role("rwlock.read.unlock")?,
+            write_unlock: role("rwlock.write.unlock")?,
+            read_force: role("rwlock.read.forceUnlock")?,
+            write_force: role("rwlock.write.forceUnlock")?,
+            renew: role("rwlock.read.renew").or_else(|| role("rwlock.renewBatch"))?,
         })
-        .collect()
+    })
 }
 
 /// One script call: the script, its keys and arguments.
@@ -189,22 +180,19 @@ fn call(con: &mut Connection, how: Send, Call(s, keys, args): &Call) -> Reply {
 }
 
 fn load_all(con: &mut Connection, v: &Version) {
-    for s in [
-        &v.read,
-        &v.write,
-        &v.read_unlock,
-        &v.write_unlock,
-        &v.read_force,
-        &v.write_force,
-        &v.renew,
-    ] {
-        let sha: String = redis::cmd("SCRIPT")
-            .arg("LOAD")
-            .arg(&s.text)
-            .query(con)
-            .unwrap();
-        assert_eq!(sha, s.sha1, "{}: the capture's SHA1", s.role);
-    }
+    let (r, w) = (&v.read, &v.write);
+    load(
+        con,
+        &[
+            r,
+            w,
+            &v.read_unlock,
+            &v.write_unlock,
+            &v.read_force,
+            &v.write_force,
+            &v.renew,
+        ],
+    );
 }
 
 #[test]
@@ -217,28 +205,20 @@ fn every_rwlock_script_is_served_as_the_lua_answers() {
         !versions.is_empty(),
         "no captured version has the rwlock scripts"
     );
-    let lua = Server::builder().without_module().start();
-    let native = Server::start();
-    let (mut l, mut n) = (lua.connection(), native.connection());
-    let (mut lps, mut nps) = (listener(&lua), listener(&native));
-    for v in &versions {
-        load_all(&mut l, v);
-        load_all(&mut n, v);
-        for how in [Send::EvalSha, Send::Eval] {
-            let p = format!(
-                "{}:{}:",
-                v.name,
-                if how == Send::Eval { "eval" } else { "sha" }
-            );
-            let before = info_dlock(&mut n);
-            let steps = sequence(v, &p);
+    let mut t = Twins::start();
+    t.each(
+        &versions,
+        load_all,
+        |v| &v.name,
+        |t, v, how, p| {
+            let before = info_dlock(&mut t.n);
+            let steps = sequence(v, p);
             for (i, step) in steps.iter().enumerate() {
-                let (a, b) = (call(&mut l, how, step), call(&mut n, how, step));
-                let what = format!("{p} step {i} ({})", step.0.role);
-                assert!(same_reply(&a, &b), "{what}: Lua {a:?}, native {b:?}");
-                assert_same_keyspace(&keyspace(&mut l), &keyspace(&mut n), &what);
+                t.step(&format!("{p} step {i} ({})", step.0.role), |c| {
+                    call(c, how, step)
+                });
             }
-            let after = info_dlock(&mut n);
+            let after = info_dlock(&mut t.n);
             let served = after["dlock_redisson_served"] - before["dlock_redisson_served"];
             let as_lua = after["dlock_redisson_lua"] - before["dlock_redisson_lua"];
             assert_eq!(
@@ -246,13 +226,9 @@ fn every_rwlock_script_is_served_as_the_lua_answers() {
                 (steps.len() as i64, 0),
                 "{p}: served natively"
             );
-            assert_eq!(
-                drain(&mut lps),
-                drain(&mut nps),
-                "{p}: messages and keyspace events"
-            );
-        }
-    }
+            t.same_messages(p);
+        },
+    );
 }
 
 #[test]
@@ -276,13 +252,7 @@ fn a_replica_without_the_module_ends_with_the_same_data() {
             call(&mut p, how, step);
         }
     }
-    assert!(info_dlock(&mut p)["dlock_redisson_served"] > 0);
-    sync_replicas(&mut p);
-    assert_same_keyspace(
-        &keyspace(&mut r),
-        &keyspace(&mut p),
-        "the replica's keyspace",
-    );
+    replica_agrees(&mut p, &mut r);
 }
 
 /// `RReadWriteLock`'s read tryLock on a key where `DLOCK.RWLOCK` holds READ: its Lua takes

@@ -445,39 +445,31 @@ mod tests {
         let m = |v: &'static str| LockState::Hash {
             field: Some(v.as_bytes()),
         };
-        let no = || false;
-        assert_eq!(
-            read_try_lock(LockState::Absent, false, None, no),
-            Ok(TryLock::First)
-        );
-        assert_eq!(
-            read_try_lock(m("read"), false, None, no),
-            Ok(TryLock::Count(1))
-        );
-        assert_eq!(
-            read_try_lock(m("read"), false, Some(b"2"), no),
-            Ok(TryLock::Count(3))
-        );
-        assert_eq!(
-            read_try_lock(m("read"), false, None, || true),
-            Ok(TryLock::Busy)
-        );
-        assert_eq!(
-            read_try_lock(m("write"), false, None, no),
-            Ok(TryLock::Busy)
-        );
-        assert_eq!(
-            read_try_lock(m("write"), true, None, no),
-            Ok(TryLock::Count(1))
-        );
-        assert_eq!(
-            read_try_lock(m("read"), false, Some(b"x"), no),
-            Err(Fallback)
-        );
-        assert_eq!(
-            read_try_lock(LockState::Hash { field: None }, false, None, no),
-            Err(Fallback)
-        );
+        let rlock = LockState::Hash { field: None };
+        let read_cases: [(
+            LockState,
+            bool,
+            Option<&[u8]>,
+            bool,
+            Result<TryLock, Fallback>,
+        ); 9] = [
+            (LockState::Absent, false, None, false, Ok(TryLock::First)),
+            (rlock, false, Some(b"x"), false, Ok(TryLock::First)),
+            (m("read"), false, None, false, Ok(TryLock::Count(1))),
+            (m("read"), false, Some(b"2"), false, Ok(TryLock::Count(3))),
+            (m("read"), false, None, true, Ok(TryLock::Busy)),
+            (m("write"), false, None, false, Ok(TryLock::Busy)),
+            (m("write"), true, None, false, Ok(TryLock::Count(1))),
+            (m("read"), false, Some(b"x"), false, Err(Fallback)),
+            (LockState::NotAHash, false, None, false, Err(Fallback)),
+        ];
+        for (i, (mode, own_write, count, dlock, want)) in read_cases.into_iter().enumerate() {
+            assert_eq!(
+                read_try_lock(mode, own_write, count, || dlock),
+                want,
+                "case {i}"
+            );
+        }
         assert_eq!(
             write_try_lock(m("write"), Some(b"1")),
             Ok(TryLock::Count(2))

@@ -42,32 +42,28 @@ pub fn serve(ctx: Ctx, call: &RwCall, strs: Args, now: i64) -> Result<Reply, Fal
         RwCall::ReadTryLock { lease_ms } => read_try_lock(ctx, strs, now, lease_ms),
         RwCall::WriteTryLock { lease_ms } => write_try_lock(ctx, strs, now, lease_ms),
         RwCall::ReadUnlock { publish, latch_ms } => {
-            let at = Positions {
-                numkeys: 4 + usize::from(latch_ms.is_some()),
-            };
-            let latch = Latch::open(ctx, strs, latch_ms.map(|ms| (at.key(4), now + ms)));
-            let lock = Lock::open(ctx, strs, &at);
-            read_unlock(ctx, strs, now, &at, &lock, &latch, shard(publish))
+            let u = Unlocking::open(
+                ctx,
+                strs,
+                4,
+                latch_ms.map(|ms| (4, now + ms)),
+                shard(publish),
+            );
+            read_unlock(ctx, &u, now)
         }
         RwCall::WriteUnlock {
             lease_ms,
             publish,
             latch_ms,
         } => {
-            let at = Positions {
-                numkeys: 2 + usize::from(latch_ms.is_some()),
-            };
-            let latch = Latch::open(ctx, strs, latch_ms.map(|ms| (at.key(2), now + ms)));
-            let lock = Lock::open(ctx, strs, &at);
-            write_unlock(
+            let u = Unlocking::open(
                 ctx,
                 strs,
-                now + lease_ms,
-                &at,
-                &lock,
-                &latch,
+                2,
+                latch_ms.map(|ms| (2, now + ms)),
                 shard(publish),
-            )
+            );
+            write_unlock(ctx, &u, now + lease_ms)
         }
         RwCall::ForceUnlock { mode, publish } => {
             let lock = Lock::open(ctx, strs, &Positions { numkeys: 2 });
@@ -180,6 +176,56 @@ impl Latch {
     }
 }
 
+/// An unlock call: its words, the lock, the latch, how it publishes.
+struct Unlocking<'s> {
+    strs: Args<'s>,
+    at: Positions,
+    lock: Lock,
+    latch: Latch,
+    shard: bool,
+}
+
+impl<'s> Unlocking<'s> {
+    /// `numkeys` without the latch; `latch`: the latch's index among the keys and when a
+    /// value written to it expires (3.24+).
+    fn open(
+        ctx: Ctx,
+        strs: Args<'s>,
+        numkeys: usize,
+        latch: Option<(usize, i64)>,
+        shard: bool,
+    ) -> Unlocking<'s> {
+        let at = Positions {
+            numkeys: numkeys + usize::from(latch.is_some()),
+        };
+        let latch = Latch::open(ctx, strs, latch.map(|(i, expires)| (at.key(i), expires)));
+        let lock = Lock::open(ctx, strs, &at);
+        Unlocking {
+            strs,
+            at,
+            lock,
+            latch,
+            shard,
+        }
+    }
+
+    /// The latch's answer to a retried call (`Err`), else the owner (`ARGV` index `i`) and
+    /// its count.
+    fn owner(&self, ctx: Ctx, i: usize) -> Result<Result<(RStr, Option<RStr>), Reply>, Fallback> {
+        if let Some(n) = rw::latched(latch_state(&self.latch.value))? {
+            return Ok(Err(Reply::Int(n)));
+        }
+        let owner = arg(ctx, self.strs, self.at.arg(i));
+        let count = self.lock.field(ctx, &owner);
+        Ok(Ok((owner, count)))
+    }
+
+    /// The message published (the lock freed).
+    fn publish(&self, ctx: Ctx) {
+        free_message(ctx, self.strs, &self.at, self.shard);
+    }
+}
+
 /// `PUBLISH` (or `SPUBLISH`) of `ARGV[1]` on `KEYS[2]`.
 fn free_message(ctx: Ctx, strs: Args, at: &Positions, shard: bool) {
     let (channel, message) = (arg(ctx, strs, at.key(1)), arg(ctx, strs, at.arg(0)));
@@ -278,24 +324,16 @@ fn lower(ctx: Ctx, lock: &Lock, owner: &RStr, left: i64, delete: bool) {
     }
 }
 
-fn write_unlock(
-    ctx: Ctx,
-    strs: Args,
-    lease_end: i64,
-    at: &Positions,
-    lock: &Lock,
-    latch: &Latch,
-    shard: bool,
-) -> Result<Reply, Fallback> {
-    if let Some(n) = rw::latched(latch_state(&latch.value))? {
-        return Ok(Reply::Int(n));
-    }
-    let owner = arg(ctx, strs, at.arg(2));
-    let count = lock.field(ctx, &owner);
+fn write_unlock(ctx: Ctx, u: &Unlocking, lease_end: i64) -> Result<Reply, Fallback> {
+    let (owner, count) = match u.owner(ctx, 2)? {
+        Ok(found) => found,
+        Err(latched) => return Ok(latched),
+    };
+    let (lock, latch) = (&u.lock, &u.latch);
     Ok(
         match rw::write_unlock(lock.state(), count.as_ref().map(RStr::bytes))? {
             Unlock::NoLock => {
-                free_message(ctx, strs, at, shard);
+                u.publish(ctx);
                 latch.no_lock_reply(ctx)
             }
             Unlock::NotHeld => Reply::Null,
@@ -312,7 +350,7 @@ fn write_unlock(
                 notify::keyspace_event(ctx, Class::Hash, c"hdel", &lock.name);
                 if rw::write_unlock_last(lock.k.len()) {
                     delete(ctx, &lock.k, &lock.name);
-                    free_message(ctx, strs, at, shard);
+                    u.publish(ctx);
                 } else {
                     let (field, read) = (RStr::new(ctx, MODE), RStr::new(ctx, rw::READ));
                     lock.k.hash_set(&field, Some(&read));
@@ -358,23 +396,15 @@ fn hold_key(ctx: Ctx, prefix: &[u8], field: &[u8], n: i64) -> RStr {
     RStr::new(ctx, &name)
 }
 
-fn read_unlock(
-    ctx: Ctx,
-    strs: Args,
-    now: i64,
-    at: &Positions,
-    lock: &Lock,
-    latch: &Latch,
-    shard: bool,
-) -> Result<Reply, Fallback> {
-    if let Some(n) = rw::latched(latch_state(&latch.value))? {
-        return Ok(Reply::Int(n));
-    }
-    let owner = arg(ctx, strs, at.arg(1));
-    let count = lock.field(ctx, &owner);
+fn read_unlock(ctx: Ctx, u: &Unlocking, now: i64) -> Result<Reply, Fallback> {
+    let (owner, count) = match u.owner(ctx, 1)? {
+        Ok(found) => found,
+        Err(latched) => return Ok(latched),
+    };
+    let (lock, latch, strs, at) = (&u.lock, &u.latch, u.strs, &u.at);
     let left = match rw::read_unlock(lock.state(), count.as_ref().map(RStr::bytes))? {
         Unlock::NoLock => {
-            free_message(ctx, strs, at, shard);
+            u.publish(ctx);
             return Ok(latch.no_lock_reply(ctx));
         }
         Unlock::NotHeld => return Ok(Reply::Null),
@@ -424,7 +454,7 @@ fn read_unlock(
         }
         ReadUnlockEnd::Free => {
             delete(ctx, &lock.k, &lock.name);
-            free_message(ctx, strs, at, shard);
+            u.publish(ctx);
             latch.set(ctx, 1);
             Reply::Int(1)
         }
