@@ -410,19 +410,20 @@ fn read_unlock(ctx: Ctx, u: &Unlocking, now: i64) -> Result<Reply, Fallback> {
         Unlock::NotHeld => return Ok(Reply::Null),
         Unlock::Count(left) => left,
     };
-    // The hash as it will be after the owner's hold goes, checked before any write.
-    let mut after = fields(&lock.k);
-    let mine = after.iter().position(|(f, _)| f == owner.bytes());
-    match mine {
-        Some(i) if left == 0 => drop(after.remove(i)),
-        Some(i) => after[i].1 = left.to_string().into_bytes(),
-        None => return Err(Fallback),
+    // The hash as it will be after the owner's hold goes, checked before any write (its
+    // fields are looked at only when others remain: the script's loop).
+    let fields_left = lock.k.len() - usize::from(left == 0);
+    let mut after = vec![];
+    let mut holds = vec![];
+    if fields_left > 1 {
+        after = fields(&lock.k);
+        match after.iter().position(|(f, _)| f == owner.bytes()) {
+            Some(i) if left == 0 => drop(after.remove(i)),
+            Some(i) => after[i].1 = left.to_string().into_bytes(),
+            None => return Err(Fallback),
+        }
+        holds = rw::hold_counts(after.iter().map(|(_, v)| v.as_slice()))?;
     }
-    let holds = if after.len() > 1 {
-        rw::hold_counts(after.iter().map(|(_, v)| v.as_slice()))?
-    } else {
-        vec![]
-    };
     let mode = lock
         .mode
         .as_ref()
@@ -444,7 +445,7 @@ fn read_unlock(ctx: Ctx, u: &Unlocking, now: i64) -> Result<Reply, Fallback> {
             longest = longest.max(pttl_of(ctx, &t, now));
         }
     }
-    Ok(match rw::read_unlock_end(after.len(), longest, &mode) {
+    Ok(match rw::read_unlock_end(fields_left, longest, &mode) {
         ReadUnlockEnd::Held(ttl) => {
             if let Some(ms) = ttl {
                 lock.expire_at(ctx, now + ms);
