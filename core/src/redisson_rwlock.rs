@@ -440,19 +440,22 @@ mod tests {
         assert_eq!(groups, vec![1..2, 2..3]);
     }
 
+    /// read tryLock's inputs (mode, own write field, count, dlock layout) and its answer.
+    type ReadCase<'a> = (
+        LockState<'a>,
+        bool,
+        Option<&'a [u8]>,
+        bool,
+        Result<TryLock, Fallback>,
+    );
+
     #[test]
     fn the_scripts_answers() {
         let m = |v: &'static str| LockState::Hash {
             field: Some(v.as_bytes()),
         };
         let rlock = LockState::Hash { field: None };
-        let read_cases: [(
-            LockState,
-            bool,
-            Option<&[u8]>,
-            bool,
-            Result<TryLock, Fallback>,
-        ); 9] = [
+        let read_cases: [ReadCase; 9] = [
             (LockState::Absent, false, None, false, Ok(TryLock::First)),
             (rlock, false, Some(b"x"), false, Ok(TryLock::First)),
             (m("read"), false, None, false, Ok(TryLock::Count(1))),
