@@ -43,7 +43,10 @@
 //!    16. `acquire`: the wait policy of a request for a hold (granted now, queued, or not);
 //!    17. `scripts`: which calls are Redisson's lock scripts, the command filter that hands
 //!        them to DLOCK.REDISSON, and the ACL guard on serving them natively;
-//!    18. `redisson`: Redisson's lock scripts run natively (or, where they must, as Lua);
+//!    18. `redisson_keys`: what Redisson's scripts served natively do to keys (reads, writes
+//!        with their events and propagation);
+//!    19. `redisson_rwlock`: `RReadWriteLock`'s scripts run natively;
+//!    20. `redisson`: Redisson's lock scripts run natively (or, where they must, as Lua);
 //! 6. `commands`: one file per command, each with its declaration;
 //! 7. `lib` (this file): load and unload.
 #![deny(unsafe_op_in_unsafe_fn)]

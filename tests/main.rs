@@ -27,6 +27,7 @@ mod monitoring;
 mod production_conf;
 mod propagation;
 mod redisson_native;
+mod redisson_rwlock;
 mod reliability_acl;
 mod reliability_crash;
 mod reliability_exclusion;

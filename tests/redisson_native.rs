@@ -28,6 +28,23 @@ struct Version {
 
 /// Every captured version that has the four RLock scripts.
 fn versions(all: &[CapturedScript]) -> Vec<Version> {
+    per_version(all, |v, role| {
+        Some(Version {
+            name: v.to_string(),
+            try_lock: role("lock.tryLock")?,
+            unlock: role("lock.unlock")?,
+            force_unlock: role("lock.forceUnlock")?,
+            renew: role("lock.renew").or_else(|| role("lock.renewBatch"))?,
+        })
+    })
+}
+
+/// `make(version, role)` for every captured version, oldest first (`role` finds that
+/// version's script of a role); a version `make` answers `None` for is left out.
+pub(crate) fn per_version<V>(
+    all: &[CapturedScript],
+    make: impl Fn(&str, &dyn Fn(&str) -> Option<CapturedScript>) -> Option<V>,
+) -> Vec<V> {
     let mut names: Vec<&str> = all.iter().map(|s| s.redisson.as_str()).collect();
     names.sort();
     names.dedup();
@@ -35,13 +52,7 @@ fn versions(all: &[CapturedScript]) -> Vec<Version> {
         .into_iter()
         .filter_map(|v| {
             let role = |r: &str| all.iter().find(|s| s.redisson == v && s.role == r).cloned();
-            Some(Version {
-                name: v.to_string(),
-                try_lock: role("lock.tryLock")?,
-                unlock: role("lock.unlock")?,
-                force_unlock: role("lock.forceUnlock")?,
-                renew: role("lock.renew").or_else(|| role("lock.renewBatch"))?,
-            })
+            make(v, &role)
         })
         .collect()
 }
@@ -53,12 +64,12 @@ fn newest_version() -> Option<Version> {
 
 /// How the script is sent.
 #[derive(Clone, Copy, PartialEq)]
-enum Send {
+pub(crate) enum Send {
     Eval,
     EvalSha,
 }
 
-fn script(
+pub(crate) fn script(
     con: &mut Connection,
     how: Send,
     s: &CapturedScript,
@@ -253,13 +264,75 @@ fn run_step(con: &mut Connection, v: &Version, how: Send, step: &Step) -> Reply 
 }
 
 fn load_all(con: &mut Connection, v: &Version) {
-    for s in [&v.try_lock, &v.unlock, &v.force_unlock, &v.renew] {
+    load(con, &[&v.try_lock, &v.unlock, &v.force_unlock, &v.renew]);
+}
+
+/// `SCRIPT LOAD` of each script (its SHA1 checked against the capture's).
+pub(crate) fn load(con: &mut Connection, scripts: &[&CapturedScript]) {
+    for s in scripts {
         let sha: String = redis::cmd("SCRIPT")
             .arg("LOAD")
             .arg(&s.text)
             .query(con)
             .unwrap();
         assert_eq!(sha, s.sha1, "{}: the capture's SHA1", s.role);
+    }
+}
+
+/// A server without the module (the real Lua) and one with it, each heard by a `PSUBSCRIBE *`.
+pub(crate) struct Twins {
+    _servers: (Server, Server),
+    pub l: Connection,
+    pub n: Connection,
+    lps: redis::PubSub<'static>,
+    nps: redis::PubSub<'static>,
+}
+
+impl Twins {
+    pub fn start() -> Twins {
+        let (lua, native) = (Server::builder().without_module().start(), Server::start());
+        Twins {
+            l: lua.connection(),
+            n: native.connection(),
+            lps: listener(&lua),
+            nps: listener(&native),
+            _servers: (lua, native),
+        }
+    }
+
+    /// One step on both: the same reply (as [`same_reply`]), then the same keyspace.
+    #[track_caller]
+    pub fn step(&mut self, what: &str, run: impl Fn(&mut Connection) -> Reply) {
+        let (a, b) = (run(&mut self.l), run(&mut self.n));
+        assert!(same_reply(&a, &b), "{what}: Lua {a:?}, native {b:?}");
+        let after = format!("{what}: keyspace after it");
+        assert_same_keyspace(&keyspace(&mut self.l), &keyspace(&mut self.n), &after);
+    }
+
+    /// `body(twins, version, how, key prefix)` for every version, sent both ways, after
+    /// loading the version's scripts on both servers.
+    pub fn each<V>(
+        &mut self,
+        versions: &[V],
+        load: impl Fn(&mut Connection, &V),
+        name: impl Fn(&V) -> &str,
+        mut body: impl FnMut(&mut Twins, &V, Send, &str),
+    ) {
+        for v in versions {
+            load(&mut self.l, v);
+            load(&mut self.n, v);
+            for how in [Send::EvalSha, Send::Eval] {
+                let way = if how == Send::Eval { "eval" } else { "sha" };
+                body(self, v, how, &format!("{}:{way}:", name(v)));
+            }
+        }
+    }
+
+    /// The same messages and keyspace events on both since the last look.
+    #[track_caller]
+    pub fn same_messages(&mut self, what: &str) {
+        let heard = (drain(&mut self.lps), drain(&mut self.nps));
+        assert_eq!(heard.0, heard.1, "{what}: messages and keyspace events");
     }
 }
 
@@ -273,43 +346,26 @@ fn every_rlock_script_is_served_as_the_lua_answers() {
         !versions.is_empty(),
         "no captured version has the RLock scripts"
     );
-    let lua = Server::builder().without_module().start();
-    let native = Server::start();
-    let (mut l, mut n) = (lua.connection(), native.connection());
-    let (mut lps, mut nps) = (listener(&lua), listener(&native));
-    for v in &versions {
-        load_all(&mut l, v);
-        load_all(&mut n, v);
-        for how in [Send::EvalSha, Send::Eval] {
-            let p = format!(
-                "{}:{}:",
-                v.name,
-                if how == Send::Eval { "eval" } else { "sha" }
-            );
-            let served_before = info_dlock(&mut n)["dlock_redisson_served"];
-            let steps = sequence(v, &p);
+    let mut t = Twins::start();
+    t.each(
+        &versions,
+        load_all,
+        |v| &v.name,
+        |t, v, how, p| {
+            let served_before = info_dlock(&mut t.n)["dlock_redisson_served"];
+            let steps = sequence(v, p);
             let mut scripts = 0;
             for (i, step) in steps.iter().enumerate() {
-                let (a, b) = (
-                    run_step(&mut l, v, how, step),
-                    run_step(&mut n, v, how, step),
-                );
-                assert!(same_reply(&a, &b), "{p} step {i}: Lua {a:?}, native {b:?}");
-                let what = format!("{p} keyspace after step {i}");
-                assert_same_keyspace(&keyspace(&mut l), &keyspace(&mut n), &what);
+                t.step(&format!("{p} step {i}"), |c| run_step(c, v, how, step));
                 scripts += matches!(step, Step::Script(..)) as i64;
             }
             // The two calls left to the Lua (a string at the key, a count not an integer).
-            let served = info_dlock(&mut n)["dlock_redisson_served"] - served_before;
+            let served = info_dlock(&mut t.n)["dlock_redisson_served"] - served_before;
             assert_eq!(served, scripts - 2, "{p}: served natively");
-            assert_eq!(
-                drain(&mut lps),
-                drain(&mut nps),
-                "{p}: messages and keyspace events"
-            );
-        }
-    }
-    let counters = info_dlock(&mut n);
+            t.same_messages(p);
+        },
+    );
+    let counters = info_dlock(&mut t.n);
     assert!(counters["dlock_redisson_lua"] >= 2 * versions.len() as i64 * 2);
 }
 
@@ -326,13 +382,15 @@ fn a_replica_without_the_module_ends_with_the_same_data() {
             run_step(&mut p, &v, how, &step);
         }
     }
-    assert!(info_dlock(&mut p)["dlock_redisson_served"] > 0);
-    sync_replicas(&mut p);
-    assert_same_keyspace(
-        &keyspace(&mut r),
-        &keyspace(&mut p),
-        "the replica's keyspace",
-    );
+    replica_agrees(&mut p, &mut r);
+}
+
+/// After calls served natively on `p`: its replica without the module, `r`, holds the same
+/// keyspace.
+pub(crate) fn replica_agrees(p: &mut Connection, r: &mut Connection) {
+    assert!(info_dlock(p)["dlock_redisson_served"] > 0);
+    sync_replicas(p);
+    assert_same_keyspace(&keyspace(r), &keyspace(p), "the replica's keyspace");
 }
 
 #[test]

@@ -5,6 +5,8 @@
 //!   latch), by `EVALSHA` and by `EVAL` with the text: at most 1.3x (EVALSHA) and 1.6x (EVAL)
 //!   dlock's own plain cycle (`DLOCK.ACQUIRE` + `DLOCK.RELEASE`, measured in the same run);
 //! - the watchdog's batched renewal of 100 locks (3.44+): at least 3x cheaper than its Lua;
+//! - `RReadWriteLock`'s read cycle (read tryLock, read unlock with its latch, `DEL` of the
+//!   latch; 3.24+, by `EVALSHA`), native and Lua (no target: for the record);
 //! - an unrelated `SET`: at most +3% with `redisson native` over no module (the command
 //!   filter runs for every command), and with `redisson lua` nothing over the module today.
 //!
@@ -20,6 +22,8 @@ use crate::instr::{cmd, k, key, leak, measure, Scene, Workload, LEASE, OWNER};
 const TRY_LOCK: &str = "149c5a8bf18676fd99e9e6e24923bd64d9b62f94";
 const UNLOCK_LATCH: &str = "6866459238a13a701d42f4971f12d9f3a50e2442";
 const RENEW_BATCH: &str = "6a3d31570dc6f4b0bd32bcdc8e75667747c6f635";
+const READ_TRY_LOCK: &str = "95553a6ff11176c18e71344e89d116b06fd6f753";
+const READ_UNLOCK_LATCH: &str = "6e1b10e11ac0a3ed8e902562ecd32ce01b553039";
 /// Locks renewed by one batched renewal (Redisson's chunk).
 const BATCH: usize = 100;
 
@@ -53,6 +57,42 @@ fn cycle(i: usize, eval: Option<(&str, &str)>) -> Vec<u8> {
     out
 }
 
+/// `RReadWriteLock`'s read cycle on `key(i)` by EVALSHA: read tryLock (its timeout key),
+/// read unlock (latch), DEL latch.
+fn read_cycle(i: usize) -> Vec<u8> {
+    let (key, lease) = (key(i), LEASE.to_string());
+    let (braced, write) = (format!("{{{key}}}"), format!("{OWNER}:write"));
+    let timeout = format!("{braced}:{OWNER}:rwlock_timeout");
+    let channel = format!("redisson_rwlock:{braced}");
+    let latch = format!("redisson_unlock_latch:{braced}:{i}");
+    let mut out = cmd(&[
+        "EVALSHA",
+        READ_TRY_LOCK,
+        "2",
+        &key,
+        &timeout,
+        &lease,
+        OWNER,
+        &write,
+    ]);
+    out.extend(cmd(&[
+        "EVALSHA",
+        READ_UNLOCK_LATCH,
+        "5",
+        &key,
+        &channel,
+        &timeout,
+        &braced,
+        &latch,
+        "0",
+        OWNER,
+        "PUBLISH",
+        "13500",
+    ]));
+    out.extend(cmd(&["DEL", &latch]));
+    out
+}
+
 /// The batched renewal of `BATCH` locks of one slot.
 fn renew_batch() -> Vec<u8> {
     let lease = LEASE.to_string();
@@ -68,7 +108,8 @@ fn renew_batch() -> Vec<u8> {
 fn workloads(all: &[CapturedScript]) -> Option<Vec<Workload>> {
     let (t, u) = (text(all, TRY_LOCK)?, text(all, UNLOCK_LATCH)?);
     let r = text(all, RENEW_BATCH)?;
-    let load: Vec<u8> = [t, u, r]
+    let (rt, ru) = (text(all, READ_TRY_LOCK)?, text(all, READ_UNLOCK_LATCH)?);
+    let load: Vec<u8> = [t, u, r, rt, ru]
         .iter()
         .flat_map(|s| cmd(&["SCRIPT", "LOAD", s]))
         .collect();
@@ -140,6 +181,13 @@ fn workloads(all: &[CapturedScript]) -> Option<Vec<Workload>> {
             Box::new(|_| renew_batch()),
         ),
         w("renew 100, Lua", false, held, Box::new(|_| renew_batch())),
+        w(
+            "read cycle, native",
+            true,
+            load.clone(),
+            Box::new(read_cycle),
+        ),
+        w("read cycle, Lua", false, load.clone(), Box::new(read_cycle)),
         w("SET, no module", false, vec![], Box::new(set)),
         w("SET, redisson native", true, vec![], Box::new(set)),
     ];
@@ -212,6 +260,14 @@ pub fn run(only: &[String], dir: &Path) {
             k(l),
             l / n,
             verdict(l / n >= RENEW_TARGET)
+        );
+    }
+    if let (Some(n), Some(l)) = (get("read cycle, native"), get("read cycle, Lua")) {
+        println!(
+            "| RReadWriteLock read cycle by EVALSHA (3.24+) | {} | {} ({:.2}x cheaper native) | – |",
+            k(n),
+            k(l),
+            l / n
         );
     }
     if let Some(base) = get("SET, no module") {

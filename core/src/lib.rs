@@ -20,7 +20,7 @@
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 //! - [`number`]: the one decimal-integer parser (hash fields as Redis writes them, arguments).
 //! - [`redisson`]: Redisson's lock scripts served natively: their digests, arguments and
-//!   answers.
+//!   answers; [`redisson_rwlock`]: the same for `RReadWriteLock`'s.
 
 #![forbid(unsafe_code)]
 
@@ -34,6 +34,7 @@ pub mod model;
 pub mod names;
 pub mod number;
 pub mod redisson;
+pub mod redisson_rwlock;
 pub mod rules;
 pub mod serve;
 pub mod terms;

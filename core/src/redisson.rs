@@ -8,6 +8,8 @@
 //! that is not a number...) is [`Fallback`]: the module runs the real Lua, so that the reply
 //! (its error text included) and every effect are the script's own.
 
+use crate::redisson_rwlock::{BatchForm, RwCall, RwRole};
+
 /// What a known script does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -24,6 +26,8 @@ pub enum Role {
     /// The watchdog's renewal of up to 100 locks of one slot: `KEYS[i]`; `ARGV[1]` lease ms,
     /// `ARGV[i + 1]` the owner of `KEYS[i]`. Replies an array of 1 / 0.
     RenewBatch,
+    /// `RReadWriteLock`'s scripts (`redisson_rwlock`).
+    RwLock(RwRole),
 }
 
 /// How an unlock script publishes its message, as its text says.
@@ -118,6 +122,96 @@ pub const SCRIPTS: &[Script] = &[
         len: 220,
         role: Role::RenewBatch,
     },
+    // RReadWriteLock read tryLock (RedissonReadLock), 3.20.0-4.7.0.
+    Script {
+        sha1: digest(b"95553a6ff11176c18e71344e89d116b06fd6f753"),
+        len: 717,
+        role: Role::RwLock(RwRole::ReadTryLock),
+    },
+    // RReadWriteLock write tryLock (RedissonWriteLock), 3.20.0-4.7.0.
+    Script {
+        sha1: digest(b"6306ba3bf1f563b284bed52d305fce615c6664d9"),
+        len: 508,
+        role: Role::RwLock(RwRole::WriteTryLock),
+    },
+    // Read unlock, 3.20.0-3.21.x: `publish` written in the text.
+    Script {
+        sha1: digest(b"f5469be4bfe5232d519471092634b3ee84e5ee6f"),
+        len: 1026,
+        role: Role::RwLock(RwRole::ReadUnlock(Publisher::Literal)),
+    },
+    // Read unlock, 3.22.0-3.23.x: the publish command as ARGV[3].
+    Script {
+        sha1: digest(b"92a54c31a4dc3b46f81e24a6dd5bb7d677c6f882"),
+        len: 1022,
+        role: Role::RwLock(RwRole::ReadUnlock(Publisher::Argument)),
+    },
+    // Read unlock, 3.24.0-4.7.0: ARGV[3] and the unlock latch KEYS[5].
+    Script {
+        sha1: digest(b"6e1b10e11ac0a3ed8e902562ecd32ce01b553039"),
+        len: 1295,
+        role: Role::RwLock(RwRole::ReadUnlock(Publisher::ArgumentLatch)),
+    },
+    // Write unlock, 3.20.0-3.21.x.
+    Script {
+        sha1: digest(b"baa634f6184acc1b8f145e810a0e0e00967a3cbe"),
+        len: 637,
+        role: Role::RwLock(RwRole::WriteUnlock(Publisher::Literal)),
+    },
+    // Write unlock, 3.22.0-3.23.x: the publish command as ARGV[4].
+    Script {
+        sha1: digest(b"319a1cdf1b56c767a0a9adf2224250bf811f110c"),
+        len: 633,
+        role: Role::RwLock(RwRole::WriteUnlock(Publisher::Argument)),
+    },
+    // Write unlock, 3.24.0-4.7.0: ARGV[4] and the unlock latch KEYS[3].
+    Script {
+        sha1: digest(b"21f5fb0f8ddfa9be5c3e0c9757c128796add75c6"),
+        len: 860,
+        role: Role::RwLock(RwRole::WriteUnlock(Publisher::ArgumentLatch)),
+    },
+    // Read forceUnlock, 3.20.0-3.21.x.
+    Script {
+        sha1: digest(b"23f9bc91439172625235ce2ee06d6647f08a7e27"),
+        len: 150,
+        role: Role::RwLock(RwRole::ReadForceUnlock(Publisher::Literal)),
+    },
+    // Read forceUnlock, 3.22.0-4.7.0: ARGV[2] publish.
+    Script {
+        sha1: digest(b"27dbe744e95c1d854a7f556cc6817030de2d0d01"),
+        len: 148,
+        role: Role::RwLock(RwRole::ReadForceUnlock(Publisher::Argument)),
+    },
+    // Write forceUnlock, 3.20.0-3.21.x.
+    Script {
+        sha1: digest(b"23639b0b2d18d26ce352e148ff4ac5b8e984b696"),
+        len: 151,
+        role: Role::RwLock(RwRole::WriteForceUnlock(Publisher::Literal)),
+    },
+    // Write forceUnlock, 3.22.0-4.7.0: ARGV[2] publish.
+    Script {
+        sha1: digest(b"2e2cb2a3b13e2e80e4236ef6a25beaf365dba608"),
+        len: 149,
+        role: Role::RwLock(RwRole::WriteForceUnlock(Publisher::Argument)),
+    },
+    // The read lock's watchdog renewal, 3.20.0-3.43.x.
+    Script {
+        sha1: digest(b"6563941ff57e01b8cf61e86907b80686438a2f74"),
+        len: 475,
+        role: Role::RwLock(RwRole::ReadRenew),
+    },
+    // The batched read-lock renewal (ReadLockTask), 3.44.0-3.5x.
+    Script {
+        sha1: digest(b"1affef780a01e1406cb1968c62918f618d10d6a3"),
+        len: 596,
+        role: Role::RwLock(RwRole::RenewBatch(BatchForm::Shadowed)),
+    },
+    // The batched read-lock renewal, 4.x: owner names counted per key.
+    Script {
+        sha1: digest(b"38d2b478dfbe264ab67c221b7e4be62245f00ba0"),
+        len: 574,
+        role: Role::RwLock(RwRole::RenewBatch(BatchForm::Named)),
+    },
 ];
 
 /// The digests of `SCRIPTS` in lower-case hex, as `EVALSHA` names them.
@@ -191,6 +285,7 @@ pub enum Call<'a> {
         owners: &'a [&'a [u8]],
         lease_ms: i64,
     },
+    RwLock(RwCall),
 }
 
 /// The largest expiry accepted natively: Redis's own PEXPIRE / SET PX overflow checks are
@@ -198,11 +293,11 @@ pub enum Call<'a> {
 const MAX_NATIVE_MS: i64 = 1 << 48;
 
 /// A millisecond count as Redis parses it (`string2ll`), in `1..=MAX_NATIVE_MS`.
-fn ms(arg: &[u8]) -> Option<i64> {
+pub(crate) fn ms(arg: &[u8]) -> Option<i64> {
     strict_integer(arg).filter(|n| (1..=MAX_NATIVE_MS).contains(n))
 }
 
-fn publish_command(arg: &[u8]) -> Option<Publish> {
+pub(crate) fn publish_command(arg: &[u8]) -> Option<Publish> {
     if arg.eq_ignore_ascii_case(b"publish") {
         Some(Publish::Publish)
     } else if arg.eq_ignore_ascii_case(b"spublish") {
@@ -295,6 +390,7 @@ pub fn parse<'a>(role: Role, argv: &'a [&'a [u8]]) -> Option<Call<'a>> {
                 lease_ms: ms(lease)?,
             })
         }
+        (Role::RwLock(r), _, _) => crate::redisson_rwlock::parse(r, keys, args).map(Call::RwLock),
         _ => None,
     }
 }

@@ -17,6 +17,8 @@ pub mod job;
 pub mod listen;
 pub mod queue;
 pub mod redisson;
+pub mod redisson_keys;
+pub mod redisson_rwlock;
 mod registry;
 pub mod scripts;
 pub mod store;

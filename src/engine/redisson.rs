@@ -10,19 +10,21 @@
 //! the key for the recheck timer; the module's own notifications are not delivered to its own
 //! subscription, so they are handed to the handler here.
 
-use dlock_core::redisson::{self, Call, Fallback, LatchState, LockState, Publish, UnlockStep};
+use dlock_core::redisson::{self, Call, Fallback, Publish, UnlockStep};
 
 use crate::ffi::call::CallReply;
 use crate::ffi::command::Args;
-use crate::ffi::events::KeyspaceHandler;
 use crate::ffi::key::{Key, KeyKind};
-use crate::ffi::notify::{self, signal_modified, Class};
-use crate::ffi::replicate::{self, propagate, propagate_key_int, CoreWrite};
+use crate::ffi::notify::{self, Class};
+use crate::ffi::replicate::{self, propagate_key_int, CoreWrite};
 use crate::ffi::reply::Replier;
 use crate::ffi::{context, Ctx, RStr, Reply};
 use crate::stats::{Stats, STATS};
 
-use super::listen::Keys;
+use super::redisson_keys::{
+    arg, changed, delete, latch_state, lock_state, pttl, read_field, read_string,
+    set_field_and_lease, set_latch, Positions,
+};
 
 /// Serves `DLOCK.REDISSON script numkeys keys... args...` (`argv` without the command name,
 /// `strs` the same as Redis strings).
@@ -74,28 +76,10 @@ fn as_lua(ctx: Ctx, sha: bool, argc: usize, strs: Args) -> Reply {
     }
 }
 
-/// The argument `i` (of the command, after its name) as a Redis string, shared.
-fn arg(ctx: Ctx, strs: Args, i: usize) -> RStr {
-    RStr::borrowed(ctx, strs.get(i).expect("parsed arguments exist"))
-}
-
-/// Where in argv (after the command name) each parsed piece is: keys from 2, then args.
-struct Positions {
-    numkeys: usize,
-}
-
-impl Positions {
-    fn key(&self, i: usize) -> usize {
-        2 + i
-    }
-    fn arg(&self, i: usize) -> usize {
-        2 + self.numkeys + i
-    }
-}
-
 fn serve(ctx: Ctx, call: &Call, strs: Args) -> Result<Reply, Fallback> {
     let now = context::now_ms();
     match *call {
+        Call::RwLock(ref call) => super::redisson_rwlock::serve(ctx, call, strs, now),
         Call::TryLock { lease_ms, .. } => {
             let at = Positions { numkeys: 1 };
             let (key, owner) = (arg(ctx, strs, at.key(0)), arg(ctx, strs, at.arg(1)));
@@ -127,15 +111,10 @@ fn serve(ctx: Ctx, call: &Call, strs: Args) -> Result<Reply, Fallback> {
                 .as_ref()
                 .map(|(name, _)| Key::open(ctx, name, true));
             let latch_value = latch_handle.as_ref().map(read_string);
-            let latch_state = match &latch_value {
-                None | Some(Ok(None)) => LatchState::Absent,
-                Some(Ok(Some(v))) => LatchState::String(v),
-                Some(Err(())) => LatchState::NotAString,
-            };
             let (key, owner) = (arg(ctx, strs, at.key(0)), arg(ctx, strs, at.arg(2)));
             let k = Key::open(ctx, &key, true);
             let field = read_field(ctx, &k, &owner);
-            let step = redisson::unlock(latch_state, lock_state(&k, &field))?;
+            let step = redisson::unlock(latch_state(&latch_value), lock_state(&k, &field))?;
             let latch_to = |value: i64| {
                 if let (Some(h), Some((name, ms))) = (&latch_handle, &latch_key) {
                     set_latch(ctx, h, name, value, now + ms);
@@ -222,69 +201,5 @@ fn serve(ctx: Ctx, call: &Call, strs: Args) -> Result<Reply, Fallback> {
                 Reply::Int(i64::from(opened[0].2))
             })
         }
-    }
-}
-
-/// The owner's field of the hash at `k`, if it is a hash and has one.
-fn read_field(ctx: Ctx, k: &Key, owner: &RStr) -> Option<RStr> {
-    (k.kind() == KeyKind::Hash)
-        .then(|| k.hash_get(ctx, owner))
-        .flatten()
-}
-
-fn lock_state<'v>(k: &Key, field: &'v Option<RStr>) -> LockState<'v> {
-    match k.kind() {
-        KeyKind::Empty => LockState::Absent,
-        KeyKind::Hash => LockState::Hash {
-            field: field.as_ref().map(RStr::bytes),
-        },
-        KeyKind::String | KeyKind::Other => LockState::NotAHash,
-    }
-}
-
-/// A string key's value (`Ok(None)`: no key; `Err`: another type).
-fn read_string(k: &Key) -> Result<Option<Vec<u8>>, ()> {
-    match k.kind() {
-        KeyKind::Empty => Ok(None),
-        KeyKind::String => Ok(Some(k.with_string_value(<[u8]>::to_vec))),
-        KeyKind::Hash | KeyKind::Other => Err(()),
-    }
-}
-
-/// PTTL of an existing key: ms left (at least 0), -1 without an expiry.
-fn pttl(k: &Key, now: i64) -> i64 {
-    k.abs_expire().map_or(-1, |at| (at - now).max(0))
-}
-
-/// `HINCRBY key owner ±1` to `value`, then `PEXPIRE key lease` (to `at`).
-fn set_field_and_lease(ctx: Ctx, k: &Key, key: &RStr, owner: &RStr, value: &RStr, at: i64) {
-    k.hash_set(owner, Some(value));
-    k.set_abs_expire(Some(at));
-    replicate::propagate_field_and_expiry(ctx, c"hincrby", key, owner, value, at);
-    changed(ctx, key, true);
-}
-
-/// `DEL key` of an existing key.
-fn delete(ctx: Ctx, k: &Key, key: &RStr) {
-    k.delete();
-    propagate(ctx, CoreWrite::Del, &[key]);
-    changed(ctx, key, true);
-}
-
-/// `SET latch value PX ms` (to `at`).
-fn set_latch(ctx: Ctx, k: &Key, name: &RStr, value: i64, at: i64) {
-    let v = RStr::number(ctx, value);
-    k.string_set(&v);
-    k.set_abs_expire(Some(at));
-    replicate::propagate_set_pxat(ctx, name, &v, at);
-    changed(ctx, name, false);
-}
-
-/// After a write: WATCH and client caches see it, and, for the generic events a script's
-/// command sends (`expire`, `del`), the engine hears what it would hear of the Lua's.
-fn changed(ctx: Ctx, key: &RStr, generic: bool) {
-    signal_modified(ctx, key);
-    if generic && Keys::wants_generic() {
-        Keys::on_generic(ctx, key.bytes());
     }
 }

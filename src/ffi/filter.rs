@@ -70,7 +70,7 @@ impl FilterArgs {
 }
 
 /// How many tags [`FilterArgs::rename`] can give.
-pub const TAGS: usize = 16;
+pub const TAGS: usize = 32;
 
 /// The names [`FilterArgs::rename`] writes: the same bytes in `TAGS` distinct strings (made
 /// once, no context: they outlive every call), so that the renamed command can tell from its

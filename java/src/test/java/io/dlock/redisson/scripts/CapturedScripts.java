@@ -66,14 +66,12 @@ public record CapturedScripts(String redisson, List<Script> scripts) {
     }
 
     /**
-     * Whether the module must serve scripts of this role natively. The issue asks for RLock's
-     * and RReadWriteLock's; the module serves RLock's (docs/COMMANDS.md, "Redisson's scripts,
-     * served natively") and leaves RReadWriteLock's to the Lua: add {@code "rwlock."} here when
-     * it serves them. Every role must behave exactly as the Lua all the same (the differential
-     * test compares them all).
+     * Whether the module must serve scripts of this role natively: RLock's and
+     * RReadWriteLock's (docs/COMMANDS.md, "Redisson's scripts, served natively"). Every role
+     * must behave exactly as the Lua all the same (the differential test compares them all).
      */
     public static boolean servedNatively(String role) {
-        return role.startsWith("lock.");
+        return role.startsWith("lock.") || role.startsWith("rwlock.");
     }
 
     /** The script with this SHA1 (lower-case hex), or null. */
