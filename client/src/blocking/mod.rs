@@ -20,7 +20,8 @@
 //! ```
 
 mod client;
-mod group;
+mod forward;
+mod hold;
 mod lock;
 mod multilock;
 mod node;
@@ -28,18 +29,22 @@ mod redlock;
 mod semaphore;
 
 pub use client::Client;
-pub use lock::{Lock, LockGuard, RwLock};
-pub use multilock::{MultiLock, MultiLockGuard};
+pub use hold::{LockGuard, MultiLockGuard, RedLockGuard, SemaphoreGuard};
+pub use lock::{Lock, RwLock};
+pub use multilock::MultiLock;
 pub use node::Node;
-pub use redlock::{RedLock, RedLockGuard};
-pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use redlock::RedLock;
+pub use semaphore::Semaphore;
 
 use std::sync::Arc;
 
 use crate::Result;
 
+/// The runtime a blocking handle or hold runs on (`None` only for a group without members).
+type Rt = Option<Arc<tokio::runtime::Runtime>>;
+
 /// The facade's own runtime: 2 worker threads for the connection and the watchdog.
-pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
+fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("dlock-client")
@@ -49,10 +54,7 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// Run `f` on `rt`, or (no members, so no runtime) right here.
-pub(super) fn block_on<F: std::future::Future>(
-    rt: &Option<Arc<tokio::runtime::Runtime>>,
-    f: F,
-) -> F::Output {
+fn block_on<F: std::future::Future>(rt: Option<&Arc<tokio::runtime::Runtime>>, f: F) -> F::Output {
     match rt {
         Some(rt) => rt.block_on(f),
         None => futures::executor::block_on(f),
