@@ -56,31 +56,18 @@ impl Client {
         /// Close the client (see [`crate::Client::close`]): every call afterwards answers
         /// [`Error::Closed`](crate::Error::Closed), holds are reported lost, nothing is
         /// released.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// client.close();
-        /// assert!(client.lock("k").try_acquire().is_err());
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!("client.close();", r#"assert!(client.lock("k").try_acquire().is_err());"#)]
         fn close(&self) = close;
     }
 
     /// The async client underneath (shares connection and watchdog).
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert!(client.async_client().watched_locks() == 0);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!("assert!(client.async_client().watched_locks() == 0);")]
     pub fn async_client(&self) -> &crate::Client {
         &self.inner
     }
 
     /// A lock handle on `name`; its owner is the calling thread's at each call.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let lock = client.lock("k");
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"let lock = client.lock("k");"#)]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
             client: self.clone(),

@@ -111,26 +111,16 @@ pub struct LockGuard {
 impl LockGuard {
     to_hold! {
         /// The owner's hold count after this acquire.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// assert_eq!(client.lock("k").acquire()?.hold_count(), 1);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"assert_eq!(client.lock("k").acquire()?.hold_count(), 1);"#)]
         fn hold_count(&self) -> u64;
         /// The fencing token, if asked for.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// assert_eq!(client.lock("k").acquire()?.fencing_token(), None);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"assert_eq!(client.lock("k").acquire()?.fencing_token(), None);"#)]
         fn fencing_token(&self) -> Option<u64>;
         /// The owner id holding it.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.lock("k").acquire()?;
-        /// assert_eq!(g.owner_id(), client.thread_owner().id());
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            r#"let g = client.lock("k").acquire()?;"#,
+            "assert_eq!(g.owner_id(), client.thread_owner().id());",
+        )]
         fn owner_id(&self) -> &str;
         /// The lost signal: [`check`](LostSignal::check) it, await it in async code, or use
         /// [`wait_lost`](Self::wait_lost).
@@ -143,21 +133,14 @@ impl LockGuard {
         /// ```
         fn lost(&self) -> LostSignal;
         /// Block up to `timeout` for the lock to be lost; `None` if still held.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.lock("k").acquire()?;
-        /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            r#"let g = client.lock("k").acquire()?;"#,
+            "assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);",
+        )]
         fn wait_lost(&self, timeout: Duration) -> Option<LostReason>;
         /// Release this hold: `Ok(())` if it was still held,
         /// [`Error::NotHeld`](crate::Error::NotHeld) if it had been lost.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.lock("k").acquire()?;
-        /// g.release()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"let g = client.lock("k").acquire()?;"#, "g.release()?;")]
         fn release(self) -> Result<()>;
     }
 }
@@ -178,11 +161,7 @@ pub struct SemaphoreGuard {
 impl SemaphoreGuard {
     to_hold! {
         /// The permits this guard holds.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// assert_eq!(client.semaphore("s", 3).acquire(2)?.permits(), 2);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"assert_eq!(client.semaphore("s", 3).acquire(2)?.permits(), 2);"#)]
         fn permits(&self) -> u32;
         /// The owner's permits on the server right after this grant.
         /// ```no_run
@@ -194,35 +173,25 @@ impl SemaphoreGuard {
         /// ```
         fn owner_permits(&self) -> u64;
         /// The owner id holding them (the calling thread's at acquire).
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.semaphore("s", 3).acquire(1)?;
-        /// assert_eq!(g.owner_id(), client.thread_owner().id());
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            r#"let g = client.semaphore("s", 3).acquire(1)?;"#,
+            "assert_eq!(g.owner_id(), client.thread_owner().id());",
+        )]
         fn owner_id(&self) -> &str;
         /// The lost signal (see [`LockGuard::lost`]).
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// assert!(client.semaphore("s", 3).acquire(1)?.lost().check().is_none());
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            r#"assert!(client.semaphore("s", 3).acquire(1)?.lost().check().is_none());"#,
+        )]
         fn lost(&self) -> LostSignal;
         /// Block up to `timeout` for the permits to be lost; `None` if still held.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.semaphore("s", 3).acquire(1)?;
-        /// assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            r#"let g = client.semaphore("s", 3).acquire(1)?;"#,
+            "assert_eq!(g.wait_lost(std::time::Duration::from_millis(10)), None);",
+        )]
         fn wait_lost(&self, timeout: Duration) -> Option<LostReason>;
         /// Give the permits back: `Ok(())` if the owner still held them,
         /// [`Error::NotHeld`](crate::Error::NotHeld) if they had been lost.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// client.semaphore("s", 3).acquire(1)?.release()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"client.semaphore("s", 3).acquire(1)?.release()?;"#)]
         fn release(self) -> Result<()>;
     }
 }
@@ -235,11 +204,9 @@ pub struct MultiLockGuard {
 
 impl MultiLockGuard {
     /// Members held.
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert_eq!(dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?.len(), 1);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(c:
+        r#"assert_eq!(dlock_client::blocking::MultiLock::new([c.lock("a")]).acquire()?.len(), 1);"#,
+    )]
     pub fn len(&self) -> usize {
         self.held.guards().len()
     }

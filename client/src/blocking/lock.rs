@@ -34,11 +34,7 @@ pub struct Lock {
 /// A blocking read-write lock handle: [`read`](RwLock::read) and [`write`](RwLock::write)
 /// give [`Lock`] handles with the whole lock API (try, wait, lease or watchdog, `lost()`,
 /// fencing on `write`).
-/// ```no_run
-/// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-/// let w = client.rwlock("config").write().acquire()?;
-/// # Ok::<(), dlock_client::Error>(())
-/// ```
+#[doc = example!(r#"let w = client.rwlock("config").write().acquire()?;"#)]
 #[derive(Clone)]
 pub struct RwLock {
     pub(super) client: Client,
@@ -47,21 +43,13 @@ pub struct RwLock {
 
 impl RwLock {
     /// The read side (shared).
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let r = client.rwlock("config").read().acquire()?;
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"let r = client.rwlock("config").read().acquire()?;"#)]
     pub fn read(&self) -> Lock {
         self.side(LockKind::Read)
     }
 
     /// The write side (exclusive).
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let w = client.rwlock("config").write().acquire()?;
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"let w = client.rwlock("config").write().acquire()?;"#)]
     pub fn write(&self) -> Lock {
         self.side(LockKind::Write)
     }
@@ -101,52 +89,35 @@ impl Facade for Lock {
 
 impl Lock {
     /// The lock key.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert_eq!(client.lock("k").name(), "k");
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"assert_eq!(client.lock("k").name(), "k");"#)]
     pub fn name(&self) -> &str {
         &self.name
     }
     /// Ask for fencing tokens (native backend).
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let g = client.lock("k").fenced().acquire()?;
-    /// println!("token {:?}", g.fencing_token());
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(
+        r#"let g = client.lock("k").fenced().acquire()?;"#,
+        r#"println!("token {:?}", g.fencing_token());"#,
+    )]
     pub fn fenced(mut self) -> Lock {
         self.fence = true;
         self
     }
     /// A lock-delay after a hold that ends without a release (native backend; exclusive
     /// and write locks): see [`crate::Lock::lock_delay`].
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let g = client.lock("k").lock_delay(std::time::Duration::from_secs(5)).acquire()?;
-    /// g.release()?;
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(
+        r#"let g = client.lock("k").lock_delay(std::time::Duration::from_secs(5)).acquire()?;"#,
+        "g.release()?;",
+    )]
     pub fn lock_delay(mut self, delay: Duration) -> Lock {
         self.lock_delay = Some(delay);
         self
     }
     on_runtime! {
         /// Wait as long as it takes; watchdog on.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.lock("k").acquire()?;
-        /// g.release()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"let g = client.lock("k").acquire()?;"#, "g.release()?;")]
         fn acquire(&self) -> Result<LockGuard> = acquire;
         /// One attempt; watchdog on when granted.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// if let Some(g) = client.lock("k").try_acquire()? { g.release()?; }
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"if let Some(g) = client.lock("k").try_acquire()? { g.release()?; }"#)]
         fn try_acquire(&self) -> Result<Option<LockGuard>> = try_acquire;
         /// Wait up to `wait`; with `lease`, no watchdog.
         fn try_acquire_for(
@@ -155,18 +126,10 @@ impl Lock {
             lease: Option<Duration>,
         ) -> Result<Option<LockGuard>> = try_acquire_for;
         /// Delete the lock whoever holds it.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// client.lock("stuck").force_unlock()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"client.lock("stuck").force_unlock()?;"#)]
         fn force_unlock(&self) -> Result<bool> = force_unlock;
         /// Whether anyone holds it.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// println!("{}", client.lock("k").is_locked()?);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"println!("{}", client.lock("k").is_locked()?);"#)]
         fn is_locked(&self) -> Result<bool> = is_locked;
         /// Whether the calling thread holds it.
         /// ```no_run
@@ -178,11 +141,7 @@ impl Lock {
         /// ```
         fn is_held_by_current_thread(&self) -> Result<bool> = is_held_by_owner;
         /// Remaining lease (`PTTL`), `None` when not locked.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// println!("{:?}", client.lock("k").remaining_lease()?);
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"println!("{:?}", client.lock("k").remaining_lease()?);"#)]
         fn remaining_lease(&self) -> Result<Option<Duration>> = remaining_lease;
     }
 }

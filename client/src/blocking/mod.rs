@@ -19,6 +19,24 @@
 //! # Ok::<(), dlock_client::Error>(())
 //! ```
 
+/// A doc example on a blocking client: the lines given, between a hidden line that opens the
+/// client (named `client`, or the name given before a colon) and a hidden `Ok`; written
+/// `#[doc = example!("line", ...)]`.
+macro_rules! example {
+    ($($line:literal),+ $(,)?) => {
+        example!(client: $($line),+)
+    };
+    ($client:ident: $($line:literal),+ $(,)?) => {
+        concat!(
+            "```no_run\n# let ",
+            stringify!($client),
+            " = dlock_client::blocking::Client::open(\"redis://127.0.0.1:6379/\")?;\n",
+            $($line, "\n",)+
+            "# Ok::<(), dlock_client::Error>(())\n```"
+        )
+    };
+}
+
 mod client;
 mod forward;
 mod hold;

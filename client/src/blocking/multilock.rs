@@ -59,12 +59,10 @@ impl Facade for MultiLock {
 
 impl MultiLock {
     /// A multi-lock over `locks` (blocking lock handles, possibly of different clients).
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let m = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]);
-    /// assert_eq!(m.len(), 2);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(c:
+        r#"let m = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]);"#,
+        "assert_eq!(m.len(), 2);",
+    )]
     pub fn new(locks: impl IntoIterator<Item = Lock>) -> MultiLock {
         let locks: Vec<Lock> = locks.into_iter().collect();
         MultiLock {
@@ -89,11 +87,9 @@ impl MultiLock {
         }
     }
     /// Number of members.
-    /// ```no_run
-    /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert_eq!(dlock_client::blocking::MultiLock::new([c.lock("a")]).len(), 1);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(c:
+        r#"assert_eq!(dlock_client::blocking::MultiLock::new([c.lock("a")]).len(), 1);"#,
+    )]
     pub fn len(&self) -> usize {
         match &self.members {
             Members::Locks(l) => l.len(),
@@ -109,19 +105,15 @@ impl MultiLock {
     }
     on_runtime! {
         /// Wait as long as it takes for all members; watchdog on.
-        /// ```no_run
-        /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]).acquire()?;
-        /// g.release()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(c:
+            r#"let g = dlock_client::blocking::MultiLock::new([c.lock("a"), c.lock("b")]).acquire()?;"#,
+            "g.release()?;",
+        )]
         fn acquire(&self) -> Result<MultiLockGuard> = acquire;
         /// One attempt at each member; all or none.
-        /// ```no_run
-        /// # let c = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// if let Some(g) = dlock_client::blocking::MultiLock::new([c.lock("a")]).try_acquire()? { g.release()?; }
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(c:
+            r#"if let Some(g) = dlock_client::blocking::MultiLock::new([c.lock("a")]).try_acquire()? { g.release()?; }"#,
+        )]
         fn try_acquire(&self) -> Result<Option<MultiLockGuard>> = try_acquire;
         /// Wait up to `wait` in total; with `lease`, no watchdog. `Ok(None)` on time-out.
         /// ```no_run

@@ -32,11 +32,7 @@ impl Client {
     on_runtime! {
         /// The clients waiting on lock `name`, first in line first (see
         /// [`crate::Client::waiters`]; native backend only).
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// println!("{} waiting", client.waiters("pool")?.len());
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"println!("{} waiting", client.waiters("pool")?.len());"#)]
         fn waiters(&self, name: &str) -> Result<Vec<Waiter>> = waiters;
     }
 }
@@ -74,49 +70,32 @@ impl Facade for Semaphore {
 
 impl Semaphore {
     /// The semaphore key.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert_eq!(client.semaphore("s", 2).name(), "s");
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"assert_eq!(client.semaphore("s", 2).name(), "s");"#)]
     pub fn name(&self) -> &str {
         &self.name
     }
 
     /// The number of permits this handle says the semaphore has.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert_eq!(client.semaphore("s", 2).capacity(), 2);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"assert_eq!(client.semaphore("s", 2).capacity(), 2);"#)]
     pub fn capacity(&self) -> u32 {
         self.capacity
     }
 
     on_runtime! {
         /// Take `n` permits, waiting as long as it takes; watchdog on.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// let g = client.semaphore("s", 4).acquire(2)?;
-        /// g.release()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"let g = client.semaphore("s", 4).acquire(2)?;"#, "g.release()?;")]
         fn acquire(&self, n: u32) -> Result<SemaphoreGuard> = acquire;
         /// One attempt at `n` permits; watchdog on when granted.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// if let Some(g) = client.semaphore("s", 4).try_acquire(1)? { g.release()?; }
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            r#"if let Some(g) = client.semaphore("s", 4).try_acquire(1)? { g.release()?; }"#,
+        )]
         fn try_acquire(&self, n: u32) -> Result<Option<SemaphoreGuard>> = try_acquire;
         /// Wait up to `wait` for `n` permits (zero: one attempt; [`Duration::MAX`]: no limit);
         /// with `lease`, no watchdog. `Ok(None)` on time-out.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// use std::time::Duration;
-        /// let g = client.semaphore("s", 4).try_acquire_for(1, Duration::from_secs(1), None)?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(
+            "use std::time::Duration;",
+            r#"let g = client.semaphore("s", 4).try_acquire_for(1, Duration::from_secs(1), None)?;"#,
+        )]
         fn try_acquire_for(
             &self,
             n: u32,
@@ -133,11 +112,7 @@ impl Semaphore {
         /// ```
         fn held_by_current_thread(&self) -> Result<u32> = held_by_owner;
         /// Delete the semaphore whoever holds it.
-        /// ```no_run
-        /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-        /// client.semaphore("stuck", 4).force_delete()?;
-        /// # Ok::<(), dlock_client::Error>(())
-        /// ```
+        #[doc = example!(r#"client.semaphore("stuck", 4).force_delete()?;"#)]
         fn force_delete(&self) -> Result<bool> = force_delete;
     }
 }
