@@ -7,9 +7,9 @@ use redis::aio::ConnectionManager;
 
 use crate::backend::ActiveBackend;
 use crate::config::Target;
-use crate::conn::{Connection, Link};
 use crate::owner::next_owner_number;
 use crate::shared::Inner;
+use crate::topology::{Connection, Link};
 use crate::waiters::{self, Waiter};
 use crate::{watchdog, ClientBuilder, Error, Owner, Result};
 

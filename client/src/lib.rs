@@ -33,11 +33,14 @@
 //!
 //! For threads without async, see [`blocking`].
 //!
-//! Source layout: `config` (builder), `owner`, `client`, `conn/` (shared connection,
-//! Sentinel, cluster slot map, pool of waiting connections), `backend/` (native, script,
-//! Lua texts, unlock-channel subscriber), `lock`, `guard`, `lease` (registry, lost signal),
-//! `watchdog`, `rwlock`, `semaphore`, `waiters` (who waits: `DLOCK.WAITERS`), `node` (a
-//! server of a multi-lock or RedLock, up or down), `multilock`, `redlock`, `blocking`.
+//! Source layout, in the split the clients share (docs/CLIENTS.md): `client` (the
+//! [`Client`]), `config` (builder), `owner`; the locks `lock`, `rwlock`, `semaphore`,
+//! `multilock`, `redlock`, `node` (a server of a multi-lock or RedLock, up or down),
+//! `waiters` (who waits: `DLOCK.WAITERS`); `hold` (the held handle, [`LockGuard`]) and
+//! `holds` (the hold registry and the lost signal); `watchdog`; `backend/` (native, script,
+//! Lua texts, unlock-channel subscriber); `topology/` (single node, Sentinel, Cluster: the
+//! shared connection, the slot map, the pool of waiting connections); `error`; `blocking`
+//! (the blocking API, generated from the async one).
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -47,12 +50,11 @@ mod backend;
 pub mod blocking;
 mod client;
 mod config;
-mod conn;
 mod error;
-mod guard;
+mod hold;
+mod holds;
 mod inflight;
 mod kind;
-mod lease;
 mod lock;
 pub mod multilock;
 mod node;
@@ -62,17 +64,17 @@ pub mod redlock;
 pub mod rwlock;
 mod semaphore;
 mod shared;
+mod topology;
 mod waiters;
 mod watchdog;
 
 pub use backend::lua as scripts;
 pub use client::Client;
 pub use config::{Backend, ClientBuilder, Config, Retry, DEFAULT_BIND_GRACE};
-pub use conn::Connection;
 pub use error::{ConnectReason, Error, Result};
-pub use guard::LockGuard;
+pub use hold::LockGuard;
+pub use holds::{LostReason, LostSignal};
 pub use kind::LockKind;
-pub use lease::{LostReason, LostSignal};
 pub use lock::Lock;
 pub use multilock::{MultiLock, MultiLockGuard};
 pub use node::Node;
@@ -80,4 +82,5 @@ pub use owner::Owner;
 pub use redlock::{RedLock, RedLockGuard};
 pub use rwlock::RwLock;
 pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use topology::Connection;
 pub use waiters::{WaitRequest, Waiter};

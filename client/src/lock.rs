@@ -8,9 +8,9 @@ use tokio::time::Instant;
 
 use crate::backend::{Grant, Permits, Request, Wait};
 use crate::config::wire_ms;
-use crate::conn::Stamp;
+use crate::holds::NewHold;
 use crate::kind::LockKind;
-use crate::lease::NewHold;
+use crate::topology::Stamp;
 use crate::{Client, Error, LockGuard, Owner, Result};
 
 /// The longest `LOCKDELAY` the module accepts.

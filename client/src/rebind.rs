@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::conn::{Answered, Stamp};
+use crate::topology::{Answered, Stamp};
 
 /// The binding of a watched hold: its grace, and where the client learns when the bound
 /// connection (the shared one) was last known open.

@@ -314,11 +314,6 @@ impl SemaphoreGuard {
         SemaphoreGuard { inner, permits }
     }
 
-    /// The lock guard underneath (the blocking facade wraps it).
-    pub(crate) fn into_parts(self) -> (LockGuard, u32) {
-        (self.inner, self.permits)
-    }
-
     /// The semaphore key.
     /// ```no_run
     /// # async fn demo(client: dlock_client::Client) -> dlock_client::Result<()> {

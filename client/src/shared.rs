@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::conn::Link;
+use crate::holds::Registry;
 use crate::inflight::InFlight;
-use crate::lease::Registry;
+use crate::topology::Link;
 use crate::{Config, Error, Result};
 
 pub(crate) struct Inner {

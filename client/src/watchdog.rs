@@ -6,10 +6,10 @@ use redis::Value;
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::backend::ActiveBackend;
-use crate::conn::{push_replica_wait, Answered, Connection, Stamp};
-use crate::lease::Entry;
+use crate::holds::Entry;
 use crate::rebind::Bound;
 use crate::shared::Inner;
+use crate::topology::{push_replica_wait, Answered, Connection, Stamp};
 use crate::{Error, LostReason, Result};
 
 /// Send a pipeline and get every reply (errors stay inline as `Value::ServerError`).

@@ -18,10 +18,10 @@ use redis::Value;
 use tokio::time::Instant;
 
 use crate::config::{unlimited, Backend};
-use crate::conn::{Connection, Stamp};
+use crate::holds::Entry;
 use crate::kind::LockKind;
-use crate::lease::Entry;
 use crate::shared::Inner;
+use crate::topology::{Connection, Stamp};
 use crate::{Error, Result};
 
 /// How long to wait for a lock held by someone else.

@@ -6,10 +6,10 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::{Grant, Request, Wait};
-use crate::conn::{call, redirect, Connection, Stamp};
+use crate::holds::Entry;
 use crate::kind::LockKind;
-use crate::lease::Entry;
 use crate::shared::Inner;
+use crate::topology::{call, redirect, Connection, Stamp};
 use crate::{Error, Result};
 
 /// `bind`: the grace every grant and renewal binds the hold with (`BIND`), if any.

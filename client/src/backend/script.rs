@@ -9,10 +9,10 @@ use tokio::time::Instant;
 
 use super::subscriber::Subscribers;
 use super::{lua, Grant, Request, Wait};
-use crate::conn::{call, Connection};
+use crate::holds::Entry;
 use crate::kind::LockKind;
-use crate::lease::Entry;
 use crate::shared::Inner;
+use crate::topology::{call, Connection};
 use crate::{Error, Result};
 use dlock_core::error::LockError;
 

@@ -2,6 +2,9 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tokio::runtime::Runtime;
+
+use super::forward::{on_runtime, Facade};
 use super::runtime;
 use super::{Lock, RwLock};
 use crate::owner::next_owner_number;
@@ -17,6 +20,16 @@ use crate::{ClientBuilder, LockKind, Owner, Result};
 pub struct Client {
     pub(super) inner: crate::Client,
     pub(super) rt: Arc<tokio::runtime::Runtime>,
+}
+
+impl Facade for Client {
+    type Async = crate::Client;
+    fn for_thread(&self) -> crate::Client {
+        self.inner.clone()
+    }
+    fn rt(&self) -> Option<&Arc<Runtime>> {
+        Some(&self.rt)
+    }
 }
 
 impl Client {
@@ -39,34 +52,22 @@ impl Client {
         Ok(Client { inner, rt })
     }
 
-    /// Close the client (see [`crate::Client::close`]): every call afterwards answers
-    /// [`Error::Closed`](crate::Error::Closed), holds are reported lost, nothing is released.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// client.close();
-    /// assert!(client.lock("k").try_acquire().is_err());
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
-    pub fn close(&self) {
-        self.rt.block_on(self.inner.close());
+    on_runtime! {
+        /// Close the client (see [`crate::Client::close`]): every call afterwards answers
+        /// [`Error::Closed`](crate::Error::Closed), holds are reported lost, nothing is
+        /// released.
+        #[doc = example!("client.close();", r#"assert!(client.lock("k").try_acquire().is_err());"#)]
+        fn close(&self) = close;
     }
 
     /// The async client underneath (shares connection and watchdog).
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// assert!(client.async_client().watched_locks() == 0);
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!("assert!(client.async_client().watched_locks() == 0);")]
     pub fn async_client(&self) -> &crate::Client {
         &self.inner
     }
 
     /// A lock handle on `name`; its owner is the calling thread's at each call.
-    /// ```no_run
-    /// # let client = dlock_client::blocking::Client::open("redis://127.0.0.1:6379/")?;
-    /// let lock = client.lock("k");
-    /// # Ok::<(), dlock_client::Error>(())
-    /// ```
+    #[doc = example!(r#"let lock = client.lock("k");"#)]
     pub fn lock(&self, name: impl Into<String>) -> Lock {
         Lock {
             client: self.clone(),

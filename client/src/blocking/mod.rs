@@ -19,8 +19,27 @@
 //! # Ok::<(), dlock_client::Error>(())
 //! ```
 
+/// A doc example on a blocking client: the lines given, between a hidden line that opens the
+/// client (named `client`, or the name given before a colon) and a hidden `Ok`; written
+/// `#[doc = example!("line", ...)]`.
+macro_rules! example {
+    ($($line:literal),+ $(,)?) => {
+        example!(client: $($line),+)
+    };
+    ($client:ident: $($line:literal),+ $(,)?) => {
+        concat!(
+            "```no_run\n# let ",
+            stringify!($client),
+            " = dlock_client::blocking::Client::open(\"redis://127.0.0.1:6379/\")?;\n",
+            $($line, "\n",)+
+            "# Ok::<(), dlock_client::Error>(())\n```"
+        )
+    };
+}
+
 mod client;
-mod group;
+mod forward;
+mod hold;
 mod lock;
 mod multilock;
 mod node;
@@ -28,18 +47,22 @@ mod redlock;
 mod semaphore;
 
 pub use client::Client;
-pub use lock::{Lock, LockGuard, RwLock};
-pub use multilock::{MultiLock, MultiLockGuard};
+pub use hold::{LockGuard, MultiLockGuard, RedLockGuard, SemaphoreGuard};
+pub use lock::{Lock, RwLock};
+pub use multilock::MultiLock;
 pub use node::Node;
-pub use redlock::{RedLock, RedLockGuard};
-pub use semaphore::{Semaphore, SemaphoreGuard};
+pub use redlock::RedLock;
+pub use semaphore::Semaphore;
 
 use std::sync::Arc;
 
 use crate::Result;
 
+/// The runtime a blocking handle or hold runs on (`None` only for a group without members).
+type Rt = Option<Arc<tokio::runtime::Runtime>>;
+
 /// The facade's own runtime: 2 worker threads for the connection and the watchdog.
-pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
+fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("dlock-client")
@@ -49,10 +72,7 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// Run `f` on `rt`, or (no members, so no runtime) right here.
-pub(super) fn block_on<F: std::future::Future>(
-    rt: &Option<Arc<tokio::runtime::Runtime>>,
-    f: F,
-) -> F::Output {
+fn block_on<F: std::future::Future>(rt: Option<&Arc<tokio::runtime::Runtime>>, f: F) -> F::Output {
     match rt {
         Some(rt) => rt.block_on(f),
         None => futures::executor::block_on(f),

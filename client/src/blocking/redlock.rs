@@ -1,11 +1,13 @@
-//! The blocking [`RedLock`] and its guard.
+//! The blocking [`RedLock`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::runtime::Runtime;
+
 use super::client::thread_number;
-use super::group::GroupHold;
-use super::{block_on, Client, Node};
+use super::forward::{on_runtime, Facade};
+use super::{Client, Node, RedLockGuard, Rt};
 use crate::{Owner, Result};
 
 /// A blocking RedLock (see [`crate::RedLock`]): one lock over N independent servers, held
@@ -29,7 +31,21 @@ pub struct RedLock {
     red: crate::RedLock,
     /// Names the thread's owner (its prefix, when up).
     first: Option<crate::Node>,
-    rt: Option<Arc<tokio::runtime::Runtime>>,
+    rt: Rt,
+}
+
+impl Facade for RedLock {
+    type Async = crate::RedLock;
+    /// The async RedLock acting for the calling thread.
+    fn for_thread(&self) -> crate::RedLock {
+        match &self.first {
+            Some(n) => self.red.with_owner(&n.owner_numbered(thread_number())),
+            None => self.red.clone(),
+        }
+    }
+    fn rt(&self) -> Option<&Arc<Runtime>> {
+        self.rt.as_ref()
+    }
 }
 
 impl RedLock {
@@ -114,91 +130,25 @@ impl RedLock {
     pub fn quorum(&self) -> usize {
         self.red.quorum()
     }
-    /// The async RedLock acting for the calling thread.
-    fn for_thread(&self) -> crate::RedLock {
-        match &self.first {
-            Some(n) => self.red.with_owner(&n.owner_numbered(thread_number())),
-            None => self.red.clone(),
-        }
-    }
-    fn guard(&self, g: crate::RedLockGuard) -> RedLockGuard {
-        RedLockGuard {
-            held: GroupHold::new(g, &self.rt),
-        }
-    }
-    /// One attempt with lease `lease`; `Ok(None)` without a quorum (nothing left held).
-    /// ```no_run
-    /// # fn demo(red: dlock_client::blocking::RedLock) -> dlock_client::Result<()> {
-    /// if let Some(g) = red.try_acquire(std::time::Duration::from_secs(5))? { g.release()?; }
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire(&self, lease: Duration) -> Result<Option<RedLockGuard>> {
-        let red = self.for_thread();
-        let g = block_on(&self.rt, async move { red.try_acquire(lease).await })?;
-        Ok(g.map(|g| self.guard(g)))
-    }
-    /// Retry until a quorum grants it or `wait` has passed.
-    /// ```no_run
-    /// # fn demo(red: dlock_client::blocking::RedLock) -> dlock_client::Result<()> {
-    /// use std::time::Duration;
-    /// let g = red.try_acquire_for(Duration::from_secs(2), Duration::from_secs(10))?;
-    /// # Ok(()) }
-    /// ```
-    pub fn try_acquire_for(&self, wait: Duration, lease: Duration) -> Result<Option<RedLockGuard>> {
-        let red = self.for_thread();
-        let g = block_on(
-            &self.rt,
-            async move { red.try_acquire_for(wait, lease).await },
-        )?;
-        Ok(g.map(|g| self.guard(g)))
-    }
-}
-
-/// A blocking RedLock held on a quorum of servers (see [`crate::RedLockGuard`]). Dropping it
-/// releases (before `drop` returns, outside an async runtime).
-pub struct RedLockGuard {
-    held: GroupHold<crate::RedLockGuard>,
-}
-
-impl RedLockGuard {
-    fn g(&self) -> &crate::RedLockGuard {
-        self.held.g()
-    }
-    /// The validity computed at grant: `lease - elapsed - drift`.
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { println!("{:?}", g.validity()); }
-    /// ```
-    pub fn validity(&self) -> Duration {
-        self.g().validity()
-    }
-    /// Still within the validity?
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { assert!(g.is_valid()); }
-    /// ```
-    pub fn is_valid(&self) -> bool {
-        self.g().is_valid()
-    }
-    /// How long the validity still lasts (zero once it is over).
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { println!("{:?}", g.remaining()); }
-    /// ```
-    pub fn remaining(&self) -> Duration {
-        self.g()
-            .valid_until()
-            .saturating_duration_since(tokio::time::Instant::now())
-    }
-    /// Servers that granted it.
-    /// ```no_run
-    /// # fn demo(g: dlock_client::blocking::RedLockGuard) { assert!(g.granted() >= 1); }
-    /// ```
-    pub fn granted(&self) -> usize {
-        self.g().granted()
-    }
-    super::group::pass_throughs! {
-        guard: "RedLockGuard",
-        tokens: "The per-server fencing tokens.",
-        lost: "The signal that fires at the validity deadline or when a quorum is lost.",
-        wait_lost: "Block up to `timeout` for the lock to count as lost; `None` if still held.",
-        release: "Release on every server: `Ok(())` if a quorum still held it.",
+    on_runtime! {
+        /// One attempt with lease `lease`; `Ok(None)` without a quorum (nothing left held).
+        /// ```no_run
+        /// # fn demo(red: dlock_client::blocking::RedLock) -> dlock_client::Result<()> {
+        /// if let Some(g) = red.try_acquire(std::time::Duration::from_secs(5))? { g.release()?; }
+        /// # Ok(()) }
+        /// ```
+        fn try_acquire(&self, lease: Duration) -> Result<Option<RedLockGuard>> = try_acquire;
+        /// Retry until a quorum grants it or `wait` has passed.
+        /// ```no_run
+        /// # fn demo(red: dlock_client::blocking::RedLock) -> dlock_client::Result<()> {
+        /// use std::time::Duration;
+        /// let g = red.try_acquire_for(Duration::from_secs(2), Duration::from_secs(10))?;
+        /// # Ok(()) }
+        /// ```
+        fn try_acquire_for(
+            &self,
+            wait: Duration,
+            lease: Duration,
+        ) -> Result<Option<RedLockGuard>> = try_acquire_for;
     }
 }

@@ -5,7 +5,7 @@ A ``DLOCK.ACQUIRE/RWLOCK/SEMAPHORE ... WAIT`` queued on a node that its key leav
 is answered with the error a fresh request would get there (``MOVED``/``ASK``, ``TRYAGAIN``,
 ``CLUSTERDOWN``), having granted nothing. :class:`Follow` carries such a request to the key's
 new owner with what is left of its one deadline. The rules are those of the Rust client
-(client/src/conn/redirect.rs and call.rs); the sync and asyncio clients run the same
+(client/src/topology/redirect.rs and call.rs); the sync and asyncio clients run the same
 :class:`Follow`, each with its own I/O.
 """
 

@@ -1,10 +1,11 @@
-//! [`LockGuard`]: a held lock, and its release.
+//! The hold: [`LockGuard`], a held lock (Rust's name for the hold the other clients
+//! return), and its release.
 
 use std::sync::Arc;
 
 use redis::Value;
 
-use crate::lease::Entry;
+use crate::holds::Entry;
 use crate::{Client, Error, LostReason, LostSignal, Result};
 
 /// A held lock. Release it with [`release`](LockGuard::release); dropping it releases in the

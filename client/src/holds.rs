@@ -1,7 +1,7 @@
-//! What the client knows about the locks it holds: one [`Entry`] per held (key, owner, kind),
-//! kept in the client's [`Registry`] while held (its map private behind methods that
-//! keep its lock order), renewed by the watchdog, and watched
-//! through a [`LostSignal`].
+//! The holds: what the client knows about the locks it holds, one [`Entry`] per held (key,
+//! owner, kind), kept in the client's [`Registry`] while held (its map private behind
+//! methods that keep its lock order), renewed by the watchdog, and watched through a
+//! [`LostSignal`] (the lost signal, with its [`LostReason`]).
 
 use std::collections::HashMap;
 use std::future::{Future, IntoFuture};
@@ -13,9 +13,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::conn::Stamp;
 use crate::kind::LockKind;
 use crate::rebind::Bound;
+use crate::topology::Stamp;
 
 /// Why a held lock is no longer held (the output of [`LostSignal`]).
 ///

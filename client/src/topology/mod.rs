@@ -1,4 +1,4 @@
-//! The transport: [`Link`] (what a client talks to the deployment with), the shared
+//! The topology, i.e. the transport: [`Link`] (what a client talks to the deployment with), the shared
 //! connection ([`Connection`]: one Redis node, a master found through Sentinel, or a
 //! Redis Cluster), the cluster's slot map, and the pool of dedicated connections that
 //! carry waiting commands. Nothing here knows about locks.
