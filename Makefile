@@ -3,7 +3,7 @@
 #   make run    install what is missing, build the module, run Redis with it (foreground;
 #               PORT=6380 for another port)
 #   make test   the same set-up plus the client libraries of examples/, then `make lint`
-#               (formatting, clippy, mypy, ruff, the Node type check) and every test
+#               (formatting, clippy, mypy, ruff, the Node type check and ESLint) and every test
 #   make install  put the built module where redis-production.conf loads it
 SHELL := /bin/bash
 CARGO ?= cargo
