@@ -85,29 +85,31 @@ pub fn free_all() {
 pub struct Recognise;
 
 impl CommandFilterHandler for Recognise {
+    /// An unrelated command costs one read of its name and a test of its length and first
+    /// letter; `EXEC` one flag more.
     #[inline]
-    fn on_command(ctx: Ctx, args: &mut FilterArgs) {
+    fn on_command(args: &mut FilterArgs) {
         let name = args.get(0);
-        match (name.len(), name.first().map(|b| b | 0x20)) {
-            (4 | 7, Some(b'e')) => {
-                if name.eq_ignore_ascii_case(b"exec") {
-                    if ACL_CHANGED.load(Ordering::Relaxed) {
-                        acl_changed(ctx);
-                    }
-                } else if name.eq_ignore_ascii_case(b"eval") {
-                    eval(args, false);
-                } else if name.eq_ignore_ascii_case(b"evalsha") {
-                    eval(args, true);
-                }
+        let (len, first) = match name {
+            [first, ..] => (name.len(), first | 0x20),
+            [] => return,
+        };
+        match (len, first) {
+            (4, b'e') if name.eq_ignore_ascii_case(b"eval") => eval(args, false),
+            (7, b'e') if name.eq_ignore_ascii_case(b"evalsha") => eval(args, true),
+            (4, b'e')
+                if ACL_CHANGED.load(Ordering::Relaxed) && name.eq_ignore_ascii_case(b"exec") =>
+            {
+                acl_changed(args)
             }
-            (3, Some(b'a')) if name.eq_ignore_ascii_case(b"acl") => {
+            (3, b'a') if name.eq_ignore_ascii_case(b"acl") => {
                 let sub = args.get(1);
                 if [&b"setuser"[..], b"deluser", b"load"]
                     .iter()
                     .any(|s| sub.eq_ignore_ascii_case(s))
                 {
                     ACL_CHANGED.store(true, Ordering::Relaxed);
-                    acl_changed(ctx);
+                    acl_changed(args);
                 }
             }
             _ => {}
@@ -118,11 +120,8 @@ impl CommandFilterHandler for Recognise {
 /// `EVAL`/`EVALSHA` (`sha`): renamed when the script is known, tagged with its index in
 /// `SCRIPTS` (the command reads it back instead of looking the script up again).
 fn eval(args: &mut FilterArgs, sha: bool) {
-    let n = args.len();
-    if n < 3 {
-        return;
-    }
-    let Some(i) = identify(args.get(1), sha) else {
+    // Redis's arity check answers a call without numkeys, under the name sent.
+    let Some(i) = identify(args.get(1), sha).filter(|_| args.len() >= 3) else {
         return;
     };
     // The call's shape is checked by the command (which runs the Lua when it is not
@@ -135,9 +134,11 @@ fn eval(args: &mut FilterArgs, sha: bool) {
 }
 
 /// Serving stops at once (scripts run as Lua) until the check says otherwise.
-fn acl_changed(ctx: Ctx) {
+fn acl_changed(args: &FilterArgs) {
     SERVING.store(false, Ordering::Relaxed);
-    arm_check(ctx);
+    if let Some(ctx) = args.module_ctx() {
+        arm_check(ctx);
+    }
 }
 
 /// Arms the ACL check on the next event-loop turn (after the command that changed the ACL).
