@@ -171,7 +171,8 @@ pub fn by_sha1_hex(hex: &[u8]) -> Option<usize> {
     }
     let head = u64::from_le_bytes(hex[..8].try_into().ok()?) | 0x2020_2020_2020_2020;
     let i = PREFIX.iter().position(|&p| p == head)?;
-    hex.eq_ignore_ascii_case(&HEX[i]).then_some(i)
+    // Redisson sends lower case: one plain comparison; another case is compared as such.
+    (hex == HEX[i] || hex.eq_ignore_ascii_case(&HEX[i])).then_some(i)
 }
 
 /// Whether some known script's text is `len` bytes long (the `EVAL` pre-check).
@@ -231,6 +232,12 @@ fn ms(arg: &[u8]) -> Option<i64> {
 }
 
 fn publish_command(arg: &[u8]) -> Option<Publish> {
+    // What Redisson sends, compared as it is first.
+    match arg {
+        b"PUBLISH" => return Some(Publish::Publish),
+        b"SPUBLISH" => return Some(Publish::SPublish),
+        _ => {}
+    }
     if arg.eq_ignore_ascii_case(b"publish") {
         Some(Publish::Publish)
     } else if arg.eq_ignore_ascii_case(b"spublish") {

@@ -105,13 +105,26 @@ impl CommandFilterHandler for Recognise {
 #[inline(never)]
 fn e_command(args: &mut FilterArgs) {
     let name = args.get(0);
-    if name.eq_ignore_ascii_case(b"evalsha") {
+    if letters_are(name, b"evalsha") {
         eval(args, true);
-    } else if name.eq_ignore_ascii_case(b"eval") {
+    } else if letters_are(name, b"eval") {
         eval(args, false);
-    } else if ACL_CHANGED.load(Ordering::Relaxed) && name.eq_ignore_ascii_case(b"exec") {
+    } else if ACL_CHANGED.load(Ordering::Relaxed) && letters_are(name, b"exec") {
         acl_changed(args);
     }
+}
+
+/// Whether `name` is `word` (4 to 8 lower-case letters) in any case. Setting bit 5 turns
+/// exactly the letters `A`-`Z`/`a`-`z` into `a`-`z`, so for a word of letters this is
+/// `eq_ignore_ascii_case`, in two 4-byte comparisons (overlapping below 8 letters).
+#[inline]
+fn letters_are(name: &[u8], word: &[u8]) -> bool {
+    let n = word.len();
+    debug_assert!((4..=8).contains(&n) && word.iter().all(u8::is_ascii_lowercase));
+    let four = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    name.len() == n
+        && four(name, 0) | 0x2020_2020 == four(word, 0)
+        && four(name, n - 4) | 0x2020_2020 == four(word, n - 4)
 }
 
 /// `ACL SETUSER/DELUSER/LOAD` (or another 3-letter name in `a`).
@@ -194,4 +207,49 @@ fn every_scripter_may_use_native(ctx: Ctx) -> bool {
         let user = RStr::new(ctx, name);
         may(&user, COMMAND) || !(may(&user, b"evalsha") || may(&user, b"eval"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::letters_are;
+
+    #[test]
+    fn letters_are_is_eq_ignore_ascii_case_for_words_of_letters() {
+        for word in [&b"eval"[..], b"exec", b"evalsha"] {
+            for name in [
+                &b"eval"[..],
+                b"EVAL",
+                b"eVaL",
+                b"exec",
+                b"EXEC",
+                b"evalsha",
+                b"EVALSHA",
+                b"EvalSha",
+                b"evals",
+                b"eva",
+                b"",
+                b"eval\x00",
+                b"%VAL",
+                b"\x05val",
+                b"evalsh\x01",
+                b"evalsh@",
+                b"EVAL_RO",
+            ] {
+                assert_eq!(
+                    letters_are(name, word),
+                    name.eq_ignore_ascii_case(word),
+                    "{name:?} vs {word:?}"
+                );
+            }
+        }
+        // Every byte against each letter's place.
+        for b in 0..=255u8 {
+            let mut name = *b"evalsha";
+            name[3] = b;
+            assert_eq!(
+                letters_are(&name, b"evalsha"),
+                name.eq_ignore_ascii_case(b"evalsha")
+            );
+        }
+    }
 }
