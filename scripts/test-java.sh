@@ -4,6 +4,8 @@
 #   REDISSON_VERSIONS="3.23.5 4.7.0"   the versions (default: those `make test` runs)
 #   DLOCK_SERVER=/path/redis-server    the server binary (default redis-server on PATH)
 #   JAVA_TESTS=WakeUpTest              one test class (surefire's -Dtest)
+#   DLOCK_REDISSON=lua                 the module loaded as `redisson lua` (default: its default,
+#                                      native) wherever a test does not name the mode itself
 # Maven downloads Redisson and the plugins into ~/.m2 on the first run (-B -q: no progress
 # output). One line per version, then `N passed, N failed` over all of them. Exit status:
 # non-zero when any version failed.
@@ -34,7 +36,7 @@ for v in $VERSIONS; do
 	[ "$rc" = 0 ] || { status=1; [ "$failures" -gt 0 ] || failures=1; }
 	passed=$((tests - failures - skipped))
 	total_passed=$((total_passed + passed)) total_failed=$((total_failed + failures))
-	echo "java: Redisson $v: $passed passed, $failures failed ($(($(date +%s) - start)) s, $("$SERVER" --version | head -1 | cut -d' ' -f1-3))"
+	echo "java: Redisson $v${DLOCK_REDISSON:+ (redisson $DLOCK_REDISSON)}: $passed passed, $failures failed ($(($(date +%s) - start)) s, $("$SERVER" --version | head -1 | cut -d' ' -f1-3))"
 done
 echo "java: $total_passed passed, $total_failed failed"
 exit $status

@@ -9,7 +9,9 @@
 # per server at the end. Exit status: non-zero when any server failed.
 #
 # Then, when TESTS is unset, the real Redisson against the module (scripts/test-java.sh, the
-# Redisson versions of REDISSON_VERSIONS; JAVA=0 skips it).
+# Redisson versions of REDISSON_VERSIONS; JAVA=0 skips it), both ways: the module serving
+# Redisson's scripts natively (its default) and loaded as `redisson lua` (DLOCK_REDISSON=lua;
+# JAVA_MODES="native" runs one way).
 # MATRIX="valkey-9.1 redis-8.2" picks servers; TESTS="--test integration -- wake_many_keys:: cluster_reshard::"
 # picks the tests of those files of tests/ (each package's tests/ is one binary, `integration`, with a
 # module per file; client/tests/ has a cluster_reshard too); logs go to target/test-matrix/<server>.log, and
@@ -50,14 +52,17 @@ for name in $MATRIX; do
 		"$name" "$result" "$passed" "$fails" "$skipped" "$secs" "$version")")
 	# The real Redisson (java/), every version of REDISSON_VERSIONS, when the whole suite runs.
 	if [ -z "${TESTS:-}" ] && [ "${JAVA:-1}" != 0 ]; then
-		start=$(date +%s)
-		DLOCK_SERVER="$bin" scripts/test-java.sh 2>&1 | tee "$LOGS/$name.java.log"
-		status=${PIPESTATUS[0]}
-		[ "$status" = 0 ] || failed=1
-		line=$(tail -1 "$LOGS/$name.java.log")
-		summary+=("$(printf '%-10s %-4s %s (Redisson %s)  %4ss' "$name" \
-			"$([ "$status" = 0 ] && echo PASS || echo FAIL)" "$line" "${REDISSON_VERSIONS:-3.23.5 4.7.0}" \
-			$(($(date +%s) - start)))")
+		for mode in ${JAVA_MODES:-native lua}; do
+			start=$(date +%s)
+			jlog="$LOGS/$name.java-$mode.log"
+			DLOCK_REDISSON="$mode" DLOCK_SERVER="$bin" scripts/test-java.sh 2>&1 | tee "$jlog"
+			status=${PIPESTATUS[0]}
+			[ "$status" = 0 ] || failed=1
+			line=$(tail -1 "$jlog")
+			summary+=("$(printf '%-10s %-4s %s (Redisson %s, redisson %s)  %4ss' "$name" \
+				"$([ "$status" = 0 ] && echo PASS || echo FAIL)" "$line" "${REDISSON_VERSIONS:-3.23.5 4.7.0}" \
+				"$mode" $(($(date +%s) - start)))")
+		done
 	fi
 done
 echo

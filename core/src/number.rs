@@ -21,6 +21,18 @@ pub fn decimal(bytes: &[u8]) -> Option<i64> {
     if digits.is_empty() {
         return None;
     }
+    // Up to 18 digits cannot overflow: no checked arithmetic (hold counts, leases, deadlines).
+    if digits.len() <= 18 {
+        let mut n: i64 = 0;
+        for &b in digits {
+            let d = b.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            n = n * 10 + d as i64;
+        }
+        return Some(if negative { -n } else { n });
+    }
     let mut n: i64 = 0;
     for &b in digits {
         let d = b.wrapping_sub(b'0');

@@ -230,14 +230,43 @@ const HEX: [[u8; 40]; SCRIPTS.len()] = {
     out
 };
 
-/// The script whose SHA1 is `hex` (40 hex digits, either case), as `EVALSHA` names it:
-/// compared as text (most digests differ in their first digit).
+/// The first 8 digits of each of `HEX`, read as a little-endian `u64`: one comparison per
+/// script rejects an unknown digest.
+const PREFIX: [u64; SCRIPTS.len()] = {
+    let mut out = [0u64; SCRIPTS.len()];
+    let mut i = 0;
+    while i < SCRIPTS.len() {
+        let mut j = 0;
+        while j < 8 {
+            out[i] |= (HEX[i][j] as u64) << (8 * j);
+            j += 1;
+        }
+        let mut k = 0;
+        while k < i {
+            assert!(
+                out[k] != out[i],
+                "two known digests share their first 8 digits"
+            );
+            k += 1;
+        }
+        i += 1;
+    }
+    out
+};
+
+/// The script whose SHA1 is `hex` (40 hex digits, either case), as `EVALSHA` names it.
+/// Setting bit 5 of every byte lower-cases `A`-`F` and leaves digits as they are, so a
+/// digest whose first 8 digits are a known one's matches that prefix; the whole text is
+/// then compared (case-insensitively, exactly).
 #[inline]
 pub fn by_sha1_hex(hex: &[u8]) -> Option<usize> {
     if hex.len() != 40 {
         return None;
     }
-    HEX.iter().position(|h| hex.eq_ignore_ascii_case(h))
+    let head = u64::from_le_bytes(hex[..8].try_into().ok()?) | 0x2020_2020_2020_2020;
+    let i = PREFIX.iter().position(|&p| p == head)?;
+    // Redisson sends lower case: one plain comparison; another case is compared as such.
+    (hex == HEX[i] || hex.eq_ignore_ascii_case(&HEX[i])).then_some(i)
 }
 
 /// Whether some known script's text is `len` bytes long (the `EVAL` pre-check).
@@ -298,6 +327,12 @@ pub(crate) fn ms(arg: &[u8]) -> Option<i64> {
 }
 
 pub(crate) fn publish_command(arg: &[u8]) -> Option<Publish> {
+    // What Redisson sends, compared as it is first.
+    match arg {
+        b"PUBLISH" => return Some(Publish::Publish),
+        b"SPUBLISH" => return Some(Publish::SPublish),
+        _ => {}
+    }
     if arg.eq_ignore_ascii_case(b"publish") {
         Some(Publish::Publish)
     } else if arg.eq_ignore_ascii_case(b"spublish") {

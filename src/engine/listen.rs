@@ -3,7 +3,7 @@
 //!
 //! | what happens | how the module hears it | subscribed |
 //! |---|---|---|
-//! | a key expires or is evicted | keyspace `expired`, `evicted` ([`Keys`]) | from load |
+//! | a key expires or is evicted | keyspace `expired`, `evicted` ([`Keys`]) | from the first unit of work (`work`: a DLOCK command writing or waiting) |
 //! | DEL, UNLINK, RENAME, MOVE, EXPIRE, RESTORE, COPY, MIGRATE of a waited key | the generic keyspace class ([`Keys`]) | while some key has a queue (8.2+, which can drop a subscription: one subscription with `expired`/`evicted`, swapped on the first queue and the last); from the first queue on (7.0 to 8.0, Valkey: a second subscription, which cannot be dropped there) |
 //! | FLUSHDB/FLUSHALL, SWAPDB, a replica's async load, Valkey 9's atomic slot migration ending, the server turning replica | server events ([`Server`]) | from load |
 //! | forks, replicas coming and going, loads (`ffi::targets`) | server events, passed to `targets` | from load |
@@ -21,6 +21,13 @@
 //! the waiters unless it deletes, renames or expires a key. Before 8.2 (and on Valkey) the
 //! generic subscription stays once made, so those writes pay a context each from the first
 //! wait on.
+//!
+//! Why not from load: before a unit of work nothing the module tracks can expire (no lock
+//! granted here, no LOCKDELAY companion consulted; a companion from an RDB that expires
+//! unheard is found missing by the first unit of work that looks), and a server that only
+//! serves Redisson's scripts natively (which keep no state of the module's) never needs the
+//! subscription: on 7.0 a single one costs every event raised ~60 instructions, two for a
+//! `SET` of a new key (`new`, `set`): +2.5% on that `SET`.
 //!
 //! What every write pays anyway, waiters or not: Redis tests each keyspace subscription's
 //! classes for every event raised (~8 instructions a subscription, after ~38 for having any)
@@ -40,7 +47,7 @@ use super::job::Job;
 use super::registry::waiting;
 use super::{bind, delay_keys, wake};
 
-/// Keyspace events: `expired` and `evicted` from load on, the generic class (del, rename,
+/// Keyspace events: `expired` and `evicted` from the first unit of work on, the generic class (del, rename,
 /// move, expire, restore, copy...: a waited key changed behind the module's back) while
 /// clients wait. One handler, one subscription where the server can drop one: Redis walks
 /// its subscribers for every event raised, also for each `SET`'s two (8.2).
@@ -140,6 +147,29 @@ impl CronHandler for Cron {
 
 /// Subscribed to the generic keyspace class (by [`watch`]).
 static GENERIC: AtomicBool = AtomicBool::new(false);
+/// Subscribed to `expired`/`evicted` (by [`hear_expiries`]; with the generic class in one
+/// subscription while clients wait on 8.2+).
+static EXPIRIES: AtomicBool = AtomicBool::new(false);
+
+/// Starts the `expired`/`evicted` subscription, once: called by every unit of work, before
+/// anything it grants or sees can expire (see the file doc).
+#[inline]
+pub(super) fn hear_expiries(ctx: Ctx) {
+    if !EXPIRIES.load(Ordering::Relaxed) {
+        subscribe_expiries(ctx);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn subscribe_expiries(ctx: Ctx) {
+    // Tried once: a failure is logged, and the module then works as it would without the
+    // events (leases_expired does not count; waiters are found by the poll).
+    EXPIRIES.store(true, Ordering::Relaxed);
+    if let Err(line) = events::subscribe_keyspace::<Keys>(ctx, Classes::ExpiredEvicted) {
+        ctx.log_warning(&line);
+    }
+}
 
 /// Swaps the keyspace subscription `from` for `to` (Redis 8.2+, which can drop one): the new
 /// one first, so that no event is missed if it fails.
@@ -148,11 +178,10 @@ fn resubscribe(ctx: Ctx, from: Classes, to: Classes) -> Result<(), String> {
     events::unsubscribe_keyspace::<Keys>(ctx, from)
 }
 
-/// At load: what the module hears whether or not clients wait. Module subscriptions work
-/// whatever `notify-keyspace-events` is set to.
+/// At load: what the module hears whether or not clients wait (keyspace events come later:
+/// [`hear_expiries`]). Module subscriptions work whatever `notify-keyspace-events` is set to.
 pub fn subscribe(ctx: Ctx) -> Result<(), String> {
     delay_keys::init(ctx);
-    events::subscribe_keyspace::<Keys>(ctx, Classes::ExpiredEvicted)?;
     events::subscribe_server::<Server>(ctx)?;
     events::subscribe_client_close::<Closed>(ctx)
 }
@@ -162,6 +191,8 @@ pub(super) fn watch(ctx: Ctx, db: i32, key: &[u8]) {
     if !wake::watch(ctx, db, key) {
         return;
     }
+    // The swap below (8.2+) drops the `expired`/`evicted` subscription: it must exist.
+    hear_expiries(ctx);
     if !GENERIC.load(Ordering::Relaxed) {
         // Where no subscription can be dropped, the generic class is a second one, for good.
         let subscribed = if events::keyspace_unsubscribe_supported() {
@@ -204,4 +235,5 @@ pub(super) fn unwatch(ctx: Ctx, db: i32, key: &[u8]) {
 /// MODULE UNLOAD dropped every subscription (no queue is left by then: the filter is gone).
 pub(super) fn free_all() {
     GENERIC.store(false, Ordering::Relaxed);
+    EXPIRIES.store(false, Ordering::Relaxed);
 }

@@ -85,44 +85,70 @@ pub fn free_all() {
 pub struct Recognise;
 
 impl CommandFilterHandler for Recognise {
+    /// An unrelated command costs one read of its name and a test of its length and first
+    /// letter: everything else is out of line, so that this stays a leaf without a frame.
     #[inline]
-    fn on_command(ctx: Ctx, args: &mut FilterArgs) {
+    fn on_command(args: &mut FilterArgs) {
         let name = args.get(0);
-        match (name.len(), name.first().map(|b| b | 0x20)) {
-            (4 | 7, Some(b'e')) => {
-                if name.eq_ignore_ascii_case(b"exec") {
-                    if ACL_CHANGED.load(Ordering::Relaxed) {
-                        acl_changed(ctx);
-                    }
-                } else if name.eq_ignore_ascii_case(b"eval") {
-                    eval(args, false);
-                } else if name.eq_ignore_ascii_case(b"evalsha") {
-                    eval(args, true);
-                }
-            }
-            (3, Some(b'a')) if name.eq_ignore_ascii_case(b"acl") => {
-                let sub = args.get(1);
-                if [&b"setuser"[..], b"deluser", b"load"]
-                    .iter()
-                    .any(|s| sub.eq_ignore_ascii_case(s))
-                {
-                    ACL_CHANGED.store(true, Ordering::Relaxed);
-                    acl_changed(ctx);
-                }
-            }
+        let Some(&first) = name.first() else {
+            return;
+        };
+        match (name.len(), first | 0x20) {
+            (4 | 7, b'e') => e_command(args),
+            (3, b'a') => acl_command(args),
             _ => {}
         }
+    }
+}
+
+/// `EVAL`, `EVALSHA`, `EXEC` (or another 4- or 7-letter name in `e`).
+#[inline(never)]
+fn e_command(args: &mut FilterArgs) {
+    let name = args.get(0);
+    if letters_are(name, b"evalsha") {
+        eval(args, true);
+    } else if letters_are(name, b"eval") {
+        eval(args, false);
+    } else if ACL_CHANGED.load(Ordering::Relaxed) && letters_are(name, b"exec") {
+        acl_changed(args);
+    }
+}
+
+/// Whether `name` is `word` (4 to 8 lower-case letters) in any case. Setting bit 5 turns
+/// exactly the letters `A`-`Z`/`a`-`z` into `a`-`z`, so for a word of letters this is
+/// `eq_ignore_ascii_case`, in two 4-byte comparisons (overlapping below 8 letters).
+#[inline]
+fn letters_are(name: &[u8], word: &[u8]) -> bool {
+    let n = word.len();
+    debug_assert!((4..=8).contains(&n) && word.iter().all(u8::is_ascii_lowercase));
+    let four = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    name.len() == n
+        && four(name, 0) | 0x2020_2020 == four(word, 0)
+        && four(name, n - 4) | 0x2020_2020 == four(word, n - 4)
+}
+
+/// `ACL SETUSER/DELUSER/LOAD` (or another 3-letter name in `a`).
+#[cold]
+#[inline(never)]
+fn acl_command(args: &mut FilterArgs) {
+    if !args.get(0).eq_ignore_ascii_case(b"acl") {
+        return;
+    }
+    let sub = args.get(1);
+    if [&b"setuser"[..], b"deluser", b"load"]
+        .iter()
+        .any(|s| sub.eq_ignore_ascii_case(s))
+    {
+        ACL_CHANGED.store(true, Ordering::Relaxed);
+        acl_changed(args);
     }
 }
 
 /// `EVAL`/`EVALSHA` (`sha`): renamed when the script is known, tagged with its index in
 /// `SCRIPTS` (the command reads it back instead of looking the script up again).
 fn eval(args: &mut FilterArgs, sha: bool) {
-    let n = args.len();
-    if n < 3 {
-        return;
-    }
-    let Some(i) = identify(args.get(1), sha) else {
+    // Redis's arity check answers a call without numkeys, under the name sent.
+    let Some(i) = identify(args.get(1), sha).filter(|_| args.len() >= 3) else {
         return;
     };
     // The call's shape is checked by the command (which runs the Lua when it is not
@@ -135,9 +161,11 @@ fn eval(args: &mut FilterArgs, sha: bool) {
 }
 
 /// Serving stops at once (scripts run as Lua) until the check says otherwise.
-fn acl_changed(ctx: Ctx) {
+fn acl_changed(args: &FilterArgs) {
     SERVING.store(false, Ordering::Relaxed);
-    arm_check(ctx);
+    if let Some(ctx) = args.module_ctx() {
+        arm_check(ctx);
+    }
 }
 
 /// Arms the ACL check on the next event-loop turn (after the command that changed the ACL).
@@ -179,4 +207,52 @@ fn every_scripter_may_use_native(ctx: Ctx) -> bool {
         let user = RStr::new(ctx, name);
         may(&user, COMMAND) || !(may(&user, b"evalsha") || may(&user, b"eval"))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::letters_are;
+
+    #[test]
+    fn letters_are_is_eq_ignore_ascii_case_for_words_of_letters() {
+        for word in [&b"eval"[..], b"exec", b"evalsha"] {
+            // Names around the three words: cases, lengths, and bytes one bit-5 flip away.
+            for name in [
+                "eval",
+                "EVAL",
+                "eVaL",
+                "exec",
+                "EXEC",
+                "evalsha",
+                "EVALSHA",
+                "EvalSha",
+                "evals",
+                "eva",
+                "",
+                "eval\x00",
+                "%VAL",
+                "\x05val",
+                "evalsh\x01",
+                "evalsh@",
+                "EVAL_RO",
+            ]
+            .map(str::as_bytes)
+            {
+                assert_eq!(
+                    letters_are(name, word),
+                    name.eq_ignore_ascii_case(word),
+                    "{name:?} vs {word:?}"
+                );
+            }
+        }
+        // Every byte against each letter's place.
+        for b in 0..=255u8 {
+            let mut name = *b"evalsha";
+            name[3] = b;
+            assert_eq!(
+                letters_are(&name, b"evalsha"),
+                name.eq_ignore_ascii_case(b"evalsha")
+            );
+        }
+    }
 }

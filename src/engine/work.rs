@@ -184,6 +184,7 @@ pub fn unit_of_work<'k, R>(
         owner,
         need_expire,
     };
+    super::listen::hear_expiries(ctx);
     let mut lk = LockKey::open(ctx, key, how);
     if !matches!(lk.value, LockValue::Semaphore(_) | LockValue::NotALock) {
         lk.delay = super::delay::LockDelay::load(ctx, key);

@@ -16,8 +16,7 @@ use super::{api, Ctx};
 /// What the filter does with each command.
 pub trait CommandFilterHandler {
     /// Called for every command: must decide in a few instructions for unrelated ones.
-    /// `ctx`: the module's own context (a filter has none): start timers only.
-    fn on_command(ctx: Ctx, args: &mut FilterArgs);
+    fn on_command(args: &mut FilterArgs);
 }
 
 /// The arguments of the command being filtered.
@@ -26,6 +25,14 @@ pub struct FilterArgs {
 }
 
 impl FilterArgs {
+    /// The module's own context (a filter has none): start timers only. `None` once the
+    /// module is unloading. Read only when needed: most commands never ask.
+    pub fn module_ctx(&self) -> Option<Ctx> {
+        let ctx = CTX.load(Ordering::Relaxed);
+        // SAFETY: the module's detached context, live until unload (`free`).
+        (!ctx.is_null()).then(|| unsafe { Ctx::from_raw(ctx) })
+    }
+
     /// The number of words, the command name included.
     #[inline]
     pub fn len(&self) -> usize {
@@ -93,12 +100,7 @@ pub fn register<H: CommandFilterHandler>(ctx: Ctx, rename_to: &[u8]) -> Result<(
     unsafe extern "C" fn on_command<H: CommandFilterHandler>(
         fctx: *mut raw::RedisModuleCommandFilterCtx,
     ) {
-        let ctx = CTX.load(Ordering::Relaxed);
-        if ctx.is_null() {
-            return;
-        }
-        // SAFETY: the module's detached context, live until unload (`free`).
-        H::on_command(unsafe { Ctx::from_raw(ctx) }, &mut FilterArgs { fctx });
+        H::on_command(&mut FilterArgs { fctx });
     }
     for slot in &NAMES {
         // SAFETY: a null context is allowed (no automatic memory); Redis copies the bytes;
@@ -130,7 +132,7 @@ pub fn register<H: CommandFilterHandler>(ctx: Ctx, rename_to: &[u8]) -> Result<(
 }
 
 /// MODULE UNLOAD: frees the names and the context (Redis drops the filter right after, and
-/// runs no command in between; a call meanwhile would find both null and do nothing).
+/// runs no command in between; a call meanwhile would rename nothing and start no timer).
 pub fn free() {
     let ctx = CTX.swap(std::ptr::null_mut(), Ordering::Relaxed);
     if !ctx.is_null() {

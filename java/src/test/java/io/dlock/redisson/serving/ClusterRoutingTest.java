@@ -100,8 +100,8 @@ class ClusterRoutingTest {
         Counters before = Counters.of(conns.get(1));
         assertEquals(null, conns.get(1).ok(pair(tryLock, evalsha, List.of(onOne), tryArgs)[0]));
         Counters after = Counters.of(conns.get(1));
-        assertTrue(after.present(), "INFO dlock has no dlock_redisson_served");
-        assertEquals(1, after.served() - before.served(), "not served natively on the slot's owner: " + before + " -> " + after);
+        after.assertServedSince(before, 1);
+        assertTrue(after.served() - before.served() <= 1, "served more than once: " + before + " -> " + after);
         conns.get(1).ok("DEL", onOne);
     }
 

@@ -76,8 +76,7 @@ class PipelinesTest {
             }
             assertTrue(waited, "Redisson sent no WAIT/WAITAOF: the pipeline under test did not happen:\n" + String.join("\n", seen));
             Counters after = Counters.of(admin);
-            assertTrue(after.present(), "INFO dlock has no dlock_redisson_served");
-            assertTrue(after.served() - before.served() >= 2, "the lock's scripts were not served natively: " + before + " -> " + after);
+            after.assertServedSince(before, 2);
         }
     }
 
@@ -135,9 +134,10 @@ class PipelinesTest {
                 replies.subList(3, 6).toString().replaceAll("\\b\\d{4,5}\\b", "T"), "Lua then module");
         Counters before = counted.get(0);
         Counters after = counted.get(1);
-        assertTrue(after.present(), "INFO dlock has no dlock_redisson_served");
         // five scripts in MULTI (one on a wrong type may run as the Lua), one pipelined
-        assertEquals(6, after.recognisedSince(before), before + " -> " + after);
-        assertTrue(after.served() - before.served() >= 5, before + " -> " + after);
+        if (RedisServer.servesNatively()) {
+            assertEquals(6, after.recognisedSince(before), before + " -> " + after);
+        }
+        after.assertServedSince(before, 5);
     }
 }

@@ -122,6 +122,10 @@ class RedissonAclTest {
         Counters after = Counters.of(admin);
         // RLock's scripts alone: tryLock (lock, the waiter's, lock again), unlock (twice), the
         // renewal, forceUnlock; RReadWriteLock's add four where the module recognises them
-        assertTrue(after.recognisedSince(before) >= 7, "Redisson's scripts were not recognised: " + before + " -> " + after);
+        if (RedisServer.servesNatively()) {
+            assertTrue(after.recognisedSince(before) >= 7, "Redisson's scripts were not recognised: " + before + " -> " + after);
+        } else {
+            after.assertServedSince(before, 0);
+        }
     }
 }

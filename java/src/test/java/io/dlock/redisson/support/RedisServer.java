@@ -22,6 +22,9 @@ import java.util.stream.Stream;
  *
  * <p>System properties: {@code dlock.server} the server binary (default {@code redis-server} on
  * PATH), {@code dlock.module} the module (default {@code ../target/release/libdlock.so}).
+ * Environment: {@code DLOCK_REDISSON=lua} (or {@code native}) loads the module with {@code
+ * redisson lua} (or {@code native}) wherever a test does not name the mode itself, so that the
+ * whole suite runs both ways (see {@link #servesNatively()}).
  */
 public final class RedisServer implements AutoCloseable {
     public static final String HOST = "127.0.0.1";
@@ -49,6 +52,28 @@ public final class RedisServer implements AutoCloseable {
     /** A server without the module: Redisson's Lua as it runs everywhere else. */
     public static Builder plain() {
         return new Builder(false);
+    }
+
+    /** The module's {@code redisson} argument for this run ({@code DLOCK_REDISSON}), or null: the module's default. */
+    public static String redissonMode() {
+        String mode = System.getenv("DLOCK_REDISSON");
+        if (mode == null || mode.isBlank()) {
+            return null;
+        }
+        if (!mode.equals("lua") && !mode.equals("native")) {
+            throw new IllegalStateException("DLOCK_REDISSON must be lua or native, not " + mode);
+        }
+        return mode;
+    }
+
+    /**
+     * Whether a server started by {@link #withModule()} without a {@code redisson} argument of the
+     * test's own serves Redisson's lock scripts natively (the module's default); false under {@code
+     * DLOCK_REDISSON=lua}, where the module registers no filter: the scripts run as Lua and neither
+     * counter of INFO dlock moves.
+     */
+    public static boolean servesNatively() {
+        return !"lua".equals(redissonMode());
     }
 
     /** The server binary the tests run. */
@@ -126,6 +151,10 @@ public final class RedisServer implements AutoCloseable {
                 cmd.add("--loadmodule");
                 cmd.add(m.toString());
                 cmd.addAll(moduleArgs);
+                if (redissonMode() != null && moduleArgs.stream().noneMatch("redisson"::equalsIgnoreCase)) {
+                    cmd.add("redisson");
+                    cmd.add(redissonMode());
+                }
             }
             cmd.addAll(args);
             File log = dir.resolve("server.log").toFile();
