@@ -279,72 +279,49 @@ mod tests {
             rules::acquire(&mut v, owner, Want::Exclusive, 100, 0, false);
             v
         };
-        let none = || None::<std::vec::IntoIter<(&[u8], Want)>>;
-        fn lock<Q>(value: &mut LockValue, queue: Option<Q>) -> Lock<'_, Q> {
-            Lock {
+        type Queue<'q> = Vec<(&'q [u8], Want)>;
+        // `owner` asks `k1` (holding `value`, `queue` waiting on it), with WAIT or without.
+        fn decide(
+            value: &mut LockValue,
+            queue: Queue,
+            owner: &[u8],
+            wait: bool,
+            snapshot: &mut BWaitsForK2,
+        ) -> Result<Admitted, LockError> {
+            let lock = Lock {
                 key: b"k1",
                 value,
                 delay: None,
-                queue,
-            }
+                queue: (!queue.is_empty()).then(|| queue.into_iter()),
+            };
+            let ask = ask(owner, Want::Exclusive);
+            admit(lock, &ask, 0, || wait, snapshot, no_counter)
         }
         let mut snapshot = BWaitsForK2 {
             k2: held(b"a"),
             reads: 0,
         };
         // Free: granted, nothing read.
-        let mut free = LockValue::Free;
-        let a = ask(b"a", Want::Exclusive);
-        let now = admit(
-            lock(&mut free, none()),
-            &a,
-            0,
-            || true,
-            &mut snapshot,
-            no_counter,
-        );
+        let now = decide(&mut LockValue::Free, vec![], b"a", true, &mut snapshot);
         assert!(matches!(now, Ok(Admitted::Now(g)) if g.fresh));
         // Behind a queue: not granted; without WAIT not queued, and nothing read.
         let mut free = LockValue::Free;
-        let queue = Some(vec![(&b"c"[..], Want::Exclusive)].into_iter());
-        let busy = admit(
-            lock(&mut free, queue),
-            &a,
-            0,
-            || false,
-            &mut snapshot,
-            no_counter,
-        );
+        let queue = vec![(&b"c"[..], Want::Exclusive)];
+        let busy = decide(&mut free, queue, b"a", false, &mut snapshot);
         assert_eq!(busy, Ok(Admitted::NotNow));
         assert_eq!(free, LockValue::Free);
         assert_eq!(snapshot.reads, 0);
         // Held by b, which waits for k2 held by a: DEADLOCK.
         let mut k1 = held(b"b");
-        let refused = admit(
-            lock(&mut k1, none()),
-            &a,
-            0,
-            || true,
-            &mut snapshot,
-            no_counter,
-        );
         assert_eq!(
-            refused,
+            decide(&mut k1, vec![], b"a", true, &mut snapshot),
             Err(LockError::Deadlock(
                 "a waits for k1 held by b, b waits for k2 held by a".into()
             ))
         );
         // c is waited for by nobody: it queues, the walk not begun.
         let reads = snapshot.reads;
-        let c = ask(b"c", Want::Exclusive);
-        let queued = admit(
-            lock(&mut k1, none()),
-            &c,
-            0,
-            || true,
-            &mut snapshot,
-            no_counter,
-        );
+        let queued = decide(&mut k1, vec![], b"c", true, &mut snapshot);
         assert_eq!(queued, Ok(Admitted::Queue));
         assert_eq!(snapshot.reads, reads + 1, "only whether c is waited for");
     }
