@@ -92,6 +92,18 @@ impl Wait {
     }
 }
 
+/// Who waits for whom beyond the request's own wait, read only when a request would queue:
+/// the module's registry and the keys on the walked paths, or the model's own state.
+/// `here` is the lock asked, as it stands (the caller's copy, which its store may not show
+/// yet).
+pub trait WaitsFor {
+    /// Whether anybody can wait for `owner`: it waits itself, or holds a key that clients
+    /// wait on. `false` means no cycle can close through it (checked before any walk).
+    fn waited_for(&mut self, owner: &[u8], here: &LockValue) -> bool;
+    /// The waits of every request `owner` has queued (empty when it waits for nothing).
+    fn waits_of(&mut self, owner: &[u8], here: &LockValue) -> Vec<Wait>;
+}
+
 /// The cycle that `requester`'s new wait `first` would close, as the text after `DEADLOCK `;
 /// `None` when there is none, or when more than [`MAX_OWNERS`] waiting owners would have to
 /// be examined. `waits_of(owner)`: the waits of every request `owner` has queued (empty when

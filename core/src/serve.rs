@@ -3,6 +3,7 @@
 //! clients and their timers, and asks these who is granted, in which order, and with which
 //! fencing token; the model checker (`model/`) drives the same functions.
 
+use crate::deadlock::{self, Wait, WaitsFor};
 use crate::delay::{self, Delay};
 use crate::error::LockError;
 use crate::model::{LockValue, Want};
@@ -36,6 +37,76 @@ impl Granted {
             held_before,
             fresh,
         }
+    }
+}
+
+/// A lock as a request finds it: its key, its value, its lock-delay as stored, and the
+/// requests queued on it, head first (each as owner and request; `None`: nobody waits).
+pub struct Lock<'l, Q> {
+    pub key: &'l [u8],
+    pub value: &'l mut LockValue,
+    pub delay: Option<&'l Delay>,
+    pub queue: Option<Q>,
+}
+
+/// What a request for a hold comes to ([`admit`]). A refusal is the error, `DEADLOCK`
+/// included.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admitted {
+    /// Granted now.
+    Now(Granted),
+    /// It must wait, and may: it joins the tail of the queue.
+    Queue,
+    /// Not granted, and it may not wait (no WAIT, or a client that may not block).
+    NotNow,
+}
+
+/// The whole decision on a command's request for a hold (the wait policy of
+/// docs/COMMANDS.md): its [`turn`] behind the queue; if it must wait and `may_wait()`, the
+/// cycle it would close by queueing (`waits`, read only then: the requester waited for at
+/// all, then the waits beyond its own) refuses it `DEADLOCK`; else it queues. `draw`: the
+/// fencing counter, as for [`turn`]. Nothing of `lock` changes unless it is granted.
+pub fn admit<'q, O: AsRef<[u8]>>(
+    lock: Lock<'_, impl DoubleEndedIterator<Item = (&'q [u8], Want)>>,
+    ask: &Terms<O>,
+    now: i64,
+    may_wait: impl FnOnce() -> bool,
+    waits: &mut dyn WaitsFor,
+    draw: impl FnOnce(bool) -> Result<i64, LockError>,
+) -> Result<Admitted, LockError> {
+    let Lock {
+        key,
+        value,
+        delay,
+        queue,
+    } = lock;
+    let queue_ahead = queue.is_some();
+    if let Some(granted) = turn(value, delay, ask, now, queue_ahead, draw)? {
+        return Ok(Admitted::Now(granted));
+    }
+    if !may_wait() {
+        return Ok(Admitted::NotNow);
+    }
+    // Nobody can wait for an owner that neither waits nor holds a key with a queue: no cycle
+    // (the common case, answered without walking anything).
+    let requester = ask.owner();
+    if !waits.waited_for(requester, value) {
+        return Ok(Admitted::Queue);
+    }
+    let first = Wait::of(
+        key,
+        value,
+        requester,
+        ask.want,
+        queue.into_iter().flatten(),
+        now,
+    );
+    if first.is_empty() {
+        return Ok(Admitted::Queue);
+    }
+    match deadlock::cycle_through(requester, first, |owner| waits.waits_of(owner, value)) {
+        Some(cycle) => Err(LockError::Deadlock(cycle)),
+        None => Ok(Admitted::Queue),
     }
 }
 
@@ -178,6 +249,81 @@ mod tests {
         rules::acquire(&mut sem, b"h", p(1), 100, 0, false);
         let queue = [ask(b"big", p(2)), ask(b"small", p(1))];
         assert!(serve(&mut sem, None, 0, &queue, no_counter).is_empty());
+    }
+
+    /// A snapshot in which `b` waits for `k2` (its value `k2`); it counts what is read.
+    struct BWaitsForK2 {
+        k2: LockValue,
+        reads: usize,
+    }
+
+    impl WaitsFor for BWaitsForK2 {
+        fn waited_for(&mut self, owner: &[u8], _: &LockValue) -> bool {
+            self.reads += 1;
+            owner == b"a"
+        }
+        fn waits_of(&mut self, owner: &[u8], _: &LockValue) -> Vec<Wait> {
+            self.reads += 1;
+            let none = std::iter::empty();
+            match owner {
+                b"b" => vec![Wait::of(b"k2", &self.k2, b"b", Want::Exclusive, none, 0)],
+                _ => vec![],
+            }
+        }
+    }
+
+    #[test]
+    fn admitted_now_queued_refused_or_not_now() {
+        let held = |owner: &[u8]| {
+            let mut v = LockValue::Free;
+            rules::acquire(&mut v, owner, Want::Exclusive, 100, 0, false);
+            v
+        };
+        type Queue<'q> = Vec<(&'q [u8], Want)>;
+        // `owner` asks `k1` (holding `value`, `queue` waiting on it), with WAIT or without.
+        fn decide(
+            value: &mut LockValue,
+            queue: Queue,
+            owner: &[u8],
+            wait: bool,
+            snapshot: &mut BWaitsForK2,
+        ) -> Result<Admitted, LockError> {
+            let lock = Lock {
+                key: b"k1",
+                value,
+                delay: None,
+                queue: (!queue.is_empty()).then(|| queue.into_iter()),
+            };
+            let ask = ask(owner, Want::Exclusive);
+            admit(lock, &ask, 0, || wait, snapshot, no_counter)
+        }
+        let mut snapshot = BWaitsForK2 {
+            k2: held(b"a"),
+            reads: 0,
+        };
+        // Free: granted, nothing read.
+        let now = decide(&mut LockValue::Free, vec![], b"a", true, &mut snapshot);
+        assert!(matches!(now, Ok(Admitted::Now(g)) if g.fresh));
+        // Behind a queue: not granted; without WAIT not queued, and nothing read.
+        let mut free = LockValue::Free;
+        let queue = vec![(&b"c"[..], Want::Exclusive)];
+        let busy = decide(&mut free, queue, b"a", false, &mut snapshot);
+        assert_eq!(busy, Ok(Admitted::NotNow));
+        assert_eq!(free, LockValue::Free);
+        assert_eq!(snapshot.reads, 0);
+        // Held by b, which waits for k2 held by a: DEADLOCK.
+        let mut k1 = held(b"b");
+        assert_eq!(
+            decide(&mut k1, vec![], b"a", true, &mut snapshot),
+            Err(LockError::Deadlock(
+                "a waits for k1 held by b, b waits for k2 held by a".into()
+            ))
+        );
+        // c is waited for by nobody: it queues, the walk not begun.
+        let reads = snapshot.reads;
+        let queued = decide(&mut k1, vec![], b"c", true, &mut snapshot);
+        assert_eq!(queued, Ok(Admitted::Queue));
+        assert_eq!(snapshot.reads, reads + 1, "only whether c is waited for");
     }
 
     #[test]

@@ -1,58 +1,78 @@
-//! Deadlock detection: before a WAIT request queues, the cycle it would close, if any. The
-//! search is `dlock_core::deadlock`'s, over a snapshot this file supplies: the queues of the
-//! registry and the values of the keys on the walked paths.
+//! Deadlock detection's snapshot: who waits for whom, read from the registry's queues and
+//! the keys on the walked paths, for `dlock_core::serve::admit`'s search when a WAIT request
+//! would queue (the search itself is `dlock_core::deadlock`'s).
 //!
 //! Cost: only requests that are about to queue pay, and only for the keys on the walked
 //! paths (the registry indexes where each owner waits; holders are read from those keys):
 //! nothing depends on how many locks are held on the server.
 
-use dlock_core::deadlock::{self, Wait};
+use dlock_core::deadlock::{Wait, WaitsFor};
+use dlock_core::model::LockValue;
 use dlock_core::rules;
-use dlock_core::terms::Terms;
 
 use crate::ffi::Ctx;
 
 use super::registry::Registry;
 use super::store::{LockKey, Open};
 
-/// The cycle `req` would close if it queued on `lk` (in database `db`, the key already
-/// opened by the command), as the text after `DEADLOCK `; `None` when there is none.
-pub fn find(
+/// The waits around a request for `key` in database `db` (the key already opened by the
+/// command, the database selected), read as the search asks for them.
+pub struct Snapshot<'r> {
     ctx: Ctx,
-    reg: &Registry,
+    reg: &'r Registry,
     db: i32,
-    lk: &LockKey,
-    req: &Terms<&[u8]>,
+    key: &'r [u8],
     now: i64,
-) -> Option<String> {
-    let (key, value, requester) = (lk.key, &lk.value, req.owner);
-    // Nobody can wait for an owner that neither waits nor holds a key with a queue: no
-    // cycle (the common case, checked without walking anything).
-    let waited_for = !reg.places_of_owner(requester).is_empty()
-        || holds_a_waited_key(ctx, reg, db, lk, requester);
-    ctx.select_db(db);
-    if !waited_for {
-        return None;
+}
+
+impl<'r> Snapshot<'r> {
+    pub fn new(ctx: Ctx, reg: &'r Registry, db: i32, key: &'r [u8], now: i64) -> Self {
+        Snapshot {
+            ctx,
+            reg,
+            db,
+            key,
+            now,
+        }
     }
-    let ahead = reg
-        .queued_on(db, key)
-        .map(|w| (w.terms.owner(), w.terms.want));
-    let first = Wait::of(key, value, requester, req.want, ahead, now);
-    if first.is_empty() {
-        return None;
+
+    /// The value of `key` in database `at`: `here` for the key asked, else read (the
+    /// database selected again afterwards).
+    fn value(&self, at: i32, key: &[u8], here: &LockValue) -> LockValue {
+        if at == self.db && key == self.key {
+            return here.clone();
+        }
+        let elsewhere = at != self.db;
+        if elsewhere {
+            self.ctx.select_db(at);
+        }
+        let value = LockKey::open(self.ctx, key, Open::Read { name: None }).value;
+        if elsewhere {
+            self.ctx.select_db(self.db);
+        }
+        value
     }
-    let found = deadlock::cycle_through(requester, first, |owner| {
+}
+
+impl WaitsFor for Snapshot<'_> {
+    /// Costs one read per waited key other than the one asked.
+    fn waited_for(&mut self, owner: &[u8], here: &LockValue) -> bool {
+        !self.reg.places_of_owner(owner).is_empty()
+            || self.reg.all_keys().into_iter().any(|(at, key)| {
+                if at == self.db && key == self.key {
+                    return rules::holds(here, owner);
+                }
+                rules::holds(&self.value(at, &key, here), owner)
+            })
+    }
+
+    fn waits_of(&mut self, owner: &[u8], here: &LockValue) -> Vec<Wait> {
         let mut waits = vec![];
-        for place in reg.places_of_owner(owner) {
-            let Some((w, ahead)) = reg.waiter_at(place) else {
+        for place in self.reg.places_of_owner(owner) {
+            let Some((w, ahead)) = self.reg.waiter_at(place) else {
                 continue;
             };
-            let value = if place.db == db && place.key == key {
-                value.clone()
-            } else {
-                ctx.select_db(place.db);
-                LockKey::open(ctx, &place.key, Open::Read { name: None }).value
-            };
+            let value = self.value(place.db, &place.key, here);
             let ahead = ahead.map(|a| (a.terms.owner(), a.terms.want));
             waits.push(Wait::of(
                 &place.key,
@@ -60,26 +80,9 @@ pub fn find(
                 owner,
                 w.terms.want,
                 ahead,
-                now,
+                self.now,
             ));
         }
         waits
-    });
-    ctx.select_db(db);
-    found
-}
-
-/// Whether `owner` holds a key that clients wait on (costs one read per such key other than
-/// `lk`, the key of database `db` already open).
-fn holds_a_waited_key(ctx: Ctx, reg: &Registry, db: i32, lk: &LockKey, owner: &[u8]) -> bool {
-    reg.all_keys().into_iter().any(|(at, key)| {
-        if at == db && key == lk.key {
-            return rules::holds(&lk.value, owner);
-        }
-        ctx.select_db(at);
-        rules::holds(
-            &LockKey::open(ctx, &key, Open::Read { name: None }).value,
-            owner,
-        )
-    })
+    }
 }

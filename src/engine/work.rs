@@ -1,9 +1,8 @@
 //! The unit of work on one lock: open it, serve its queue (lapsed holders, a lock freed
 //! behind the module's back), apply the step, save (replicated), re-arm the lease timer.
 //! Every writing command and every wake-up goes through [`unit_of_work`], and every grant
-//! through [`try_grant`].
+//! through [`on_grant`].
 
-use dlock_core::error::LockError;
 use dlock_core::model::LockValue;
 use dlock_core::rules;
 use dlock_core::serve::{self, Granted};
@@ -20,36 +19,10 @@ use super::registry::registry;
 use super::registry::Registry;
 use super::store::{FenceCounter, LockKey, Open, Requester};
 
-/// One request against the lock: its turn (`dlock_core::serve::turn`: lock-delay, grant
-/// rules, the fencing counter on a grant), then what a grant means here (LOCKDELAY noted,
-/// BIND, INFO). `Ok(Some(reply))` granted, `Ok(None)` must wait, `Err` refused (nothing
-/// changed). `queue_ahead`: other clients wait in front of this request.
-pub fn try_grant(
-    ctx: Ctx,
-    lk: &mut LockKey,
-    req: &Terms<&[u8]>,
-    now: i64,
-    queue_ahead: bool,
-) -> Result<Option<Reply>, LockError> {
-    let key = lk.key;
-    let draw = |advance| FenceCounter::of(key).token(ctx, advance);
-    let turn = serve::turn(
-        &mut lk.value,
-        lk.delay.stored(),
-        req,
-        now,
-        queue_ahead,
-        draw,
-    )?;
-    // The connection is asked for only where a BIND needs it (a context-flags call).
-    let connection = || req.bind.and_then(|_| ctx.connection());
-    Ok(turn.map(|granted| on_grant(ctx, lk, req, connection(), granted)))
-}
-
 /// What a grant to `req` means beyond the lock's value: the LOCKDELAY it asked for, its
 /// BIND to `connection` (or a binding left from an earlier hold undone), the INFO counters;
 /// the reply.
-fn on_grant<O: AsRef<[u8]>>(
+pub fn on_grant<O: AsRef<[u8]>>(
     ctx: Ctx,
     lk: &mut LockKey,
     req: &Terms<O>,
