@@ -115,9 +115,14 @@ impl Key {
         }
     }
 
-    /// The key's absolute expiry (unix ms), `None` without one.
+    /// The key's absolute expiry (unix ms), `None` without one (or without the key:
+    /// Redis 8.2's `RM_GetAbsExpire` reads the value without checking it exists, so an
+    /// empty key is never asked).
     pub fn abs_expire(&self) -> Option<i64> {
-        // SAFETY: an open key.
+        if self.kind() == KeyKind::Empty {
+            return None;
+        }
+        // SAFETY: an open key that exists.
         let at = unsafe { api!(RedisModule_GetAbsExpire)(self.handle) };
         (at >= 0).then_some(at)
     }
