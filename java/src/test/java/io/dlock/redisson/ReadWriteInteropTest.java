@@ -3,11 +3,13 @@ package io.dlock.redisson;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import io.dlock.redisson.support.Await;
 import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.Monitor;
 import io.dlock.redisson.support.OneServer;
+import io.dlock.redisson.support.RedisServer;
 import io.dlock.redisson.support.Resp;
 import io.dlock.redisson.support.Waiter;
 import java.util.Map;
@@ -127,6 +129,8 @@ class ReadWriteInteropTest extends OneServer {
     @ParameterizedTest(name = "useScriptCache={0}")
     @ValueSource(booleans = {false, true})
     void aRedissonReaderWaitsBehindADlockReader(boolean cache) {
+        // With redisson lua the script is Redisson's own Lua, which joins (docs/COMMANDS.md).
+        assumeTrue(RedisServer.servesNatively(), "redisson lua: the Lua joins a dlock reader");
         String key = key("rw-shared-read");
         RReadWriteLock rw = redisson(cache).getReadWriteLock(key);
         try (Resp c = server.connect()) {
