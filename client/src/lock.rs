@@ -6,7 +6,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
-use crate::backend::{Grant, Permits, Request, Wait};
+use crate::backend::{Grant, Permits, Release, Request, Wait};
 use crate::config::wire_ms;
 use crate::holds::NewHold;
 use crate::kind::LockKind;
@@ -355,14 +355,14 @@ impl Lock {
     /// clean-up on nodes whose answer was lost). Errors are ignored.
     pub(crate) async fn release_blind(&self, limit: Duration) {
         let inner = &self.client.inner;
-        let cmd = self.client.backend.release_cmd(
-            inner,
-            &self.name,
-            self.owner.id(),
-            self.kind,
-            inner.config.lease,
-            self.count(),
-        );
+        let release = Release {
+            key: &self.name,
+            owner: self.owner.id(),
+            kind: self.kind,
+            lease: inner.config.lease,
+            count: self.count(),
+        };
+        let cmd = self.client.backend.release_cmd(inner, &release);
         let mut conn = inner.link.shared().clone();
         let _ = tokio::time::timeout(limit, cmd.query_async::<Value>(&mut conn)).await;
     }
@@ -543,7 +543,14 @@ async fn give_back_abandoned(lock: Lock, lease: Duration) {
     let known = inner.registry.holds_of(&lock.name, owner, lock.kind);
     if on_server > known {
         let surplus = (on_server - known).min(lock.count());
-        let cmd = backend.release_cmd(inner, &lock.name, owner, lock.kind, lease, surplus);
+        let release = Release {
+            key: &lock.name,
+            owner,
+            kind: lock.kind,
+            lease,
+            count: surplus,
+        };
+        let cmd = backend.release_cmd(inner, &release);
         let _: redis::RedisResult<Value> = cmd.query_async(&mut inner.link.shared().clone()).await;
     }
 }

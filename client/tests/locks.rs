@@ -237,12 +237,7 @@ async fn lost_when_server_dies(b: Backend) {
 
 async fn wrong_type(b: Backend) {
     let (_s, c, mut r) = setup(b).await;
-    let _: () = redis::cmd("SET")
-        .arg("str")
-        .arg("x")
-        .query_async(&mut r)
-        .await
-        .unwrap();
+    set_string(&mut r, "str").await;
     match c.lock("str").try_acquire().await {
         Err(Error::WrongType { key, .. }) => assert_eq!(key, "str"),
         other => panic!("expected WrongType, got {other:?}"),

@@ -7,8 +7,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dlock_client::{blocking, Backend, Client, Error, LostReason, WaitRequest};
+use dlock_client::{
+    blocking, Backend, Client, Error, LostReason, Semaphore, SemaphoreGuard, WaitRequest,
+};
+use redis::aio::MultiplexedConnection as Conn;
 use support::*;
+use tokio::task::JoinHandle;
 
 /// Take, add up, refuse what does not fit, give back; the hash is the module's layout;
 /// the errors of both backends are the module's.
@@ -34,13 +38,7 @@ async fn permits_add_up_and_release(b: Backend) {
     assert!(p > 0 && p <= LEASE.as_millis() as i64, "pttl {p}");
 
     // Another owner: 2 do not fit, 1 does.
-    let other = c.semaphore("pool", 3);
-    assert!(other.try_acquire(2).await.unwrap().is_none());
-    let g2 = other
-        .try_acquire(1)
-        .await
-        .unwrap()
-        .expect("the third permit");
+    let g2 = take_the_last_permit(&c.semaphore("pool", 3)).await;
     assert_eq!(g2.owner_permits(), 1);
     assert!(sem.try_acquire(1).await.unwrap().is_none(), "full");
     g2.release().await.unwrap();
@@ -75,12 +73,7 @@ async fn permits_add_up_and_release(b: Backend) {
     assert_eq!(c.watched_locks(), 0);
 
     // A key that is not a semaphore: WRONGTYPE, as for locks.
-    let _: () = redis::cmd("SET")
-        .arg("text")
-        .arg("x")
-        .query_async(&mut r)
-        .await
-        .unwrap();
+    set_string(&mut r, "text").await;
     assert!(matches!(
         c.semaphore("text", 2).try_acquire(1).await,
         Err(Error::WrongType { .. })
@@ -176,13 +169,7 @@ async fn fifo_head_of_line_native() {
     assert!(left <= Duration::from_secs(10), "{left:?}");
     assert!(queue[0].waited >= queue[1].waited);
     // One permit is free, but the head needs two: nobody passes it.
-    assert_eq!(info_int(&mut r, "hol", "available").await, 1);
-    assert!(c
-        .semaphore("hol", 3)
-        .try_acquire(1)
-        .await
-        .unwrap()
-        .is_none());
+    newcomer_refused(&c, &mut r, "hol", 1).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(
         !small_task.is_finished(),
@@ -191,18 +178,11 @@ async fn fifo_head_of_line_native() {
     let t = Instant::now();
     holder.release().await.unwrap();
     let g_big = big_task.await.unwrap().unwrap();
-    let g_small = small_task
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("granted with the head");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    let g_small = granted_soon(small_task, t).await; // with the head
     assert_eq!((g_big.owner_permits(), g_small.owner_permits()), (2, 1));
     assert!(c.waiters("hol").await.unwrap().is_empty());
     assert_eq!(info_int(&mut r, "hol", "available").await, 0);
-    g_big.release().await.unwrap();
-    g_small.release().await.unwrap();
-    assert!(!exists(&mut r, "hol").await);
+    release_all(&mut r, "hol", [g_big, g_small]).await;
 }
 
 /// A wait with a limit answers None at its end and leaves nothing behind: no waiter in the
@@ -297,9 +277,7 @@ async fn crashed_holder_gives_permits_back(b: Backend) {
     assert!(renewer.lost().check().is_none());
     let me = format!("permits:{}", renewer.owner_id());
     assert_eq!(hget(&mut r, "crash", &me).await, Some(1));
-    g.release().await.unwrap();
-    renewer.release().await.unwrap();
-    assert!(!exists(&mut r, "crash").await);
+    release_all(&mut r, "crash", [g, renewer]).await;
 }
 
 /// The watchdog keeps permits far beyond one lease; permits taken with a lease (no
@@ -332,9 +310,7 @@ async fn watchdog_keeps_permits_lease_lapses(b: Backend) {
         .unwrap()
         .expect("the lapsed permits");
     assert!(matches!(leased.release().await, Err(Error::NotHeld(_))));
-    again.release().await.unwrap();
-    watched.release().await.unwrap();
-    assert!(!exists(&mut r, "wd").await);
+    release_all(&mut r, "wd", [again, watched]).await;
 }
 
 /// Deleting the key: the watchdog's next renewal finds the owner gone and `lost()` fires.
@@ -423,12 +399,7 @@ async fn waiters_of_every_kind(b: Backend) {
     t3.await.unwrap().unwrap().release().await.unwrap();
     assert!(c.waiters("L").await.unwrap().is_empty());
     assert!(c.waiters("R").await.unwrap().is_empty());
-    let _: () = redis::cmd("SET")
-        .arg("text")
-        .arg("x")
-        .query_async(&mut r)
-        .await
-        .unwrap();
+    set_string(&mut r, "text").await;
     assert!(matches!(
         c.waiters("text").await,
         Err(Error::WrongType { .. })
@@ -448,19 +419,8 @@ async fn native_and_script_share_a_semaphore() {
     let mut r = raw(&s).await;
     let native_held = n.semaphore("shared", 3).acquire(2).await.unwrap();
     let script_sem = sc.semaphore("shared", 3);
-    assert!(script_sem.try_acquire(2).await.unwrap().is_none());
-    let script_held = script_sem
-        .try_acquire(1)
-        .await
-        .unwrap()
-        .expect("the last permit");
-    assert_eq!(info_int(&mut r, "shared", "available").await, 0);
-    assert!(n
-        .semaphore("shared", 3)
-        .try_acquire(1)
-        .await
-        .unwrap()
-        .is_none());
+    let script_held = take_the_last_permit(&script_sem).await;
+    newcomer_refused(&n, &mut r, "shared", 0).await;
     // Both watchdogs renew, each with its own command; the module still reads a semaphore.
     tokio::time::sleep(LEASE * 2).await; // time passing is what is tested
     assert!(script_held.lost().check().is_none() && native_held.lost().check().is_none());
@@ -484,16 +444,47 @@ async fn native_and_script_share_a_semaphore() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let t = Instant::now();
     native_held.release().await.unwrap();
-    let sg = task
+    let sg = granted_soon(task, t).await;
+    assert_eq!(info_int(&mut r, "shared", "available").await, 0);
+    release_all(&mut r, "shared", [sg, g]).await;
+}
+
+/// Another owner on a semaphore with one permit free: 2 do not fit, 1 does.
+async fn take_the_last_permit(sem: &Semaphore) -> SemaphoreGuard {
+    assert!(sem.try_acquire(2).await.unwrap().is_none(), "2 permits fit");
+    sem.try_acquire(1).await.unwrap().expect("the last permit")
+}
+
+/// `available` permits of `key` are free (DLOCK.INFO), yet a new owner's try for one is
+/// refused (none free, or a request ahead in the queue needs more).
+async fn newcomer_refused(c: &Client, r: &mut Conn, key: &str, available: i64) {
+    assert_eq!(info_int(r, key, "available").await, available);
+    let newcomer = c.semaphore(key, 3).try_acquire(1).await.unwrap();
+    assert!(newcomer.is_none(), "a newcomer got a permit of {key}");
+}
+
+/// The permits a waiting `try_acquire_for` task got, soon after `released` (when the
+/// release that lets it in was sent).
+async fn granted_soon(
+    task: JoinHandle<dlock_client::Result<Option<SemaphoreGuard>>>,
+    released: Instant,
+) -> SemaphoreGuard {
+    let g = task
         .await
         .unwrap()
         .unwrap()
         .expect("granted after the release");
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
-    assert_eq!(info_int(&mut r, "shared", "available").await, 0);
-    sg.release().await.unwrap();
-    g.release().await.unwrap();
-    assert!(!exists(&mut r, "shared").await);
+    let after = released.elapsed();
+    assert!(after < Duration::from_secs(2), "{after:?}");
+    g
+}
+
+/// Release every guard; the last holder leaves, so `key` is gone.
+async fn release_all<const N: usize>(r: &mut Conn, key: &str, guards: [SemaphoreGuard; N]) {
+    for g in guards {
+        g.release().await.unwrap();
+    }
+    assert!(!exists(r, key).await, "the last holder left {key}");
 }
 
 both_backends!(

@@ -119,7 +119,8 @@ pub fn channel_name(prefix: &str, key: &str) -> String {
 /// Shared Lua prelude of the read-write scripts: `now_ms()`, `settle(key)` (recompute
 /// `mode` and the key's PEXPIREAT from the holders, delete the key when none is left) and
 /// `prune(key, now)` (drop holders whose own lease has passed; `false` when the key is
-/// not a read-write lock).
+/// not a read-write lock); then it opens `KEYS[1]` for every body: `key`, `now` and `f` (the
+/// pruned fields), or the `WRONGTYPE` error when the key is not a read-write lock.
 ///
 /// ```
 /// assert!(dlock_client::scripts::RW_PRELUDE.contains("local function prune"));
@@ -177,6 +178,9 @@ local function prune(key, now)
   return f
 end
 local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of value'
+local key, now = KEYS[1], now_ms()
+local f = prune(key, now)
+if f == false then return redis.error_reply(WRONGTYPE) end
 "#;
 
 /// Read-write acquire. `KEYS[1]` lock key, `ARGV[1]` owner, `ARGV[2]` `read` or `write`,
@@ -189,10 +193,7 @@ local WRONGTYPE = 'WRONGTYPE Operation against a key holding the wrong kind of v
 /// assert!(dlock_client::scripts::RW_LOCK_BODY.contains("cannot upgrade"));
 /// ```
 pub const RW_LOCK_BODY: &str = r#"
-local key, owner, want, lease = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])
-local now = now_ms()
-local f = prune(key, now)
-if f == false then return redis.error_reply(WRONGTYPE) end
+local owner, want, lease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local mode = f['mode']
 local mine_w = f['write:' .. owner] ~= nil
 local mine_r = f['read:' .. owner] ~= nil
@@ -233,10 +234,7 @@ return {1, c}
 /// assert!(dlock_client::scripts::RW_UNLOCK_BODY.contains("publish"));
 /// ```
 pub const RW_UNLOCK_BODY: &str = r#"
-local key, owner, want = KEYS[1], ARGV[1], ARGV[2]
-local now = now_ms()
-local f = prune(key, now)
-if f == false then return redis.error_reply(WRONGTYPE) end
+local owner, want = ARGV[1], ARGV[2]
 local field = want .. ':' .. owner
 if f[field] == nil then return nil end
 local c = redis.call('hincrby', key, field, -1)
@@ -261,10 +259,7 @@ return 1
 /// assert!(dlock_client::scripts::RW_RENEW_BODY.contains("lease:"));
 /// ```
 pub const RW_RENEW_BODY: &str = r#"
-local key, lease, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-local now = now_ms()
-local f = prune(key, now)
-if f == false then return redis.error_reply(WRONGTYPE) end
+local lease, owner = tonumber(ARGV[1]), ARGV[2]
 if f['read:' .. owner] == nil and f['write:' .. owner] == nil then return 0 end
 redis.call('hset', key, 'lease:' .. owner, now + lease)
 settle(key)
@@ -294,8 +289,11 @@ pub fn rw_lock_script(body: &str) -> String {
 /// Shared Lua prelude of the semaphore scripts (after the field names [`semaphore_script`]
 /// defines): `now_ms()`, `load(key, now)` (the semaphore with lapsed holders removed:
 /// `{capacity, used, holders = {owner = {permits, deadline}}, pruned}`, or `false` when the
-/// key is not a semaphore) and `settle(key, s)` (the key's PEXPIREAT from the holders, or
-/// delete it when none is left).
+/// key is not a semaphore), `settle(key, s)` (the key's PEXPIREAT from the holders, or
+/// delete it when none is left) and `holding(key, s, owner)` (the owner's
+/// `{permits, deadline}`, or nil after writing back a pruned hash); then it opens `KEYS[1]`
+/// for every body: `key`, `now` and `s`, or the `WRONGTYPE` error when the key is not a
+/// semaphore.
 ///
 /// ```
 /// assert!(dlock_client::scripts::SEMAPHORE_PRELUDE.contains("local function load"));
@@ -348,6 +346,14 @@ local function settle(key, s)
     redis.call('pexpireat', key, maxd)
   end
 end
+local function holding(key, s, owner)
+  local mine = s.holders[owner]
+  if mine == nil and s.pruned then settle(key, s) end
+  return mine
+end
+local key, now = KEYS[1], now_ms()
+local s = load(key, now)
+if s == false then return redis.error_reply(WRONGTYPE) end
 "#;
 
 /// Semaphore acquire. `KEYS[1]` semaphore key, `ARGV[1]` owner, `ARGV[2]` capacity,
@@ -361,11 +367,8 @@ end
 /// assert!(dlock_client::scripts::SEMAPHORE_ACQUIRE_BODY.contains("hset"));
 /// ```
 pub const SEMAPHORE_ACQUIRE_BODY: &str = r#"
-local key, owner = KEYS[1], ARGV[1]
+local owner = ARGV[1]
 local cap, lease, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local now = now_ms()
-local s = load(key, now)
-if s == false then return redis.error_reply(WRONGTYPE) end
 if s.capacity ~= nil and s.capacity ~= cap then return {-1, s.capacity} end
 if s.used + n > cap then
   local wait = 100
@@ -394,15 +397,9 @@ return {1, c}
 /// assert!(dlock_client::scripts::SEMAPHORE_RELEASE_BODY.contains("publish"));
 /// ```
 pub const SEMAPHORE_RELEASE_BODY: &str = r#"
-local key, owner, n = KEYS[1], ARGV[1], tonumber(ARGV[2])
-local now = now_ms()
-local s = load(key, now)
-if s == false then return redis.error_reply(WRONGTYPE) end
-local mine = s.holders[owner]
-if mine == nil then
-  if s.pruned then settle(key, s) end
-  return nil
-end
+local owner, n = ARGV[1], tonumber(ARGV[2])
+local mine = holding(key, s, owner)
+if mine == nil then return nil end
 if n > mine[1] then return {-1, mine[1]} end
 local r = 0
 if n == mine[1] then
@@ -425,15 +422,9 @@ return r
 /// assert!(dlock_client::scripts::SEMAPHORE_RENEW_BODY.contains("return 1"));
 /// ```
 pub const SEMAPHORE_RENEW_BODY: &str = r#"
-local key, lease, owner = KEYS[1], tonumber(ARGV[1]), ARGV[2]
-local now = now_ms()
-local s = load(key, now)
-if s == false then return redis.error_reply(WRONGTYPE) end
-local mine = s.holders[owner]
-if mine == nil then
-  if s.pruned then settle(key, s) end
-  return 0
-end
+local lease, owner = tonumber(ARGV[1]), ARGV[2]
+local mine = holding(key, s, owner)
+if mine == nil then return 0 end
 redis.call('hset', key, LEASE .. owner, now + lease)
 mine[2] = now + lease
 settle(key, s)

@@ -24,6 +24,30 @@ use crate::shared::Inner;
 use crate::topology::{Connection, Stamp};
 use crate::{Error, Result};
 
+/// One release: `count` permits of a semaphore, else one hold, of `owner` on `key`
+/// (`lease`: what a script release resets when holds remain).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Release<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) owner: &'a str,
+    pub(crate) kind: LockKind,
+    pub(crate) lease: Duration,
+    pub(crate) count: u64,
+}
+
+impl<'a> Release<'a> {
+    /// `count` of the hold `e` (permits of a semaphore, else one hold), with its lease.
+    pub(crate) fn of(e: &'a Entry, count: u64) -> Release<'a> {
+        Release {
+            key: &e.key,
+            owner: &e.owner,
+            kind: e.kind,
+            lease: e.lease,
+            count,
+        }
+    }
+}
+
 /// How long to wait for a lock held by someone else.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Wait {
@@ -145,22 +169,11 @@ impl ActiveBackend {
         }
     }
 
-    /// The command that gives back one hold of `owner` on `key`, or `count` permits of a
-    /// semaphore (`lease`: what a script release resets when holds remain).
-    pub(crate) fn release_cmd(
-        &self,
-        inner: &Inner,
-        key: &str,
-        owner: &str,
-        kind: LockKind,
-        lease: Duration,
-        count: u64,
-    ) -> redis::Cmd {
+    /// The command that gives back `r` (a plain `EVAL` on the script backend).
+    pub(crate) fn release_cmd(&self, inner: &Inner, r: &Release<'_>) -> redis::Cmd {
         match self {
-            ActiveBackend::Native(_) => native::release_cmd(key, owner, kind, count),
-            ActiveBackend::Script(_) => {
-                script::ReleaseCall::new(inner, key, owner, kind, lease, count).eval()
-            }
+            ActiveBackend::Native(_) => native::release_cmd(r.key, r.owner, r.kind, r.count),
+            ActiveBackend::Script(_) => script::ReleaseCall::new(inner, r).eval(),
         }
     }
 
@@ -171,15 +184,13 @@ impl ActiveBackend {
         e: &Entry,
         count: u64,
     ) -> redis::RedisResult<Value> {
+        let r = Release::of(e, count);
         match self {
             ActiveBackend::Native(_) => {
-                inner
-                    .link
-                    .shared()
-                    .send(&native::release_cmd(&e.key, &e.owner, e.kind, count))
-                    .await
+                let cmd = native::release_cmd(r.key, r.owner, r.kind, r.count);
+                inner.link.shared().send(&cmd).await
             }
-            ActiveBackend::Script(s) => s.release(inner, e, count).await,
+            ActiveBackend::Script(s) => s.release(inner, &r).await,
         }
     }
 

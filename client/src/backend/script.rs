@@ -8,7 +8,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::subscriber::Subscribers;
-use super::{lua, Grant, Request, Wait};
+use super::{lua, Grant, Release, Request, Wait};
 use crate::holds::Entry;
 use crate::kind::LockKind;
 use crate::shared::Inner;
@@ -171,12 +171,11 @@ impl Script {
     pub(crate) async fn release(
         &self,
         inner: &Inner,
-        e: &Entry,
-        count: u64,
+        r: &Release<'_>,
     ) -> redis::RedisResult<Value> {
         let mut conn = inner.link.shared().clone();
-        let call = ReleaseCall::new(inner, &e.key, &e.owner, e.kind, e.lease, count);
-        let script = match e.kind {
+        let call = ReleaseCall::new(inner, r);
+        let script = match r.kind {
             LockKind::Semaphore => &self.sem_release,
             LockKind::Exclusive => &self.unlock,
             LockKind::Read | LockKind::Write => &self.rw_unlock,
@@ -189,8 +188,8 @@ impl Script {
             invocation.arg(a);
         }
         let v = invocation.invoke_async(&mut conn).await?;
-        if e.kind == LockKind::Semaphore {
-            over_held(count, v)
+        if r.kind == LockKind::Semaphore {
+            over_held(r.count, v)
         } else {
             Ok(v)
         }
@@ -264,14 +263,14 @@ pub(crate) struct ReleaseCall {
 }
 
 impl ReleaseCall {
-    pub(crate) fn new(
-        inner: &Inner,
-        key: &str,
-        owner: &str,
-        kind: LockKind,
-        lease: Duration,
-        count: u64,
-    ) -> ReleaseCall {
+    pub(crate) fn new(inner: &Inner, r: &Release<'_>) -> ReleaseCall {
+        let Release {
+            key,
+            owner,
+            kind,
+            lease,
+            count,
+        } = *r;
         let channel = lua::channel_name(&inner.config.channel_prefix, key);
         let message = lua::UNLOCK_MESSAGE.to_string();
         let args = match kind {

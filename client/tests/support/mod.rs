@@ -93,6 +93,16 @@ pub async fn exists(c: &mut redis::aio::MultiplexedConnection, key: &str) -> boo
     n == 1
 }
 
+/// `SET key x`: a value that is not a lock (every lock command on it answers WRONGTYPE).
+pub async fn set_string(c: &mut redis::aio::MultiplexedConnection, key: &str) {
+    let _: () = redis::cmd("SET")
+        .arg(key)
+        .arg("x")
+        .query_async(c)
+        .await
+        .unwrap();
+}
+
 /// `DEL key`: the keys deleted.
 pub async fn del(c: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
     redis::cmd("DEL").arg(key).query_async(c).await.unwrap()

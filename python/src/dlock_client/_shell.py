@@ -13,12 +13,20 @@ from typing import Any, Generic, TypeVar
 import redis.exceptions as rexc
 from redis.backoff import NoBackoff
 
-from ._client import Backend, ClientCore, check_client, not_held
+from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend, ClientCore, check_client, not_held
 from ._drive import Driver
 from ._effects import Flow, Replies, Role
 from ._holds import LostBase
 from ._pools import open_pools
-from ._protocol import Kind, Request, check_timeout, lock_request, rwlock_request, semaphore_request
+from ._protocol import (
+    MODULE_BIND_MS,
+    Kind,
+    Request,
+    check_timeout,
+    lock_request,
+    rwlock_request,
+    semaphore_request,
+)
 from .errors import AcquireTimeoutError, ClientClosedError, NotHeldError
 
 T = TypeVar("T")
@@ -28,6 +36,10 @@ L = TypeVar("L")
 RW = TypeVar("RW")
 S = TypeVar("S")
 H = TypeVar("H", bound="HeldBase")
+R = TypeVar("R")  # the shell's redis-py client (or cluster client) a Client is made over
+C = TypeVar("C")  # the shell's cluster topology
+D = TypeVar("D")  # the shell's watchdog connection
+CB = TypeVar("CB", bound="ClientBase[Any, Any, Any, Any, Any, Any, Any]")
 
 
 class ScopedBase(Generic[E]):
@@ -95,7 +107,7 @@ class ReadWriteLockBase(Generic[A]):
         return self._side(self._client, self._request)
 
 
-class ClientBase(Generic[L, RW, S, H]):
+class ClientBase(Generic[L, RW, S, H, R, C, D]):
     """The state of a client and what it hands out; subclasses do the I/O.
 
     ``bind``: the grace in seconds after which the server frees a hold whose process died
@@ -113,23 +125,25 @@ class ClientBase(Generic[L, RW, S, H]):
     _rwlock: Callable[[Any, Request], RW]
     _semaphore: Callable[[Any, Request], S]
     # The shell's I/O classes: redis-py's client, cluster client and retry (sync or asyncio),
-    # the shell's cluster topology and its watchdog connection.
+    # the shell's cluster topology, its watchdog connection and its kind of event.
     _redis: Any
     _redis_cluster: Any
     _retry: Any
-    _cluster_shell: Any
-    _dog_connection: Any
+    _cluster_shell: Callable[..., C]
+    _dog_connection: Callable[[Any], D]
+    _event: Callable[[], Any]
 
-    def __init__(self, redis_client: Any, bind: float | None, response_timeout: float,
-                 backend: Backend, command_timeout: float | None) -> None:
+    def __init__(self, redis_client: R, *, bind: float | None = MODULE_BIND_MS / 1000,
+                 response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
+                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
         response_timeout = renamed_timeout(response_timeout, command_timeout)
         check_client(bind, response_timeout, backend)  # before anything is opened
         retry = self._retry(NoBackoff(), 0)
-        self._cluster: Any = None
+        self._cluster: C | None = None
         if isinstance(redis_client, self._redis_cluster):
-            self._cluster = self._cluster_shell(redis_client, retry, response_timeout,
-                                                self._dog_connection)
-            pools = self._cluster.nodes.pools()
+            cluster: Any = self._cluster_shell(redis_client, retry, response_timeout,
+                                               self._dog_connection)
+            self._cluster, pools = cluster, cluster.nodes.pools()
         else:
             pools = open_pools(redis_client, self._redis, retry, response_timeout)
         self._core: ClientCore[H] = ClientCore(pools.server, bind, backend, response_timeout)
@@ -137,9 +151,22 @@ class ClientBase(Generic[L, RW, S, H]):
         self._core.start_watchdog = self._start_watchdog
         self.server, self._waits, self._cmds, self._dog_pool = pools
         self._dog_conn = self._dog_connection(self._dog_pool)
+        self._dog_wake = self._event()
         self._closed = False
         self._prefix = self._core.prefix
         self._registry = self._core.registry
+        self._pubsubs: set[Any] = set()  # open subscriptions (closing ends them)
+        self._open_shell()
+
+    @classmethod
+    def from_url(cls: type[CB], url: str, **kwargs: Any) -> CB:
+        """``Client.from_url("redis://127.0.0.1:6379/0")``; keyword arguments go to Client."""
+        return cls(cls._redis.from_url(url), **kwargs)
+
+    def _open_shell(self) -> None:
+        """The shell's own state (its watchdog, the I/O in flight), made last by
+        ``__init__``."""
+        raise NotImplementedError
 
     @property
     def native(self) -> bool | None:
@@ -198,9 +225,13 @@ class ClientBase(Generic[L, RW, S, H]):
 class AcquirableBase:
     """A lock, a mode of a read-write lock, or a semaphore: its client and request."""
 
+    # The shell's store of each owner's entered holds (per thread, per task), made per object.
+    _entered_store: Callable[[], Any]
+
     def __init__(self, client: Any, request: Request) -> None:
         self._client = client
         self._request = request
+        self._entered = self._entered_store()
 
     @property
     def name(self) -> str:

@@ -17,11 +17,10 @@ from redis.retry import Retry
 
 from . import _effects as fx
 from . import _shell
-from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import ClusterShell
 from ._drive import drive, run_steps
 from ._holds import LostBase
-from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
+from ._protocol import LockInfo, Request, Waiter, check_timeout
 from ._waiting import CancelLike, Interrupt, listen, sleep, wait_call
 from .errors import DlockError
 
@@ -100,10 +99,7 @@ class Acquirable(_shell.AcquirableBase, _Scoped[Held]):
     """Something that can be acquired: a lock, a mode of a read-write lock."""
 
     _client: Client
-
-    def __init__(self, client: Client, request: Request) -> None:
-        super().__init__(client, request)
-        self._entered = threading.local()
+    _entered_store = threading.local
 
     @overload
     def acquire(self, timeout: None = None, *, cancel: CancelLike | None = None) -> Held: ...
@@ -177,7 +173,9 @@ class _DogConnection(_shell.DogConnectionBase):
             self._conn.disconnect()
 
 
-class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held,
+                               redis.Redis | redis.cluster.RedisCluster, ClusterShell,
+                               _DogConnection]):
     """A dlock client over a redis-py client, which says where the server is (``bind``: the
     grace in seconds for a crashed process's holds; ``response_timeout``: how long the server
     may take to answer, default 5 s; ``backend``: ``"auto"``, ``"native"`` or ``"script"``;
@@ -187,27 +185,14 @@ class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     _redis, _redis_cluster, _retry = redis.Redis, redis.cluster.RedisCluster, Retry
-    _cluster_shell, _dog_connection = ClusterShell, _DogConnection
-    _cluster: ClusterShell | None
-    _dog_conn: _DogConnection
+    _cluster_shell, _dog_connection, _event = ClusterShell, _DogConnection, threading.Event
 
-    def __init__(self, redis_client: redis.Redis | redis.cluster.RedisCluster, *,
-                 bind: float | None = MODULE_BIND_MS / 1000,
-                 response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
-                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
-        super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
+    def _open_shell(self) -> None:
         self._dog: threading.Thread | None = None
-        self._dog_wake = threading.Event()
         self._dog_lock = threading.Lock()
-        # Flows in flight (close waits for them) and open subscriptions (close ends them).
+        # Flows in flight (close waits for them).
         self._state = threading.Condition()
         self._running = 0
-        self._pubsubs: set[Any] = set()
-
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> Client:
-        """``Client.from_url("redis://127.0.0.1:6379/0")``; keyword arguments go to Client."""
-        return cls(redis.Redis.from_url(url), **kwargs)
 
     # -- what users call --------------------------------------------------------------
 

@@ -35,11 +35,10 @@ from redis.asyncio.retry import Retry
 
 from . import _effects as fx
 from . import _shell
-from ._client import DEFAULT_RESPONSE_TIMEOUT, Backend
 from ._cluster import AsyncClusterShell
 from ._drive import adrive, arun_steps
 from ._holds import LostBase
-from ._protocol import MODULE_BIND_MS, LockInfo, Request, Waiter, check_timeout
+from ._protocol import LockInfo, Request, Waiter, check_timeout
 
 __all__ = ["Acquirable", "Bounded", "Client", "Held", "Lock", "Lost", "ReadWriteLock",
            "Semaphore"]
@@ -117,11 +116,8 @@ class Acquirable(_shell.AcquirableBase, _Scoped[Held]):
     """See :class:`dlock_client.Acquirable`; owners are tasks."""
 
     _client: Client
-
-    def __init__(self, client: Client, request: Request) -> None:
-        super().__init__(client, request)
-        self._entered: weakref.WeakKeyDictionary[asyncio.Task[Any], list[Held]] = (
-            weakref.WeakKeyDictionary())
+    _entered: weakref.WeakKeyDictionary[asyncio.Task[Any], list[Held]]
+    _entered_store = weakref.WeakKeyDictionary
 
     @overload
     def acquire(self, timeout: None = None) -> Coroutine[Any, Any, Held]: ...
@@ -189,30 +185,20 @@ class _DogConnection(_shell.DogConnectionBase):
             await self._conn.disconnect()
 
 
-class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held]):
+class Client(_shell.ClientBase[Lock, ReadWriteLock, Semaphore, Held,
+                               aredis.Redis | aredis.cluster.RedisCluster, AsyncClusterShell,
+                               _DogConnection]):
     """See :class:`dlock_client.Client`; the watchdog is a task of the running loop."""
 
     _held, _lock, _rwlock, _semaphore = Held, Lock, ReadWriteLock, Semaphore
 
     _redis, _redis_cluster, _retry = aredis.Redis, aredis.cluster.RedisCluster, Retry
-    _cluster_shell, _dog_connection = AsyncClusterShell, _DogConnection
-    _cluster: AsyncClusterShell | None
-    _dog_conn: _DogConnection
+    _cluster_shell, _dog_connection, _event = AsyncClusterShell, _DogConnection, asyncio.Event
 
-    def __init__(self, redis_client: aredis.Redis | aredis.cluster.RedisCluster, *,
-                 bind: float | None = MODULE_BIND_MS / 1000,
-                 response_timeout: float = DEFAULT_RESPONSE_TIMEOUT,
-                 backend: Backend = "auto", command_timeout: float | None = None) -> None:
-        super().__init__(redis_client, bind, response_timeout, backend, command_timeout)
+    def _open_shell(self) -> None:
         self._dog: asyncio.Task[None] | None = None
-        self._dog_wake = asyncio.Event()
-        # I/O in flight (aclose cancels it) and open subscriptions (aclose ends them).
+        # I/O in flight (aclose cancels it).
         self._inflight: set[asyncio.Future[Any]] = set()
-        self._pubsubs: set[Any] = set()
-
-    @classmethod
-    def from_url(cls, url: str, **kwargs: Any) -> Client:
-        return cls(aredis.Redis.from_url(url), **kwargs)
 
     def owner(self) -> str:
         """This task's owner id: ``<128-bit random id of the client>:task-<n>``."""

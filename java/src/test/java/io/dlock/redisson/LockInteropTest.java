@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.dlock.redisson.support.Clients;
 import io.dlock.redisson.support.OneServer;
+import io.dlock.redisson.support.Resp;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -69,11 +70,7 @@ class LockInteropTest extends OneServer {
     @ParameterizedTest(name = "useScriptCache={0}")
     @ValueSource(booleans = {false, true})
     void oneOwnerReentersAcrossTheTwo(boolean cache) {
-        RedissonClient r = redisson(cache);
-        String owner = Clients.owner(r);
-        String key = key("reenter");
-        RLock lock = r.getLock(key);
-        try (var c = server.connect()) {
+        withOwnLock(cache, "reenter", (key, owner, lock, c) -> {
             // Redisson first, then dlock re-enters it.
             lock.lock();
             assertEquals(2L, c.call("DLOCK.ACQUIRE", key, owner, 10_000));
@@ -93,17 +90,13 @@ class LockInteropTest extends OneServer {
             assertEquals(Map.of(owner, "1"), c.hgetall(key));
             assertEquals(1L, c.call("DLOCK.RELEASE", key, owner));
             assertEquals(0L, c.call("EXISTS", key));
-        }
+        });
     }
 
     @ParameterizedTest(name = "useScriptCache={0}")
     @ValueSource(booleans = {false, true})
     void rlockUnlockFreesADlockHoldAndTheReverse(boolean cache) {
-        RedissonClient r = redisson(cache);
-        String owner = Clients.owner(r);
-        String key = key("unlock");
-        RLock lock = r.getLock(key);
-        try (var c = server.connect()) {
+        withOwnLock(cache, "unlock", (key, owner, lock, c) -> {
             assertEquals(1L, c.call("DLOCK.ACQUIRE", key, owner, 10_000));
             lock.unlock();
             assertEquals(0L, c.call("EXISTS", key), "RLock.unlock() freed the dlock hold");
@@ -116,6 +109,24 @@ class LockInteropTest extends OneServer {
             assertFalse(lock.isLocked());
             assertEquals(1L, c.call("DLOCK.ACQUIRE", key, OTHER, 10_000));
             assertEquals(1L, c.call("DLOCK.RELEASE", key, OTHER));
+        });
+    }
+
+    /** What a test does with one Redisson client's lock on a fresh key and a connection. */
+    private interface OwnLockBody {
+        void run(String key, String owner, RLock lock, Resp c);
+    }
+
+    /**
+     * Runs {@code body} with a fresh key, the lock a Redisson client has on it, that client's
+     * owner id as dlock sees it ({@code <client id>:<thread id>} of this thread) and a
+     * connection to the server, closed afterwards.
+     */
+    private void withOwnLock(boolean cache, String name, OwnLockBody body) {
+        RedissonClient r = redisson(cache);
+        String key = key(name);
+        try (var c = server.connect()) {
+            body.run(key, Clients.owner(r), r.getLock(key), c);
         }
     }
 }
