@@ -235,7 +235,7 @@ fn cluster_down_answers_every_waiter(keys: usize, lease_ms: u64) {
     let grants = info_dlock(&mut c)["dlock_grants"];
     cl.nodes[1].kill();
     // The moment node 0 says the cluster is down (asked every 2 ms): the waiters are answered
-    // from then on, within the safety poll's 100 ms (docs/COMMANDS.md, resharding).
+    // from then on, within the safety poll's 100 ms (docs/BEHAVIOUR.md, resharding).
     let mut probe = cl.nodes[0].connection();
     let down_at = first_seen("the cluster going down", || {
         let state: String = redis::cmd("CLUSTER").arg("INFO").query(&mut probe).unwrap();

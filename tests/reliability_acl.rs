@@ -3,7 +3,7 @@
 //! DLOCK.* declare the lock key as their key, so `~app:*` confines a user's locking, releasing,
 //! renewing and inspecting to `app:*` (NOPERM elsewhere, nothing changes); `-dlock.release`
 //! forbids one command. The fencing counter and the unlock PUBLISH are the module's own and
-//! are not checked against the caller's key and channel ACL (docs/COMMANDS.md).
+//! are not checked against the caller's key and channel ACL (docs/BEHAVIOUR.md, *Toward the rest of Redis*).
 
 use crate::common;
 

@@ -121,7 +121,7 @@ impl Model {
         self.t0.elapsed().as_secs_f64() * 1000.0
     }
 
-    /// The fencing token on a grant (docs/COMMANDS.md "Fencing tokens"): a fresh exclusive
+    /// The fencing token on a grant (docs/BEHAVIOUR.md "Fencing tokens"): a fresh exclusive
     /// hold drops the previous token; FENCE returns the hold's token, else draws the next value
     /// of the slot's counter (READ: its current value, nothing kept).
     fn fence_on_grant(

@@ -15,7 +15,7 @@ const KEYS: usize = 1000;
 const EVENT_BOUND: Duration = Duration::from_millis(500);
 
 /// An overwrite by another type is found by the poll: within 100 ms × ⌈1,000 / 32⌉ = 3.2 s
-/// with 1,000 waited keys (docs/COMMANDS.md, *Waking waiters*), with the same room.
+/// with 1,000 waited keys (docs/BEHAVIOUR.md, *Waking waiters*), with the same room.
 const OVERWRITE_BOUND: Duration = Duration::from_millis(3200 + 1500);
 
 /// A waiter on its own connection, written raw (1,000 blocked clients without 1,000 threads).

@@ -150,7 +150,7 @@ pub fn turn<O: AsRef<[u8]>>(
 }
 
 /// The fencing token of a grant, kept in the lock's own hash for the length of the hold and
-/// drawn from the key's counter (docs/COMMANDS.md, *Fencing tokens*). `Ok(Some(token))` when
+/// drawn from the key's counter (docs/BEHAVIOUR.md, *Fencing tokens*). `Ok(Some(token))` when
 /// FENCE was asked.
 ///
 /// A fresh exclusive hold without FENCE drops the previous holder's token and draws nothing;

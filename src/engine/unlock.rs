@@ -1,5 +1,5 @@
 //! Whether a release that frees a lock publishes Redisson's unlock message now (the `publish`
-//! module argument; docs/COMMANDS.md, *Unlock channel*).
+//! module argument; docs/BEHAVIOUR.md, *Unlock channel*).
 //!
 //! The message wakes Redisson's waiters, which SUBSCRIBE to the lock's channel before they try
 //! the lock again. It costs each release ~0.8k instructions (the channel's name, Redis's look-up

@@ -129,7 +129,7 @@ class ReadWriteInteropTest extends OneServer {
     @ParameterizedTest(name = "useScriptCache={0}")
     @ValueSource(booleans = {false, true})
     void aRedissonReaderWaitsBehindADlockReader(boolean cache) {
-        // With redisson lua the script is Redisson's own Lua, which joins (docs/COMMANDS.md).
+        // With redisson lua the script is Redisson's own Lua, which joins (docs/BEHAVIOUR.md).
         assumeTrue(RedisServer.servesNatively(), "redisson lua: the Lua joins a dlock reader");
         String key = key("rw-shared-read");
         RReadWriteLock rw = redisson(cache).getReadWriteLock(key);

@@ -67,7 +67,7 @@ public record CapturedScripts(String redisson, List<Script> scripts) {
 
     /**
      * Whether the module must serve scripts of this role natively: RLock's and
-     * RReadWriteLock's (docs/COMMANDS.md, "Redisson's scripts, served natively"). Every role
+     * RReadWriteLock's (docs/BEHAVIOUR.md, "Redisson's scripts, served natively"). Every role
      * must behave exactly as the Lua all the same (the differential test compares them all).
      */
     public static boolean servedNatively(String role) {
