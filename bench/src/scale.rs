@@ -5,7 +5,7 @@
 //! waiters on 10, 100 and 1,000 keys, the fencing state after many distinct names, and the
 //! server CPU of renewing 10,000 holds of one client.
 //!
-//! Results go to the "Scale" section of docs/BENCHMARKS.md (between markers, replaced on each
+//! Results go to the "Scale" section of docs/SCALE.md (between markers, replaced on each
 //! run) with `docs/bench-scale.svg`, a chart drawn here. `--quick` runs small numbers and only
 //! checks the bounds that hold on any machine (one fencing key per slot used at most, nothing
 //! left behind once waiters leave): the short form run by `make test`.
@@ -671,8 +671,8 @@ pub fn run(quick: bool, write: bool, only: &[String]) {
     if !write {
         return;
     }
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/BENCHMARKS.md");
-    let doc = std::fs::read_to_string(path).expect("docs/BENCHMARKS.md");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/SCALE.md");
+    let doc = std::fs::read_to_string(path).expect("docs/SCALE.md");
     let section = format!(
         "{BEGIN}\n## Scale (`make bench-scale`)\n\n{text}\n![SET overhead and idle CPU against \
          the number of waited keys](bench-scale.svg)\n{END}"
@@ -681,7 +681,7 @@ pub fn run(quick: bool, write: bool, only: &[String]) {
         (Some(a), Some(b)) => format!("{}{section}{}", &doc[..a], &doc[b + END.len()..]),
         _ => format!("{}\n{section}\n", doc.trim_end()),
     };
-    std::fs::write(path, doc).expect("write docs/BENCHMARKS.md");
+    std::fs::write(path, doc).expect("write docs/SCALE.md");
     let svg_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/bench-scale.svg");
     std::fs::write(svg_path, svg(&chart)).expect("write docs/bench-scale.svg");
 }

@@ -17,7 +17,7 @@
 //! taken by a newer epoch in gossip, send no event). It runs in Redis's own cron tick
 //! (`serverCron`, `hz` times a second, 10 by default), which wakes the server anyway: a timer
 //! of its own would double an idle server's wake-ups, and a wake-up costs more than the poll
-//! (docs/BENCHMARKS.md, *Idle CPU*). Only where the cron runs less often than every `POLL_MS`
+//! (docs/SCALE.md, *Idle CPU*). Only where the cron runs less often than every `POLL_MS`
 //! (`hz` below 10) does a timer (`Job::Poll`) poll in between. The poll only reads: what it
 //! finds is marked and served by the 0 ms recheck timer, as events are.
 
