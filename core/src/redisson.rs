@@ -369,36 +369,26 @@ pub fn parse<'a>(role: Role, argv: &'a [&'a [u8]]) -> Option<Call<'a>> {
             lease_ms: ms(lease)?,
             owner,
         }),
-        (
-            Role::Unlock(form @ (Publisher::Literal | Publisher::Argument)),
-            [key, channel],
-            [message, lease, owner, publish @ ..],
-        ) => Some(Call::Unlock {
-            key,
-            channel,
-            message,
-            lease_ms: ms(lease)?,
-            owner,
-            publish: match (form, publish) {
-                (Publisher::Literal, []) => Publish::Publish,
-                (Publisher::Argument, [p]) => publish_command(p)?,
+        (Role::Unlock(form), [key, channel, latch @ ..], [message, lease, owner, rest @ ..]) => {
+            // The three forms differ only in how the message goes out and in the latch.
+            let (publish, latch) = match (form, latch, rest) {
+                (Publisher::Literal, [], []) => (Publish::Publish, None),
+                (Publisher::Argument, [], [p]) => (publish_command(p)?, None),
+                (Publisher::ArgumentLatch, [latch], [p, latch_ms]) => {
+                    (publish_command(p)?, Some((*latch, ms(latch_ms)?)))
+                }
                 _ => return None,
-            },
-            latch: None,
-        }),
-        (
-            Role::Unlock(Publisher::ArgumentLatch),
-            [key, channel, latch],
-            [message, lease, owner, publish, latch_ms],
-        ) => Some(Call::Unlock {
-            key,
-            channel,
-            message,
-            lease_ms: ms(lease)?,
-            owner,
-            publish: publish_command(publish)?,
-            latch: Some((latch, ms(latch_ms)?)),
-        }),
+            };
+            Some(Call::Unlock {
+                key,
+                channel,
+                message,
+                lease_ms: ms(lease)?,
+                owner,
+                publish,
+                latch,
+            })
+        }
         (Role::ForceUnlock(Publisher::Literal), [key, channel], [message]) => {
             Some(Call::ForceUnlock {
                 key,
