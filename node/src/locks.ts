@@ -3,9 +3,16 @@
  * options: a request (kind, name, lease, ...) checked when it is made, acquired through the
  * client.
  */
-import type { Client } from './client.js';
 import type { Held } from './hold.js';
 import { LEASE_DEFAULT_MS, Request, makeRequest } from './protocol.js';
+
+/**
+ * @internal What a lock needs of the client that made it: its acquire. The client passes
+ * itself (this file does not import client.ts, which imports it).
+ */
+export interface Acquirer {
+  acquireRequest(req: Request, opts: AcquireOptions): Promise<Held | null>;
+}
 
 export interface LockOptions {
   /** Lease in ms (default 30 000); the watchdog renews it every third of it. */
@@ -54,12 +61,12 @@ export type SemaphoreWaitOptions = Omit<SemaphoreAcquireOptions, 'timeout'> & {
 const NO_OPTIONS: AcquireOptions = Object.freeze({});
 
 export class Lock {
-  readonly #client: Client;
+  readonly #client: Acquirer;
   /** @internal */
   readonly request: Request;
 
   /** @internal */
-  constructor(client: Client, request: Request) {
+  constructor(client: Acquirer, request: Request) {
     this.#client = client;
     this.request = request;
   }
@@ -81,12 +88,12 @@ export class Lock {
 }
 
 export class ReadWriteLock {
-  readonly #client: Client;
+  readonly #client: Acquirer;
   readonly #opts: LockOptions;
   readonly name: string;
 
   /** @internal */
-  constructor(client: Client, name: string, opts: LockOptions) {
+  constructor(client: Acquirer, name: string, opts: LockOptions) {
     // Checks the options now.
     makeRequest('write', name, { ...opts, lease: opts.lease ?? LEASE_DEFAULT_MS });
     this.#client = client;
@@ -112,11 +119,11 @@ export class ReadWriteLock {
 }
 
 export class Semaphore {
-  readonly #client: Client;
+  readonly #client: Acquirer;
   readonly #request: Request;
 
   /** @internal */
-  constructor(client: Client, request: Request) {
+  constructor(client: Acquirer, request: Request) {
     this.#client = client;
     this.#request = request;
   }
