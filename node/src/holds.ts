@@ -7,12 +7,12 @@ import type { Backend, Grant } from './backend.js';
 import { now } from './clock.js';
 import { ClosedError, LostReason, NotHeldError, translate } from './errors.js';
 import { Binding, Entry, Held, HoldOwner } from './hold.js';
-import type { Link, Sent } from './link.js';
+import type { Sent } from './link.js';
 import type { Kind, Request } from './protocol.js';
 import type { Topology } from './topology.js';
-import { Watchdog } from './watchdog.js';
+import { Watched, Watchdog } from './watchdog.js';
 
-export class Holds implements HoldOwner {
+export class Holds implements HoldOwner, Watched {
   private readonly entries = new Map<string, Entry>();
   /** Lost holds whose release gave them back already (it is sent once). */
   private readonly givenBack = new WeakSet<Held>();
@@ -173,7 +173,7 @@ export class Holds implements HoldOwner {
   }
 
   /** What a renewal answered at `sent.sentAt` did to `e`: false when it is gone. */
-  renewed(e: Entry, sent: { reply: unknown; sentAt: number; link: Link; epoch: number }): boolean {
+  renewed(e: Entry, sent: Sent): boolean {
     if (e.gone) return false;
     if (Number(sent.reply) !== 1) {
       this.lose(e, 'not_held');

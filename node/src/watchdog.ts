@@ -3,11 +3,25 @@
  * needs it (its renewal at a third of the lease, its deadline, its bound connection's sign of
  * life). Nothing it does can end in an unhandled rejection.
  */
+import type { Backend } from './backend.js';
 import { now } from './clock.js';
-import { replyText } from './errors.js';
+import { LostReason, replyText } from './errors.js';
 import type { Entry } from './hold.js';
-import type { Holds } from './holds.js';
-import type { Link } from './link.js';
+import type { Link, Sent } from './link.js';
+import type { Topology } from './topology.js';
+
+/**
+ * What the watchdog needs of the holds it watches (holds.ts's `Holds` passes itself; this file does
+ * not import holds.ts, which imports it).
+ */
+export interface Watched {
+  readonly topo: Topology;
+  readonly backend: Backend | null;
+  all(): IterableIterator<Entry>;
+  lose(e: Entry, reason: LostReason, cause?: unknown): void;
+  /** What a renewal's answer did to `e`: false when it is gone. */
+  renewed(e: Entry, sent: Sent): boolean;
+}
 
 export class Watchdog {
   private timer: NodeJS.Timeout | null = null;
@@ -15,7 +29,7 @@ export class Watchdog {
   private readonly lastPing = new Map<Link, number>();
   private stopped = false;
 
-  constructor(private readonly holds: Holds) {}
+  constructor(private readonly holds: Watched) {}
 
   stop(): void {
     this.stopped = true;
