@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import redis.exceptions as rexc
 
@@ -39,8 +39,7 @@ from ._redirect import Follow
 from .errors import CommandError, ModuleNotLoadedError
 
 if TYPE_CHECKING:
-    from ._client import ClientCore
-    from ._holds import Entry
+    from ._holds import Entry, Registry
 
 T = TypeVar("T")
 
@@ -84,13 +83,30 @@ def given_back_if_cut(flow: Flow[T], give_back: Callable[[], Flow[None]]) -> Flo
         raise
 
 
+class ClientState(Protocol):
+    """What a backend reads of its client's state (:class:`._client.ClientCore` is one; this
+    module does not import it, which imports this one)."""
+
+    @property
+    def server(self) -> str: ...
+    @property
+    def response_timeout(self) -> float: ...
+    @property
+    def bind(self) -> BindSupport: ...
+    @property
+    def registry(self) -> Registry[Any]: ...
+    @property
+    def cluster(self) -> bool: ...
+    def new_link(self, role: Role) -> tuple[Role, int]: ...
+
+
 class BackendBase:
     """What the client asks of a backend; `client` is the client's state (its server, what
     it holds, what BIND support it learnt)."""
 
     native: bool
 
-    def __init__(self, client: ClientCore[Any]) -> None:
+    def __init__(self, client: ClientState) -> None:
         self.client = client
 
     @property
@@ -368,7 +384,7 @@ class Script(BackendBase):
                     [None] * len(names))
 
 
-def probe(client: ClientCore[Any], wanted: str) -> Flow[BackendBase]:
+def probe(client: ClientState, wanted: str) -> Flow[BackendBase]:
     """The backend serving `client` (``backend=`` `wanted`): ``DLOCK.INFO`` answers anything
     but ``unknown command`` where the module is loaded."""
     if wanted == "script":

@@ -14,26 +14,40 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import redis.exceptions as rexc
 
 from ._effects import Flow, Pipe, Replies, Role
-from ._holds import Entry, HoldLike
+from ._holds import Entry, HoldLike, Registry
 from ._protocol import first_unknown_option, is_unknown_option
 from ._redirect import Follow, redirect_of
 from .errors import RedirectedError
 
 if TYPE_CHECKING:
-    from ._client import ClientCore
+    from ._backend import BackendBase
+    from ._protocol import BindSupport
 
 H = TypeVar("H", bound=HoldLike)
+
+
+class Watched(Protocol[H]):
+    """What the watchdog reads of its client (:class:`._client.ClientCore` is one; this module
+    does not import it, which imports this one)."""
+
+    @property
+    def registry(self) -> Registry[H]: ...
+    @property
+    def bind_renew(self) -> BindSupport: ...
+    @property
+    def cluster(self) -> bool: ...
+    def detect(self) -> Flow[BackendBase]: ...
 
 
 class Watchdog(Generic[H]):
     """The renewals of one client's holds (its registry, :class:`._holds.Registry`)."""
 
-    def __init__(self, client: ClientCore[H]) -> None:
+    def __init__(self, client: Watched[H]) -> None:
         self.client = client
         self.registry = client.registry
         #: Monotonic time the watchdog wakes by itself: an acquire due before wakes it.
