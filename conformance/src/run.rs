@@ -11,7 +11,6 @@ use crate::driver::Driver;
 use crate::expect::Checker;
 use crate::history::{self, Interval};
 use crate::servers::{self, Topology};
-use crate::suite::Options;
 
 /// How long a reply may take beyond what a step expects (a loaded machine; a driver that
 /// was stopped answers after it is continued).
@@ -46,7 +45,8 @@ struct Pending {
 /// A scenario being run. Servers it stopped (`hang_server`) are resumed when it finishes,
 /// also on a failure or a panic (see `Drop`).
 pub(crate) struct Run<'a> {
-    opts: &'a Options,
+    /// The driver's command line (run by `sh -c`), one process per actor.
+    driver: &'a str,
     topo: &'a mut Topology,
     scenario: &'a Value,
     drivers: BTreeMap<String, Driver>,
@@ -62,9 +62,9 @@ pub(crate) struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    pub(crate) fn new(opts: &'a Options, topo: &'a mut Topology, scenario: &'a Value) -> Run<'a> {
+    pub(crate) fn new(driver: &'a str, topo: &'a mut Topology, scenario: &'a Value) -> Run<'a> {
         Run {
-            opts,
+            driver,
             topo,
             scenario,
             drivers: BTreeMap::new(),
@@ -121,7 +121,7 @@ impl<'a> Run<'a> {
             .map(|c| c.keys().cloned().collect())
             .unwrap_or_default();
         for actor in &actors {
-            let d = Driver::spawn(actor, &self.opts.driver)?;
+            let d = Driver::spawn(actor, self.driver)?;
             self.drivers.insert(actor.clone(), d);
             if self.client_fields(actor).get("connect") == Some(&Value::Bool(false)) {
                 continue;

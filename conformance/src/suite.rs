@@ -114,7 +114,7 @@ fn run_in_turn(opts: &Options, files: &[PathBuf]) -> Summary {
                 current = Some((topo_name.clone(), Topology::start(&topo_name)?));
             }
             let (_, topo) = current.as_mut().expect("topology");
-            let mut run = Run::new(opts, topo, &scenario);
+            let mut run = Run::new(&opts.driver, topo, &scenario);
             let r = run.steps();
             let damaged = run.damaged;
             let verdict = run.finish(r.is_ok());

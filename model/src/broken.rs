@@ -39,14 +39,14 @@ pub enum Broken {
 impl Broken {
     /// Every broken rule, each with the property that must catch it.
     pub const ALL: [(Broken, &'static str); 8] = [
-        (Broken::SecondHolder, crate::props::EXCLUSION),
-        (Broken::IgnoreQueue, crate::props::FAIRNESS),
-        (Broken::SkipBusyHead, crate::props::FAIRNESS),
-        (Broken::OneGrantPerServe, crate::props::NOT_FORGOTTEN),
-        (Broken::FenceNotAdvanced, crate::props::FENCING),
-        (Broken::NoLockDelayGate, crate::props::LOCK_DELAY),
-        (Broken::CutIgnored, crate::props::BIND_CUT),
-        (Broken::HoldersNotFollowed, crate::props::DEADLOCK),
+        (Broken::SecondHolder, crate::names::EXCLUSION),
+        (Broken::IgnoreQueue, crate::names::FAIRNESS),
+        (Broken::SkipBusyHead, crate::names::FAIRNESS),
+        (Broken::OneGrantPerServe, crate::names::NOT_FORGOTTEN),
+        (Broken::FenceNotAdvanced, crate::names::FENCING),
+        (Broken::NoLockDelayGate, crate::names::LOCK_DELAY),
+        (Broken::CutIgnored, crate::names::BIND_CUT),
+        (Broken::HoldersNotFollowed, crate::names::DEADLOCK),
     ];
 }
 

@@ -20,6 +20,8 @@
 #![forbid(unsafe_code)]
 
 mod broken;
+mod live;
+mod names;
 pub mod props;
 mod step;
 

@@ -11,16 +11,11 @@ use dlock_core::serve;
 use dlock_core::terms::Terms;
 use stateright::Property;
 
-use crate::step::live;
+use crate::live::live;
+pub use crate::names::{
+    BIND_CUT, DEADLOCK, EXCLUSION, FAIRNESS, FENCING, LOCK_DELAY, NOT_FORGOTTEN,
+};
 use crate::{Key, State, World, CAPACITY, LEASE, OWNERS};
-
-pub const EXCLUSION: &str = "mutual exclusion";
-pub const FAIRNESS: &str = "fairness";
-pub const NOT_FORGOTTEN: &str = "no waiter forgotten";
-pub const FENCING: &str = "fencing tokens increase";
-pub const LOCK_DELAY: &str = "no grant inside a lock-delay";
-pub const BIND_CUT: &str = "a cut hold is gone after its grace";
-pub const DEADLOCK: &str = "deadlock detection exact";
 
 /// Every property.
 pub fn all() -> Vec<Property<World>> {

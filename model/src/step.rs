@@ -13,7 +13,8 @@ use dlock_core::rules::{self, Released};
 use dlock_core::serve::Granted;
 use dlock_core::terms::Terms;
 
-use crate::{broken, props, Action, Key, State, Waiter, World, DELAY, GRACE, LEASE};
+use crate::live::{expire, live};
+use crate::{broken, names, props, Action, Key, State, Waiter, World, DELAY, GRACE, LEASE};
 use crate::{Opts, CAPACITY, MAX_COUNT, OWNERS};
 
 /// The name of key `k`, as the deadlock text writes it.
@@ -28,36 +29,6 @@ fn waiting(s: &State, o: u8) -> Option<usize> {
     s.keys
         .iter()
         .position(|k| k.queue.iter().any(|w| w.owner == o))
-}
-
-/// What Redis does to a key whose time has passed, before anything reads it: the lock key
-/// expires at its TTL (an exclusive lock's lease; the latest holder lease of the others), the
-/// lock-delay companion at `until + delay`.
-pub(crate) fn expire(key: &mut Key) {
-    let gone = match &key.value {
-        LockValue::Exclusive(x) => x.expire_at.is_some_and(|at| at < 0),
-        LockValue::ReadWrite(_) | LockValue::Semaphore(_) => {
-            key.value.expire_at().is_some_and(|at| at < 0)
-        }
-        _ => false,
-    };
-    if gone {
-        key.value = LockValue::Free;
-    }
-    if key.delay.as_ref().is_some_and(|d| d.expire_at() < 0) {
-        key.delay = None;
-    }
-}
-
-/// The lock as a unit of work starting now would find it (expired, lapsed holders dropped).
-pub(crate) fn live(key: &Key) -> LockValue {
-    let mut k = Key {
-        value: key.value.clone(),
-        ..Key::default()
-    };
-    expire(&mut k);
-    rules::prune_lapsed(&mut k.value, 0);
-    k.value
 }
 
 /// `owner`'s count of the holds `want` asks for.
@@ -257,7 +228,7 @@ fn serve_queue(w: &World, key: &mut Key, u: &mut Unit) {
     let served = broken::serve(w, &mut key.value, key.delay.as_ref(), &asks, draw);
     // Fairness: the requests served are the first ones of the queue.
     if served.iter().enumerate().any(|(n, (i, _))| n != *i) {
-        u.broken = u.broken.or(Some(props::FAIRNESS));
+        u.broken = u.broken.or(Some(names::FAIRNESS));
     }
     let waiters: Vec<Waiter> = served.iter().map(|(i, _)| key.queue[*i]).collect();
     for (i, _) in served.iter().rev() {
@@ -297,7 +268,7 @@ fn on_grant(key: &mut Key, u: &mut Unit, waiter: Waiter, granted: Granted) {
             token >= key.last_token
         };
         if !above {
-            u.broken = u.broken.or(Some(props::FENCING));
+            u.broken = u.broken.or(Some(names::FENCING));
         }
         key.last_token = key.last_token.max(token);
     }
@@ -318,7 +289,7 @@ fn acquire(w: &World, s: &mut State, o: u8, k: usize, want: Want, opts: Opts) {
                 // semaphore's (docs/COMMANDS.md).
                 let permits = matches!(want, Want::Permits { .. });
                 if queue_ahead && (!granted.held_before || permits) {
-                    u.broken = u.broken.or(Some(props::FAIRNESS));
+                    u.broken = u.broken.or(Some(names::FAIRNESS));
                 }
                 let waiter = Waiter {
                     owner: o,
@@ -338,7 +309,7 @@ fn acquire(w: &World, s: &mut State, o: u8, k: usize, want: Want, opts: Opts) {
     // Before it queues: the cycle it would close, by the rule and by the oracle.
     let found = cycle(w, s, o, k, want);
     if found != props::closes_a_cycle(s, o, k, want) {
-        s.broken = s.broken.or(Some(props::DEADLOCK));
+        s.broken = s.broken.or(Some(names::DEADLOCK));
     }
     if !found {
         s.keys[k].queue.push(Waiter {
