@@ -520,7 +520,9 @@ pub(crate) fn k(n: f64) -> String {
 /// Runs every workload (or those whose name contains one of `only`) and prints the table.
 /// `DLOCK_INSTR_KEEP=dir` keeps callgrind's output files there (one per workload and server
 /// start) for `callgrind_annotate`; otherwise they go with a temporary directory.
-pub fn run(only: &[String]) {
+/// `more_rows` runs further rows (Redisson's, from the caller) in the same directory, after
+/// these and before the table.
+pub fn run(only: &[String], more_rows: impl FnOnce(&Path)) {
     if Command::new("valgrind").arg("--version").output().is_err() {
         eprintln!("valgrind is missing (apt-get install valgrind)");
         std::process::exit(2);
@@ -544,7 +546,7 @@ pub fn run(only: &[String]) {
         let _ = std::io::stdout().flush();
         results.push((w.name, per_op));
     }
-    crate::redisson_instr::run(only, &dir);
+    more_rows(&dir);
     if keep.is_none() {
         let _ = std::fs::remove_dir_all(&dir);
     }

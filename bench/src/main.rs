@@ -426,7 +426,7 @@ fn main() {
         return;
     }
     if args.iter().any(|a| a == "--instr") {
-        instr::run(&only);
+        instr::run(&only, |dir| redisson_instr::run(&only, dir));
         return;
     }
     if args.iter().any(|a| a == "--scale") {

@@ -20,7 +20,8 @@
 //! - [`names`]: the fencing counter's key, Redisson's unlock channel, CRC16 and key slots.
 //! - [`number`]: the one decimal-integer parser (hash fields as Redis writes them, arguments).
 //! - [`redisson`]: Redisson's lock scripts served natively: their digests, arguments and
-//!   answers; [`redisson_rwlock`]: the same for `RReadWriteLock`'s.
+//!   answers; [`redisson_rwlock`]: the same for `RReadWriteLock`'s; [`redisson_terms`]: what
+//!   both share (the publish forms, the argument parsers, the states of the keys).
 
 #![forbid(unsafe_code)]
 
@@ -35,6 +36,7 @@ pub mod names;
 pub mod number;
 pub mod redisson;
 pub mod redisson_rwlock;
+pub mod redisson_terms;
 pub mod rules;
 pub mod serve;
 pub mod terms;

@@ -17,8 +17,8 @@
 //! [`Role::RwLock`]: crate::redisson::Role::RwLock
 
 use crate::model::{LockValue, Stored};
-use crate::redisson::{ms, publish_command, strict_integer, Fallback, LatchState, LockState};
-use crate::redisson::{Publish, Publisher};
+use crate::redisson_terms::{ms, publish_command, strict_integer, Fallback, LatchState, LockState};
+use crate::redisson_terms::{Publish, Publisher};
 
 /// What a known read-write lock script does (keys and arguments: see [`parse`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
