@@ -161,12 +161,7 @@ fn a_bind_cut_starts_the_delay() {
 #[test]
 fn the_delay_survives_an_aof_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let start = || {
-        Server::builder()
-            .dir(dir.path())
-            .args(["--appendonly", "yes", "--appendfsync", "always"])
-            .start()
-    };
+    let start = || Server::builder().dir(dir.path()).aof().start();
     let srv = start();
     let mut c = srv.connection();
     let r = cmd(

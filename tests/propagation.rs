@@ -255,8 +255,7 @@ fn pexpiretime(c: &mut redis::Connection, key: &str) -> i64 {
 #[test]
 fn aof_gets_one_command_per_acquire_and_release() {
     let dir = tempfile::tempdir().unwrap();
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut srv = Server::builder().dir(dir.path()).args(aof).start();
+    let mut srv = Server::builder().dir(dir.path()).aof().start();
     let mut c = srv.connection();
     assert_eq!(acquire(&mut c, "held", "o1", 600_000), Reply::Int(1));
     assert_eq!(acquire(&mut c, "freed", "o1", 600_000), Reply::Int(1));
@@ -281,7 +280,7 @@ fn aof_gets_one_command_per_acquire_and_release() {
     let plain = Server::builder()
         .without_module()
         .dir(dir.path())
-        .args(aof)
+        .aof()
         .start();
     let mut p = plain.connection();
     assert_eq!(hgetall(&mut p, "held"), map(&[("o1", "1")]));

@@ -300,6 +300,18 @@ impl Twins {
         }
     }
 
+    /// The twins and the captured versions `versions` picks, for test `test` (`None`: no
+    /// capture, the test skipped); `what` names the scripts a version must have.
+    pub fn for_captured<V>(
+        test: &str,
+        what: &str,
+        versions: impl Fn(&[CapturedScript]) -> Vec<V>,
+    ) -> Option<(Twins, Vec<V>)> {
+        let versions = versions(&captured_or_skip(test)?);
+        assert!(!versions.is_empty(), "no captured version has the {what}");
+        Some((Twins::start(), versions))
+    }
+
     /// One step on both: the same reply (as [`same_reply`]), then the same keyspace.
     #[track_caller]
     pub fn step(&mut self, what: &str, run: impl Fn(&mut Connection) -> Reply) {
@@ -338,15 +350,10 @@ impl Twins {
 
 #[test]
 fn every_rlock_script_is_served_as_the_lua_answers() {
-    let Some(all) = captured_or_skip("redisson_native") else {
+    let Some((mut t, versions)) = Twins::for_captured("redisson_native", "RLock scripts", versions)
+    else {
         return;
     };
-    let versions = versions(&all);
-    assert!(
-        !versions.is_empty(),
-        "no captured version has the RLock scripts"
-    );
-    let mut t = Twins::start();
     t.each(
         &versions,
         load_all,
@@ -399,8 +406,7 @@ fn an_aof_replayed_without_the_module_ends_with_the_same_data() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut srv = Server::builder().dir(dir.path()).args(aof).start();
+    let mut srv = Server::builder().dir(dir.path()).aof().start();
     let mut c = srv.connection();
     load_all(&mut c, &v);
     for how in [Send::EvalSha, Send::Eval] {
@@ -414,7 +420,7 @@ fn an_aof_replayed_without_the_module_ends_with_the_same_data() {
     let plain = Server::builder()
         .without_module()
         .dir(dir.path())
-        .args(aof)
+        .aof()
         .start();
     let after = keyspace(&mut plain.connection());
     assert_same_keyspace(&after, &before, "the keyspace replayed from the AOF");

@@ -197,15 +197,11 @@ fn load_all(con: &mut Connection, v: &Version) {
 
 #[test]
 fn every_rwlock_script_is_served_as_the_lua_answers() {
-    let Some(all) = captured_or_skip("redisson_rwlock") else {
+    let Some((mut t, versions)) =
+        Twins::for_captured("redisson_rwlock", "rwlock scripts", versions)
+    else {
         return;
     };
-    let versions = versions(&all);
-    assert!(
-        !versions.is_empty(),
-        "no captured version has the rwlock scripts"
-    );
-    let mut t = Twins::start();
     t.each(
         &versions,
         load_all,

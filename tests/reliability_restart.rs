@@ -22,10 +22,7 @@ enum Stop {
 }
 
 fn builder(dir: &std::path::Path, port: u16) -> ServerBuilder {
-    Server::builder()
-        .dir(dir)
-        .port(port)
-        .args(["--appendonly", "yes", "--appendfsync", "always"])
+    Server::builder().dir(dir).port(port).aof()
 }
 
 struct Snapshot {

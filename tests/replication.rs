@@ -91,8 +91,7 @@ fn aof_replays_without_the_module() {
     // Kept across the three servers below, removed when dropped.
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let aof = ["--appendonly", "yes", "--appendfsync", "always"];
-    let mut master = Server::builder().dir(dir).args(aof).start();
+    let mut master = Server::builder().dir(dir).aof().start();
     let mut m = master.connection();
     let got = cmd(&mut m, &["DLOCK.ACQUIRE", "k1", "o", "600000", "FENCE"]);
     assert_eq!(got, Reply::Arr(vec![Reply::Int(1), Reply::Int(1)]));
@@ -114,11 +113,7 @@ fn aof_replays_without_the_module() {
     let before_k3 = hgetall(&mut m, "k3");
     master.shutdown();
 
-    let plain = Server::builder()
-        .without_module()
-        .dir(dir)
-        .args(aof)
-        .start();
+    let plain = Server::builder().without_module().dir(dir).aof().start();
     let mut p = plain.connection();
     assert_eq!(hgetall(&mut p, "k1"), before_k1);
     assert_eq!(before_k1, map(&[("o", "2"), ("", "1")]));
@@ -134,7 +129,7 @@ fn aof_replays_without_the_module() {
     plain.shutdown();
 
     // and with the module again, tokens continue
-    let again = Server::builder().dir(dir).args(aof).start();
+    let again = Server::builder().dir(dir).aof().start();
     let mut a = again.connection();
     assert_eq!(acquire(&mut a, "k1", "x", 1000), Reply::Nil, "still held");
     let got = cmd(&mut a, &["DLOCK.ACQUIRE", "k2", "o", "1000", "FENCE"]);

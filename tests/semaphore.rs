@@ -490,7 +490,7 @@ fn replica_without_module_and_aof_replay_mirror_semaphores() {
         primary: master,
         replicas,
     } = ReplicaSet::start(
-        Server::builder().args(["--appendonly", "yes", "--appendfsync", "always"]),
+        Server::builder().aof(),
         1,
         Server::builder().without_module(),
     );

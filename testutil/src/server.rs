@@ -70,6 +70,11 @@ impl ServerBuilder {
         self.extra.extend(args.into_iter().map(Into::into));
         self
     }
+    /// The append-only file on, every write synced before the reply (`--appendonly yes
+    /// --appendfsync always`): what a restart or a server without the module replays.
+    pub fn aof(self) -> Self {
+        self.args(["--appendonly", "yes", "--appendfsync", "always"])
+    }
     /// Use this data directory (kept after the server stops) instead of a fresh temp dir:
     /// for restart tests.
     pub fn dir(mut self, dir: &Path) -> Self {
