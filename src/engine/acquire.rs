@@ -27,8 +27,8 @@ pub enum Acquired {
 }
 
 /// Asks for the hold `req` on `key` in the selected database, waiting up to `wait_ms`
-/// (`Some(0)`: no limit) when given. `name`, `owner_arg`: the key and owner as the command's own argument
-/// strings, shared instead of copied.
+/// (`Some(0)`: no limit) when given. `name`, `owner_arg`: the key and owner as the
+/// command's own argument strings, shared instead of copied.
 pub fn acquire(
     ctx: Ctx,
     key: &[u8],

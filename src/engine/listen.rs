@@ -47,9 +47,9 @@ use super::job::Job;
 use super::registry::waiting;
 use super::{bind, delay_keys, wake};
 
-/// Keyspace events: `expired` and `evicted` from the first unit of work on, the generic class (del, rename,
-/// move, expire, restore, copy...: a waited key changed behind the module's back) while
-/// clients wait. One handler, one subscription where the server can drop one: Redis walks
+/// Keyspace events: `expired` and `evicted` from the first unit of work on, the generic
+/// class (del, rename, move, expire, restore, copy...: a waited key changed behind the
+/// module's back) while clients wait. One handler, one subscription where the server can drop one: Redis walks
 /// its subscribers for every event raised, also for each `SET`'s two (8.2).
 pub struct Keys;
 
